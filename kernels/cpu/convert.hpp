@@ -1,0 +1,16 @@
+#pragma once
+// Row conversions between stored weight types and f32. Every matmul, the embedding
+// lookup and the GGUF writer go through these, so each dtype is decoded in one place.
+#include <cstdint>
+
+#include "runtime/dtype.hpp"
+
+namespace orzo::cpu {
+
+// dst[0..n) = the n elements of one row stored as `t` at src.
+void dequantize_row(DType t, const void* src, int64_t n, float* dst);
+
+// The inverse: stores n f32 values as `t` (GGML's Q8_0 / Q4_0 rounding for the quants).
+void quantize_row(DType t, const float* src, int64_t n, void* dst);
+
+}  // namespace orzo::cpu

@@ -1,0 +1,27 @@
+#pragma once
+// How a request wants its tokens drawn. Part of the register message (session -> batcher)
+// and read by the sampler on the last worker; plain data, no CAF here so the sampler stays
+// pure. Defaults follow vLLM / OpenAI.
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace orzo {
+
+struct SamplingParams {
+  float temperature = 1.0f;          // 0 means greedy (argmax)
+  int32_t top_k = 0;                 // <= 0: off
+  float top_p = 1.0f;                // 1: off
+  float min_p = 0.0f;                // 0: off; keeps tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f;   // 1: off; divides positive logits, multiplies negative ones
+  float frequency_penalty = 0.0f;    // subtracts penalty * count of the token in the window
+  float presence_penalty = 0.0f;     // subtracts penalty once if the token is in the window
+  int32_t penalty_window = 64;       // the penalties look at this many most recent tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
+  std::optional<uint64_t> seed;      // same seed, same logits: same tokens
+  bool logprobs = false;             // report the sampled token's logprob
+  int32_t top_logprobs = 0;          // and this many most likely alternatives (0..20)
+};
+
+}  // namespace orzo
