@@ -1,1 +1,22 @@
-int main() { return 0; }
+// The orzo command line: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/bench_command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
+  app.require_subcommand(1);
+  orzo::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "orzo: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,128 @@
+#include "cli/bench_command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/cpu_backend.hpp"
+#include "runtime/model.hpp"
+
+namespace orzo::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  int batch = 1;
+  int prompt = 128;
+  int gen = 32;
+  int threads = 0;
+  int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int32_t argmax(const float* v, int64_t n) {
+  return static_cast<int32_t>(std::max_element(v, v + n) - v);
+}
+
+void run_bench(const BenchOptions& o) {
+  auto model = Model::load(o.model);
+  const auto& cfg = model->config();
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int32_t bs = kDefaultBlockSize;
+  const int32_t blocks_per_seq = (o.prompt + o.gen + bs - 1) / bs;
+  CpuBackend::Options opt;
+  opt.kv_blocks = blocks_per_seq * o.batch;
+  opt.threads = threads;
+  opt.max_rows = std::max(o.chunk, o.batch);
+  CpuBackend backend(model, opt);
+
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(o.batch));
+  for (int s = 0; s < o.batch; ++s)
+    for (int32_t i = 0; i < blocks_per_seq; ++i) tables[static_cast<size_t>(s)].push_back(s * blocks_per_seq + i);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> any_token(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  std::vector<int32_t> prompt_tokens(static_cast<size_t>(o.batch) * static_cast<size_t>(o.prompt));
+  for (auto& t : prompt_tokens) t = any_token(rng);
+
+  std::vector<float> hidden, logits;
+  std::vector<int32_t> next(static_cast<size_t>(o.batch));
+  // Prefill: the prompts of all sequences, packed into chunks of at most `chunk` rows.
+  const auto t_prefill = Clock::now();
+  int seq = 0, done = 0;
+  while (seq < o.batch) {
+    ForwardBatch b;
+    b.block_tables = tables;
+    std::vector<int> finishing;
+    while (seq < o.batch && b.rows() < o.chunk) {
+      const int take = std::min<int>(o.prompt - done, o.chunk - static_cast<int>(b.rows()));
+      const bool last = done + take == o.prompt;
+      b.add_chunk(seq, prompt_tokens.data() + static_cast<size_t>(seq) * static_cast<size_t>(o.prompt) + done, take,
+                  done, last);
+      if (last) finishing.push_back(seq);
+      done += take;
+      if (last) ++seq, done = 0;
+    }
+    backend.forward(b, hidden, logits);
+    for (size_t i = 0; i < finishing.size(); ++i)
+      next[static_cast<size_t>(finishing[i])] = argmax(logits.data() + i * static_cast<size_t>(cfg.vocab_size), cfg.vocab_size);
+  }
+  const double prefill_s = seconds_since(t_prefill);
+
+  // Decode: one row per sequence per step, greedy.
+  const auto t_decode = Clock::now();
+  for (int step = 0; step < o.gen; ++step) {
+    ForwardBatch b;
+    b.block_tables = tables;
+    for (int s = 0; s < o.batch; ++s) b.add_chunk(s, &next[static_cast<size_t>(s)], 1, o.prompt + step, true);
+    backend.forward(b, hidden, logits);
+    for (int s = 0; s < o.batch; ++s)
+      next[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * static_cast<size_t>(cfg.vocab_size), cfg.vocab_size);
+  }
+  const double decode_s = seconds_since(t_decode);
+
+  const double prefill_tps = o.batch * o.prompt / prefill_s;
+  const double decode_tps = o.gen > 0 ? o.batch * o.gen / decode_s : 0.0;
+  const double per_seq = o.gen > 0 ? o.gen / decode_s : 0.0;
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},           {"batch", o.batch},          {"prompt", o.prompt},
+                        {"gen", o.gen},               {"threads", threads},        {"prefill_tps", prefill_tps},
+                        {"decode_tps", decode_tps},   {"decode_tps_per_seq", per_seq},
+                        {"weight_bytes_per_token", model->weight_bytes_per_token()},
+                        {"matmul_parameters", model->matmul_parameters()},
+                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
+    std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
+    std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Offline throughput: B sequences of P prompt tokens, then G decode steps");
+  cmd->add_option("-m,--model", o->model, "HF model directory or .gguf file")->required();
+  cmd->add_option("--batch", o->batch, "Number of sequences")->check(CLI::Range(1, 4096));
+  cmd->add_option("--prompt", o->prompt, "Prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gen", o->gen, "Decode steps")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-t,--threads", o->threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o] { run_bench(*o); });
+}
+
+}  // namespace orzo::cli

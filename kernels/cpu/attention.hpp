@@ -1,0 +1,24 @@
+#pragma once
+// Causal grouped-query attention over the paged KV cache, one query row at a time: each
+// row attends to the positions of its own sequence up to its own, read through that
+// sequence's block table. A row's result never depends on the other rows in the batch.
+#include <cstdint>
+#include <optional>
+
+#include "runtime/forward_batch.hpp"
+#include "runtime/kv_cache.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace orzo::cpu {
+
+struct AttentionShape {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  std::optional<int64_t> sliding_window;  // a row at position p sees (p - window, p]
+};
+
+// q: [rows, num_heads * head_dim]; out: same shape. K/V of every visible position,
+// including the rows of this batch, must already be in `cache` at `layer`.
+void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, int64_t layer,
+                     const AttentionShape& shape, float* out, ThreadPool& pool);
+
+}  // namespace orzo::cpu

@@ -1,0 +1,183 @@
+#include "runtime/cpu_backend.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/swiglu.hpp"
+
+namespace orzo {
+
+namespace {
+
+LayerRange resolve(LayerRange r, int64_t layers) {
+  if (r.end == 0) r.end = layers;
+  if (r.begin < 0 || r.begin >= r.end || r.end > layers)
+    throw std::invalid_argument("layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                ") is not inside the model's " + std::to_string(layers) + " layers");
+  return r;
+}
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+[[noreturn]] void bad_batch(const std::string& what) { throw std::invalid_argument("forward batch: " + what); }
+
+}  // namespace
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
+    : model_(std::move(model)),
+      cfg_(model_->config()),
+      range_(resolve(o.range, cfg_.num_layers)),
+      kv_(range_.end - range_.begin, o.kv_blocks, o.block_size, cfg_.kv_dim()),
+      pool_(o.threads) {
+  const int64_t rows = o.max_rows;
+  grow(xn_, rows * cfg_.hidden_size);
+  grow(q_, rows * cfg_.q_dim());
+  grow(k_, rows * cfg_.kv_dim());
+  grow(v_, rows * cfg_.kv_dim());
+  grow(attn_, rows * cfg_.q_dim());
+  grow(proj_, rows * cfg_.hidden_size);
+  grow(gate_, rows * cfg_.intermediate_size);
+  grow(up_, rows * cfg_.intermediate_size);
+  grow(cos_sin_, rows * cfg_.head_dim);
+}
+
+void CpuBackend::check(const ForwardBatch& b, const std::vector<float>& hidden) const {
+  const int64_t rows = b.rows();
+  if (static_cast<int64_t>(b.seq_index.size()) != rows) bad_batch("seq_index and positions differ in length");
+  if (embeds() && static_cast<int64_t>(b.tokens.size()) != rows) bad_batch("tokens and positions differ in length");
+  if (!embeds() && static_cast<int64_t>(hidden.size()) != rows * cfg_.hidden_size)
+    bad_batch("hidden state holds " + std::to_string(hidden.size()) + " floats, expected " +
+              std::to_string(rows * cfg_.hidden_size));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto i = static_cast<size_t>(r);
+    if (embeds() && (b.tokens[i] < 0 || b.tokens[i] >= cfg_.vocab_size))
+      bad_batch("token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary of " +
+                std::to_string(cfg_.vocab_size));
+    if (b.seq_index[i] < 0 || static_cast<size_t>(b.seq_index[i]) >= b.block_tables.size())
+      bad_batch("row " + std::to_string(r) + " names sequence " + std::to_string(b.seq_index[i]) + " of " +
+                std::to_string(b.block_tables.size()));
+    const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
+    if (b.positions[i] < 0 || b.positions[i] / kv_.block_size() >= static_cast<int32_t>(table.size()))
+      bad_batch("position " + std::to_string(b.positions[i]) + " of row " + std::to_string(r) +
+                " is outside its block table");
+  }
+  for (const auto& table : b.block_tables)
+    for (auto block : table)
+      if (block < 0 || block >= kv_.num_blocks()) bad_batch("KV block id " + std::to_string(block) + " out of range");
+  for (auto r : b.logit_rows)
+    if (r < 0 || r >= rows) bad_batch("logit row " + std::to_string(r) + " out of range");
+}
+
+void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std::vector<float>& logits) {
+  check(b, hidden);
+  const int64_t rows = b.rows();
+  hidden.resize(static_cast<size_t>(rows * cfg_.hidden_size));
+  for (auto* buf : {&xn_, &proj_}) grow(*buf, rows * cfg_.hidden_size);
+  for (auto* buf : {&q_, &attn_}) grow(*buf, rows * cfg_.q_dim());
+  for (auto* buf : {&k_, &v_}) grow(*buf, rows * cfg_.kv_dim());
+  for (auto* buf : {&gate_, &up_}) grow(*buf, rows * cfg_.intermediate_size);
+  grow(cos_sin_, rows * cfg_.head_dim);
+
+  float* x = hidden.data();
+  if (embeds()) embed(b, x);
+  for (int64_t l = range_.begin; l < range_.end; ++l) {
+    attention_block(l, b, x);
+    ffn_block(l, rows, x);
+  }
+  if (produces_logits()) lm_head(b, x, logits);
+}
+
+void CpuBackend::embed(const ForwardBatch& b, float* x) {
+  const TensorView& e = model_->embedding();
+  for (int64_t r = 0; r < b.rows(); ++r)
+    cpu::dequantize_row(e.dtype, e.row(b.tokens[static_cast<size_t>(r)]), cfg_.hidden_size, x + r * cfg_.hidden_size);
+}
+
+void CpuBackend::norm_rows(const float* x, const float* weight, int64_t rows, float* out) {
+  const int64_t d = cfg_.hidden_size;
+  pool_.parallel_for(
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) cpu::rmsnorm(x + r * d, weight, d, cfg_.rms_norm_eps, out + r * d);
+      },
+      16);
+}
+
+// x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
+  const LayerWeights& w = model_->layer(l);
+  const int64_t rows = b.rows(), d = cfg_.hidden_size, hd = cfg_.head_dim;
+  norm_rows(x, w.attn_norm, rows, xn_.data());
+  cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq);
+  cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk);
+  cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv);
+
+  const int64_t cache_layer = l - range_.begin;
+  const auto& inv_freq = model_->rope_inv_freq();
+  pool_.parallel_for(
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* q = q_.data() + r * cfg_.q_dim();
+          float* k = k_.data() + r * cfg_.kv_dim();
+          const auto i = static_cast<size_t>(r);
+          float* cs = cos_sin_.data() + r * hd;
+          if (cfg_.rope_style == RopeStyle::Interleaved) {
+            cpu::deinterleave_heads(q, cfg_.num_heads, hd, cs);
+            cpu::deinterleave_heads(k, cfg_.num_kv_heads, hd, cs);
+          }
+          if (w.q_norm) {  // Qwen3 normalizes each head before rotating it
+            for (int64_t h = 0; h < cfg_.num_heads; ++h) cpu::rmsnorm(q + h * hd, w.q_norm, hd, cfg_.rms_norm_eps, q + h * hd);
+            for (int64_t h = 0; h < cfg_.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, w.k_norm, hd, cfg_.rms_norm_eps, k + h * hd);
+          }
+          cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[i], cs);
+          cpu::apply_rope(q, cfg_.num_heads, hd, cs);
+          cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs);
+          // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
+          const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
+          const int32_t pos = b.positions[i], block = table[static_cast<size_t>(pos / kv_.block_size())];
+          std::copy(k, k + cfg_.kv_dim(), kv_.key(cache_layer, block, pos % kv_.block_size()));
+          const float* v = v_.data() + r * cfg_.kv_dim();
+          std::copy(v, v + cfg_.kv_dim(), kv_.value(cache_layer, block, pos % kv_.block_size()));
+        }
+      },
+      8);
+
+  const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.sliding_window};
+  cpu::paged_attention(q_.data(), b, kv_, cache_layer, shape, attn_.data(), pool_);
+  cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo);
+  for (int64_t i = 0; i < rows * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+}
+
+// x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
+void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
+  const LayerWeights& w = model_->layer(l);
+  const int64_t d = cfg_.hidden_size, inter = cfg_.intermediate_size;
+  norm_rows(x, w.ffn_norm, rows, xn_.data());
+  cpu::matmul(xn_.data(), rows, w.w_gate, gate_.data(), pool_);
+  cpu::matmul(xn_.data(), rows, w.w_up, up_.data(), pool_);
+  pool_.parallel_for(
+      rows, [&](int64_t begin, int64_t end, int) { cpu::swiglu(gate_.data() + begin * inter, up_.data() + begin * inter, (end - begin) * inter); },
+      4);
+  cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_);
+  for (int64_t i = 0; i < rows * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+}
+
+// Only rows that will be sampled pay for the vocabulary-sized projection.
+void CpuBackend::lm_head(const ForwardBatch& b, const float* x, std::vector<float>& logits) {
+  const int64_t d = cfg_.hidden_size, n = static_cast<int64_t>(b.logit_rows.size());
+  for (int64_t i = 0; i < n; ++i)
+    cpu::rmsnorm(x + b.logit_rows[static_cast<size_t>(i)] * d, model_->final_norm(), d, cfg_.rms_norm_eps,
+                 xn_.data() + i * d);
+  logits.resize(static_cast<size_t>(n * cfg_.vocab_size));
+  cpu::matmul(xn_.data(), n, model_->lm_head(), logits.data(), pool_);
+}
+
+}  // namespace orzo

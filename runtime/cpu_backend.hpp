@@ -1,0 +1,49 @@
+#pragma once
+// The CPU implementation of a layer range: the Llama forward pass over a flat batch of
+// rows, f32 activations, weights read in their stored dtype, KV in a paged f32 cache.
+#include <memory>
+#include <vector>
+
+#include "runtime/kv_cache.hpp"
+#include "runtime/layer_backend.hpp"
+#include "runtime/model.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace orzo {
+
+class CpuBackend final : public LayerBackend {
+ public:
+  struct Options {
+    LayerRange range;             // end == 0 means every layer
+    int32_t kv_blocks = 256;
+    int32_t block_size = kDefaultBlockSize;
+    int threads = 0;              // 0: one per hardware thread
+    int64_t max_rows = 512;       // scratch is sized for this many rows up front
+  };
+
+  CpuBackend(std::shared_ptr<const Model> model, Options options);
+
+  LayerRange range() const override { return range_; }
+  bool embeds() const override { return range_.begin == 0; }
+  bool produces_logits() const override { return range_.end == model_->config().num_layers; }
+  int32_t kv_blocks() const override { return kv_.num_blocks(); }
+  void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
+
+ private:
+  void check(const ForwardBatch& batch, const std::vector<float>& hidden) const;
+  void embed(const ForwardBatch& batch, float* x);
+  void attention_block(int64_t layer, const ForwardBatch& batch, float* x);
+  void ffn_block(int64_t layer, int64_t rows, float* x);
+  void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
+  void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
+
+  std::shared_ptr<const Model> model_;
+  const ModelConfig& cfg_;
+  LayerRange range_;
+  KvCache kv_;
+  ThreadPool pool_;
+  // Step scratch: grown to the largest batch seen, never shrunk.
+  std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_, cos_sin_;
+};
+
+}  // namespace orzo

@@ -1,0 +1,33 @@
+#pragma once
+// One step of work for a layer range: a flat batch of token rows drawn from many
+// sequences. Prefill chunks and decode rows mix freely; a row knows its sequence and its
+// position, and a sequence knows where its KV lives (its block table).
+#include <cstdint>
+#include <vector>
+
+namespace orzo {
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;     // per row; read by the range that embeds
+  std::vector<int32_t> positions;  // per row: position in its sequence (0-based)
+  std::vector<int32_t> seq_index;  // per row: index into block_tables
+  // Per sequence: the KV block ids holding positions [0, block_size * size()).
+  std::vector<std::vector<int32_t>> block_tables;
+  // Rows whose logits the last range computes, in the order they come back.
+  std::vector<int32_t> logit_rows;
+
+  int64_t rows() const { return static_cast<int64_t>(positions.size()); }
+
+  // Appends `count` consecutive tokens of sequence `seq` starting at position `first_pos`;
+  // the last one is marked for logits when `want_logits`.
+  void add_chunk(int32_t seq, const int32_t* toks, int32_t count, int32_t first_pos, bool want_logits) {
+    for (int32_t i = 0; i < count; ++i) {
+      tokens.push_back(toks[i]);
+      positions.push_back(first_pos + i);
+      seq_index.push_back(seq);
+    }
+    if (want_logits && count > 0) logit_rows.push_back(static_cast<int32_t>(positions.size()) - 1);
+  }
+};
+
+}  // namespace orzo

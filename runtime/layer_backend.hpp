@@ -1,0 +1,31 @@
+#pragma once
+// What a worker runs: a contiguous range of a model's layers on one device. The range
+// that starts at layer 0 also embeds tokens; the range that ends at the last layer also
+// applies the final norm and the LM head. One range covering every layer is a whole model.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/forward_batch.hpp"
+
+namespace orzo {
+
+struct LayerRange {
+  int64_t begin = 0, end = 0;  // [begin, end)
+};
+
+class LayerBackend {
+ public:
+  virtual ~LayerBackend() = default;
+
+  virtual LayerRange range() const = 0;
+  virtual bool embeds() const = 0;
+  virtual bool produces_logits() const = 0;
+  virtual int32_t kv_blocks() const = 0;  // size of this range's KV pool; the batcher owns the ids
+
+  // hidden: [rows, hidden_size] f32, read unless this range embeds, then overwritten with
+  // this range's output. logits: resized to [logit_rows, vocab] when this range produces them.
+  // Throws std::invalid_argument on a malformed batch (bad token id, position past its block table).
+  virtual void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) = 0;
+};
+
+}  // namespace orzo

@@ -1,0 +1,189 @@
+#include "runtime/model.hpp"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <map>
+
+#include "kernels/cpu/convert.hpp"
+#include "runtime/gguf.hpp"
+#include "runtime/load_error.hpp"
+#include "runtime/mapped_file.hpp"
+#include "runtime/safetensors.hpp"
+
+namespace orzo {
+
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// GGUF tensor names -> the HF names the rest of the loader speaks.
+std::string hf_name_of_gguf(const std::string& name) {
+  static const std::map<std::string, std::string> globals = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
+  };
+  if (auto it = globals.find(name); it != globals.end()) return it->second;
+  static const std::map<std::string, std::string> per_layer = {
+      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},    {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
+  };
+  if (name.rfind("blk.", 0) != 0) return name;
+  const auto dot1 = name.find('.', 4);
+  const auto dot_last = name.rfind('.');
+  if (dot1 == std::string::npos || dot_last <= dot1) return name;
+  const std::string layer = name.substr(4, dot1 - 4);
+  const std::string part = name.substr(dot1 + 1, dot_last - dot1 - 1);
+  const std::string kind = name.substr(dot_last + 1);
+  auto it = per_layer.find(part);
+  if (it == per_layer.end()) return name;
+  return "model.layers." + layer + "." + it->second + "." + kind;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+class Model::Builder {
+ public:
+  explicit Builder(Model& m) : m_(m) {}
+
+  void add(const TensorView& t, const std::string& canonical_name) {
+    TensorView v = t;
+    v.name = canonical_name;
+    if (!tensors_.emplace(canonical_name, v).second)
+      throw LoadError(t.file + ": tensor " + canonical_name + " appears twice");
+  }
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+  const TensorView& need(const std::string& name, const std::vector<int64_t>& shape) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw LoadError(m_.source_ + ": missing tensor " + name);
+    const TensorView& t = it->second;
+    if (t.shape != shape)
+      throw LoadError(t.file + ": tensor " + name + " has shape " + shape_string(t.shape) + ", expected " +
+                      shape_string(shape));
+    return t;
+  }
+
+  // Norm weights and biases are tiny and read on every row: keep them as f32.
+  const float* need_f32(const std::string& name, int64_t n) {
+    const TensorView& t = need(name, {n});
+    auto& dst = m_.small_tensors_.emplace_back(static_cast<size_t>(n));
+    cpu::dequantize_row(t.dtype, t.data, n, dst.data());
+    for (float v : dst)
+      if (!std::isfinite(v)) throw LoadError(t.file + ": tensor " + name + " holds a non-finite value");
+    return dst.data();
+  }
+
+  const float* optional_f32(const std::string& name, int64_t n) { return has(name) ? need_f32(name, n) : nullptr; }
+
+  void build() {
+    const ModelConfig& c = m_.config_;
+    const int64_t d = c.hidden_size;
+    m_.embedding_ = need("model.embed_tokens.weight", {c.vocab_size, d});
+    if (has("lm_head.weight") && !c.tie_word_embeddings) {
+      m_.lm_head_ = need("lm_head.weight", {c.vocab_size, d});
+    } else if (c.tie_word_embeddings) {
+      m_.lm_head_ = m_.embedding_;
+    } else {
+      throw LoadError(m_.source_ + ": missing tensor lm_head.weight (tie_word_embeddings is false)");
+    }
+    m_.final_norm_ = need_f32("model.norm.weight", d);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      LayerWeights w;
+      w.attn_norm = need_f32(p + "input_layernorm.weight", d);
+      w.wq = need(p + "self_attn.q_proj.weight", {c.q_dim(), d});
+      w.wk = need(p + "self_attn.k_proj.weight", {c.kv_dim(), d});
+      w.wv = need(p + "self_attn.v_proj.weight", {c.kv_dim(), d});
+      w.wo = need(p + "self_attn.o_proj.weight", {d, c.q_dim()});
+      if (c.qkv_bias) {
+        w.bq = need_f32(p + "self_attn.q_proj.bias", c.q_dim());
+        w.bk = need_f32(p + "self_attn.k_proj.bias", c.kv_dim());
+        w.bv = need_f32(p + "self_attn.v_proj.bias", c.kv_dim());
+      }
+      if (c.o_bias) w.bo = need_f32(p + "self_attn.o_proj.bias", d);
+      if (c.qk_norm) {
+        w.q_norm = need_f32(p + "self_attn.q_norm.weight", c.head_dim);
+        w.k_norm = need_f32(p + "self_attn.k_norm.weight", c.head_dim);
+      }
+      w.ffn_norm = need_f32(p + "post_attention_layernorm.weight", d);
+      w.w_gate = need(p + "mlp.gate_proj.weight", {c.intermediate_size, d});
+      w.w_up = need(p + "mlp.up_proj.weight", {c.intermediate_size, d});
+      w.w_down = need(p + "mlp.down_proj.weight", {d, c.intermediate_size});
+      m_.layers_.push_back(w);
+    }
+    m_.rope_inv_freq_ = orzo::rope_inv_freq(c);
+    // llama.cpp stores Llama 3 RoPE scaling as per-frequency divisors instead of keys.
+    if (has("rope_freqs.weight")) {
+      const float* factors = need_f32("rope_freqs.weight", c.head_dim / 2);
+      for (size_t i = 0; i < m_.rope_inv_freq_.size(); ++i) {
+        if (!(factors[i] > 0)) throw LoadError(m_.source_ + ": tensor rope_freqs.weight holds a non-positive factor");
+        m_.rope_inv_freq_[i] /= factors[i];
+      }
+    }
+  }
+
+ private:
+  Model& m_;
+  std::map<std::string, TensorView> tensors_;
+};
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  std::shared_ptr<Model> m(new Model());
+  m->source_ = path;
+  Builder b(*m);
+  if (is_directory(path)) {
+    m->config_ = read_hf_config(path);
+    for (auto& f : read_safetensors_dir(path)) {
+      for (const auto& t : f.tensors) b.add(t, t.name);
+      m->files_.push_back(f.file);
+    }
+    // Some tied checkpoints still carry lm_head.weight; a missing one means tied.
+    if (!b.has("lm_head.weight")) m->config_.tie_word_embeddings = true;
+  } else {
+    GgufFile f = read_gguf(path);
+    m->config_ = read_gguf_config(f);
+    for (const auto& t : f.tensors) b.add(t, hf_name_of_gguf(t.name));
+    m->files_.push_back(f.file);
+    m->config_.tie_word_embeddings = !b.has("lm_head.weight");
+  }
+  b.build();
+  return m;
+}
+
+namespace {
+
+template <class Fn>
+void for_each_matrix(const std::vector<LayerWeights>& layers, Fn fn) {
+  for (const auto& l : layers)
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) fn(*t);
+}
+
+}  // namespace
+
+size_t Model::weight_bytes_per_token() const {
+  size_t bytes = dtype_row_bytes(embedding_.dtype, embedding_.cols()) + lm_head_.nbytes;
+  for_each_matrix(layers_, [&](const TensorView& t) { bytes += t.nbytes; });
+  return bytes;
+}
+
+int64_t Model::matmul_parameters() const {
+  int64_t n = lm_head_.numel();
+  for_each_matrix(layers_, [&](const TensorView& t) { n += t.numel(); });
+  return n;
+}
+
+}  // namespace orzo

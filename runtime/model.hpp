@@ -1,0 +1,61 @@
+#pragma once
+// A loaded model: its configuration and views of every weight, kept in the mapped files.
+// Built from an HF directory (config.json + safetensors) or a GGUF file; tensor names,
+// shapes and dtypes are checked here once so the forward pass can trust them.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/model_config.hpp"
+#include "runtime/tensor.hpp"
+
+namespace orzo {
+
+class MappedFile;
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [hidden]
+  TensorView wq, wk, wv, wo;         // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
+  const float* bq = nullptr;         // biases: null when the architecture has none
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* bo = nullptr;
+  const float* q_norm = nullptr;     // [head_dim], Qwen3 only
+  const float* k_norm = nullptr;
+  const float* ffn_norm = nullptr;   // [hidden]
+  TensorView w_gate, w_up, w_down;   // [inter, hidden] x2, [hidden, inter]
+};
+
+class Model {
+ public:
+  // `path` is an HF model directory or a .gguf file. Throws LoadError.
+  static std::shared_ptr<const Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& source() const { return source_; }
+  const TensorView& embedding() const { return embedding_; }  // [vocab, hidden]
+  const TensorView& lm_head() const { return lm_head_; }      // [vocab, hidden]; the embedding when tied
+  const float* final_norm() const { return final_norm_; }
+  const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
+  // Bytes of weights one decode step reads: every matrix once, one embedding row.
+  size_t weight_bytes_per_token() const;
+  // Weights that take part in a matrix product per token (the layers and the LM head):
+  // a forward pass costs 2 flops for each, per token.
+  int64_t matmul_parameters() const;
+
+ private:
+  class Builder;
+  Model() = default;
+
+  ModelConfig config_;
+  std::string source_;
+  std::vector<std::shared_ptr<const MappedFile>> files_;
+  std::vector<std::vector<float>> small_tensors_;  // norms and biases, converted to f32 once
+  TensorView embedding_, lm_head_;
+  const float* final_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> rope_inv_freq_;
+};
+
+}  // namespace orzo

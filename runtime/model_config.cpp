@@ -1,0 +1,299 @@
+#include "runtime/model_config.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/gguf.hpp"
+#include "runtime/load_error.hpp"
+
+namespace orzo {
+
+namespace {
+
+using nlohmann::json;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw LoadError(source + ": " + what);
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) fail(source, std::string("missing \"") + key + "\"");
+  if (!it->is_number_integer()) fail(source, std::string("\"") + key + "\" is not an integer");
+  return it->get<int64_t>();
+}
+
+int64_t get_int_or(const json& j, const char* key, int64_t fallback, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return get_int(j, key, source);
+}
+
+double get_number_or(const json& j, const char* key, double fallback, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) fail(source, std::string("\"") + key + "\" is not a number");
+  return it->get<double>();
+}
+
+bool get_bool_or(const json& j, const char* key, bool fallback, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) fail(source, std::string("\"") + key + "\" is not a boolean");
+  return it->get<bool>();
+}
+
+// eos_token_id may be one id or a list of them.
+void add_token_ids(const json& j, const char* key, std::vector<int32_t>& out, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  auto add = [&](const json& v) {
+    if (!v.is_number_integer()) fail(source, std::string("\"") + key + "\" holds a non-integer");
+    const auto id = static_cast<int32_t>(v.get<int64_t>());
+    for (auto e : out)
+      if (e == id) return;
+    out.push_back(id);
+  };
+  if (it->is_array()) {
+    for (const auto& v : *it) add(v);
+  } else {
+    add(*it);
+  }
+}
+
+// transformers < 5 writes "rope_scaling" (+ top-level "rope_theta"); 5.x writes
+// "rope_parameters" with rope_theta inside. Accept both.
+void read_rope(const json& j, ModelConfig& c, const std::string& source) {
+  c.rope_theta = get_number_or(j, "rope_theta", 10000.0, source);
+  const json* params = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) {
+      if (!it->is_object()) fail(source, std::string("\"") + key + "\" is not an object");
+      params = &*it;
+      break;
+    }
+  }
+  if (!params) return;
+  c.rope_theta = get_number_or(*params, "rope_theta", c.rope_theta, source);
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = params->find(key);
+    if (it != params->end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  }
+  auto& s = c.rope_scaling;
+  if (type == "default") return;
+  s.factor = get_number_or(*params, "factor", 1.0, source);
+  if (type == "linear") {
+    s.type = RopeScaling::Type::Linear;
+  } else if (type == "llama3") {
+    s.type = RopeScaling::Type::Llama3;
+    s.low_freq_factor = get_number_or(*params, "low_freq_factor", 1.0, source);
+    s.high_freq_factor = get_number_or(*params, "high_freq_factor", 4.0, source);
+    s.original_max_position = get_int(*params, "original_max_position_embeddings", source);
+  } else {
+    fail(source, "unsupported rope scaling type \"" + type + "\" (supported: default, linear, llama3)");
+  }
+}
+
+}  // namespace
+
+void ModelConfig::validate(const std::string& source) const {
+  auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) fail(source, std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_layers, "num_hidden_layers");
+  positive(num_heads, "num_attention_heads");
+  positive(num_kv_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(max_position, "max_position_embeddings");
+  if (num_heads % num_kv_heads != 0)
+    fail(source, "num_attention_heads (" + std::to_string(num_heads) + ") is not a multiple of num_key_value_heads (" +
+                     std::to_string(num_kv_heads) + ")");
+  if (head_dim % 2 != 0) fail(source, "head_dim must be even for RoPE, got " + std::to_string(head_dim));
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) fail(source, "rms_norm_eps must be positive");
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail(source, "rope_theta must be positive");
+  if (rope_scaling.type != RopeScaling::Type::None && !(rope_scaling.factor > 0))
+    fail(source, "rope scaling factor must be positive");
+  if (rope_scaling.type == RopeScaling::Type::Llama3 &&
+      (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) || rope_scaling.original_max_position <= 0))
+    fail(source, "llama3 rope scaling needs high_freq_factor > low_freq_factor and original_max_position_embeddings > 0");
+  if (sliding_window && *sliding_window <= 0) fail(source, "sliding_window must be positive");
+  for (auto id : eos_token_ids)
+    if (id < 0 || id >= vocab_size) fail(source, "eos token id " + std::to_string(id) + " is outside the vocabulary");
+}
+
+ModelConfig parse_hf_config(const std::string& config_json, const std::string& generation_config_json,
+                            const std::string& source) {
+  json j;
+  try {
+    j = json::parse(config_json);
+  } catch (const json::exception& e) {
+    fail(source, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(source, "not a JSON object");
+
+  std::string arch;
+  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    arch = (*it)[0].get<std::string>();
+  else if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string())
+    arch = mt->get<std::string>();
+  ModelConfig c;
+  if (arch == "LlamaForCausalLM" || arch == "llama") {
+    c.architecture = "llama";
+  } else if (arch == "MistralForCausalLM" || arch == "mistral") {
+    c.architecture = "mistral";
+  } else if (arch == "Qwen2ForCausalLM" || arch == "qwen2") {
+    c.architecture = "qwen2";
+  } else if (arch == "Qwen3ForCausalLM" || arch == "qwen3") {
+    c.architecture = "qwen3";
+  } else {
+    fail(source, "unsupported architecture \"" + (arch.empty() ? std::string("(none given)") : arch) +
+                     "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+  }
+  if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && *act != "silu")
+    fail(source, "unsupported hidden_act \"" + act->get<std::string>() + "\" (only silu)");
+  if (get_bool_or(j, "mlp_bias", false, source)) fail(source, "mlp_bias is not supported");
+
+  c.vocab_size = get_int(j, "vocab_size", source);
+  c.hidden_size = get_int(j, "hidden_size", source);
+  c.intermediate_size = get_int(j, "intermediate_size", source);
+  c.num_layers = get_int(j, "num_hidden_layers", source);
+  c.num_heads = get_int(j, "num_attention_heads", source);
+  c.num_kv_heads = get_int_or(j, "num_key_value_heads", c.num_heads, source);
+  c.head_dim = get_int_or(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, source);
+  c.max_position = get_int_or(j, "max_position_embeddings", 2048, source);
+  c.rms_norm_eps = get_number_or(j, "rms_norm_eps", 1e-6, source);
+  c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false, source);
+  read_rope(j, c, source);
+
+  if (c.architecture == "mistral") {
+    if (auto sw = get_int_or(j, "sliding_window", 0, source); sw > 0) c.sliding_window = sw;
+  } else if (c.architecture == "qwen2" || c.architecture == "qwen3") {
+    if (get_bool_or(j, "use_sliding_window", false, source))
+      fail(source, "use_sliding_window is not supported for " + c.architecture);
+  }
+  if (c.architecture == "qwen2") {
+    c.qkv_bias = true;
+  } else {
+    c.qkv_bias = c.o_bias = get_bool_or(j, "attention_bias", false, source);
+  }
+  c.qk_norm = c.architecture == "qwen3";
+
+  if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer())
+    c.bos_token_id = static_cast<int32_t>(it->get<int64_t>());
+  add_token_ids(j, "eos_token_id", c.eos_token_ids, source);
+  if (!generation_config_json.empty()) {
+    json g;
+    try {
+      g = json::parse(generation_config_json);
+    } catch (const json::exception& e) {
+      fail(source, std::string("generation_config.json is not valid JSON: ") + e.what());
+    }
+    if (g.is_object()) add_token_ids(g, "eos_token_id", c.eos_token_ids, source);
+  }
+  c.validate(source);
+  return c;
+}
+
+ModelConfig read_hf_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream probe(path);
+  if (!probe) fail(path, "cannot open (an HF model directory needs config.json)");
+  return parse_hf_config(read_text(path), read_text(dir + "/generation_config.json"), path);
+}
+
+ModelConfig read_gguf_config(const GgufFile& file) {
+  const GgufMetadata& m = file.metadata;
+  const std::string& source = file.file->path();
+  const std::string arch = m.get_string("general.architecture");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+    fail(source, "unsupported GGUF architecture \"" + arch + "\" (supported: llama, qwen2, qwen3)");
+  ModelConfig c;
+  c.architecture = arch;
+  const std::string p = arch + ".";
+  c.hidden_size = m.get_int(p + "embedding_length");
+  c.intermediate_size = m.get_int(p + "feed_forward_length");
+  c.num_layers = m.get_int(p + "block_count");
+  c.num_heads = m.get_int(p + "attention.head_count");
+  c.num_kv_heads = m.find_int(p + "attention.head_count_kv").value_or(c.num_heads);
+  c.head_dim = m.find_int(p + "attention.key_length").value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position = m.find_int(p + "context_length").value_or(2048);
+  c.rms_norm_eps = m.get_float(p + "attention.layer_norm_rms_epsilon");
+  c.rope_theta = m.find_float(p + "rope.freq_base").value_or(10000.0);
+  // The embedding is the truth about the vocabulary: older files have no vocab_size key.
+  for (const auto& t : file.tensors)
+    if (t.name == "token_embd.weight" && t.shape.size() == 2) c.vocab_size = t.shape[0];
+  if (c.vocab_size == 0) fail(source, "missing tensor token_embd.weight");
+  if (auto type = m.find_string(p + "rope.scaling.type"); type && *type != "none") {
+    if (*type != "linear") fail(source, "unsupported GGUF rope scaling type \"" + *type + "\"");
+    c.rope_scaling.type = RopeScaling::Type::Linear;
+    c.rope_scaling.factor = m.get_float(p + "rope.scaling.factor");
+  }
+  if (auto sw = m.find_int(p + "attention.sliding_window"); sw && *sw > 0) c.sliding_window = *sw;
+  // llama.cpp's converter permutes Llama q/k rows into adjacent pairs; Qwen keeps HF order.
+  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
+  c.qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  if (auto bos = m.find_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+    if (auto id = m.find_int(key)) {
+      const auto v = static_cast<int32_t>(*id);
+      bool seen = false;
+      for (auto e : c.eos_token_ids) seen = seen || e == v;
+      if (!seen) c.eos_token_ids.push_back(v);
+    }
+  // tie_word_embeddings is decided by the loader: GGUF says it by leaving out output.weight.
+  c.validate(source);
+  return c;
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in float32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(c.rope_theta), exponent);
+  }
+  const auto& s = c.rope_scaling;
+  if (s.type == RopeScaling::Type::Linear) {
+    for (auto& f : inv) f = f / static_cast<float>(s.factor);
+  } else if (s.type == RopeScaling::Type::Llama3) {
+    // Long wavelengths are slowed by `factor`, short ones kept, and the band between is
+    // interpolated smoothly (transformers' _compute_llama3_parameters).
+    const double old_ctx = static_cast<double>(s.original_max_position);
+    const double low_wavelen = old_ctx / s.low_freq_factor;
+    const double high_wavelen = old_ctx / s.high_freq_factor;
+    const double pi = 3.14159265358979323846;
+    for (auto& f : inv) {
+      const double wavelen = 2 * pi / static_cast<double>(f);
+      if (wavelen > low_wavelen) {
+        f = static_cast<float>(f / s.factor);
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = static_cast<float>((1 - smooth) * f / s.factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+}  // namespace orzo

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages orzo builds with (only those missing), then configures and
+# builds one CMake preset. Usage: scripts/bootstrap.sh [preset]   (default: default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-default}"
+
+packages=(build-essential cmake ninja-build ccache git
+  libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev
+  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libpcre2-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
