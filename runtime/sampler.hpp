@@ -1,0 +1,129 @@
+#pragma once
+// Turns one row of logits into the next token of one request.
+//
+// The stages, in order (vLLM / llama.cpp conventions):
+//   1. logit_bias: each entry adds its value to its token's logit; entries add up; ids outside
+//      [0, vocab) are skipped (rejecting them is the caller's job, against the model's vocab).
+//   2. penalties over the last penalty_window tokens of `recent` (see apply_penalties).
+//   3. temperature == 0 or top_k == 1: greedy, the highest logit, the lowest id on ties.
+//   4. otherwise the logits are divided by the temperature and softmaxed, then
+//      top-k keeps the k most likely tokens and renormalizes;
+//      top-p keeps the smallest most-likely-first set whose probability reaches top_p of what
+//      top-k left (always at least one token, the boundary token included);
+//      min-p then keeps those of them with p >= min_p * p_max (top-p has counted the mass
+//      of the tokens min-p drops);
+//      the survivors are renormalized and one is drawn by inverse CDF.
+// Candidates are ordered most likely first (by the final logit), equal logits by ascending
+// token id, so a draw is a pure function of (logits, recent, params, seed, step).
+//
+// The uniform for step n is philox_uniform(seed, n) (runtime/philox.hpp); the sampler counts
+// its steps itself, one per call, greedy calls included, so step n is the request's (n+1)-th
+// token. A CUDA sampler using the same uniform and weights (sampling_weight) makes the same
+// draws, except where u falls within summation rounding of the boundary between two tokens.
+//
+// Logprobs describe the raw model distribution, the log-softmax of the logits as they arrive,
+// before bias, penalties and temperature (vLLM V1's default).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "protocol/sampling_params.hpp"
+
+namespace orzo {
+
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+};
+
+struct SampleResult {
+  int32_t token;
+  float logprob = 0;                       // filled when params.logprobs or top_logprobs > 0
+  std::vector<TokenLogprob> top_logprobs;  // the top_logprobs most likely, most likely first
+};
+
+// Throws std::invalid_argument naming the first offending field.
+void validate(const SamplingParams& params);
+
+// Stage 2 alone, in place. Over the last min(penalty_window, n_recent) entries of `recent`,
+// each distinct token t in [0, vocab) seen c times gets
+//   logit = logit > 0 ? logit / repetition_penalty : logit * repetition_penalty
+//   logit -= c * frequency_penalty
+//   logit -= presence_penalty
+// `scratch` is working memory, kept by the caller so that repeated calls do not allocate.
+void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
+                     const int32_t* recent, size_t n_recent, std::vector<int32_t>& scratch);
+
+// exp(x) for x <= 0 (x > 0 gives 1), within 8e-8 relative (checked for every float in
+// (-87, 0)); 0 below -87 and for NaN.
+// The candidates' weights, exp((logit - max logit) / temperature), come from this function:
+// plain float operations and fma, which vectorize here and which a CUDA sampler can repeat
+// bit for bit, where std::exp differs from one math library to the next.
+float sampling_weight(float x);
+
+class Sampler {
+ public:
+  // Validates `params` (see validate); without params.seed, the seed comes from
+  // std::random_device.
+  explicit Sampler(SamplingParams params);
+
+  // `logits`: one row of `vocab` floats, used as scratch (biased and penalized in place).
+  // `recent`: the request's tokens so far, prompt then generated, oldest first.
+  SampleResult sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent);
+
+  const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }
+  uint64_t step() const { return step_; }  // the step index the next call will use
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t token;
+    float weight;  // exp((logit - max logit) / temperature), once known
+  };
+  // The draw walks the candidates most likely first. Grouping them into buckets by weight (a
+  // fixed fraction of an octave each) lets a walk step over a whole bucket by its totals and
+  // sort only the bucket where it stops, instead of sorting the vocabulary.
+  struct Bucket {
+    size_t count = 0;
+    double mass = 0;       // sum of the weights
+    double kept_mass = 0;  // sum of the weights that pass min-p
+  };
+  struct Walk {
+    size_t position = 0;  // candidates passed
+    double mass = 0;
+    double kept_mass = 0;
+  };
+  static constexpr size_t kBuckets = 1009;       // 1008 for positive weights, then kZeroBucket
+  static constexpr uint16_t kZeroBucket = 1008;  // weights that underflowed to 0
+  static constexpr uint16_t kNoBucket = 1009;    // NaN logits: never candidates
+
+  double compute_logprobs(const float* logits, int32_t vocab, SampleResult& result);
+  void remember_raw_logits(const float* logits, int32_t vocab, const int32_t* recent,
+                           size_t n_recent);
+  float raw_logit(const float* logits, int32_t token) const;
+  void apply_bias(float* logits, int32_t vocab) const;
+  int32_t draw(const float* logits, int32_t vocab, float u);
+  bool gather_top_k(const float* logits, int32_t vocab, int32_t k);
+  bool gather_all(const float* logits, int32_t vocab);
+  float kept_weight(float weight) const;
+  void load_bucket(const float* logits, size_t bucket);
+  template <typename Done>
+  int32_t advance(const float* logits, Walk& walk, size_t limit, const Done& done);
+
+  SamplingParams params_;
+  uint64_t seed_;
+  uint64_t step_ = 0;
+  // Reused across calls: sample() allocates nothing once these have grown.
+  std::vector<float> weights_;         // per token, gather_all only
+  std::vector<uint16_t> bucket_of_;    // per token, gather_all only
+  std::vector<Bucket> buckets_;        // one for the top-k heap path, kBuckets otherwise
+  std::vector<Bucket> partial_;        // gather_all's per-lane tables
+  std::vector<Candidate> candidates_;  // the sorted members of bucket loaded_bucket_
+  size_t loaded_bucket_ = 0;
+  std::vector<Candidate> top_raw_;
+  std::vector<Candidate> raw_touched_;
+  std::vector<int32_t> penalty_scratch_;
+};
+
+}  // namespace orzo
