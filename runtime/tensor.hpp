@@ -21,7 +21,11 @@ struct TensorView {
     for (auto d : shape) n *= d;
     return n;
   }
-  int64_t rows() const { return shape.empty() ? 1 : numel() / shape.back(); }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   const uint8_t* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * dtype_row_bytes(dtype, cols());
