@@ -21,6 +21,8 @@
 #include "runtime/gguf_writer.hpp"
 #include "runtime/load_error.hpp"
 
+#include "tests/temp_dir.hpp"
+
 namespace orzo {
 namespace {
 
@@ -28,31 +30,12 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(ORZO_SHARED_DIR) + "/models/stories260K";
 
-using Bytes = std::vector<uint8_t>;
+using testing::Bytes;
 
-// A fresh directory per test, removed afterwards.
-class GgufTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("orzo-gguf-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using GgufTest = testing::TempDirTest;
 
-Bytes read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using testing::read_bytes;
+using testing::write_bytes;
 
 template <typename T>
 void poke(Bytes& b, size_t at, T v) {

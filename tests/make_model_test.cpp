@@ -21,6 +21,7 @@
 #include "kernels/cpu/convert.hpp"
 #include "runtime/gguf.hpp"
 #include "runtime/safetensors.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace orzo {
 namespace {
@@ -29,18 +30,8 @@ namespace fs = std::filesystem;
 
 std::string tool_path() { return ORZO_MAKE_MODEL_PATH; }
 
-class MakeModel : public ::testing::Test {
+class MakeModel : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(fs::exists(tool_path())) << "build orzo-make-model first: " << tool_path();
-    dir_ = fs::temp_directory_path() /
-           ("orzo-make-model-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // The tool's exit status; its output goes to a log in the test directory.
   int run(const std::string& args) const {
@@ -52,7 +43,6 @@ class MakeModel : public ::testing::Test {
     std::ifstream in(path("log"));
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  fs::path dir_;
 };
 
 std::map<std::string, const TensorView*> index(const std::vector<TensorView>& tensors) {

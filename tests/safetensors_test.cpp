@@ -21,6 +21,7 @@
 #include "runtime/load_error.hpp"
 #include "runtime/mapped_file.hpp"
 #include "runtime/safetensors_writer.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace orzo {
 namespace {
@@ -29,25 +30,11 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(ORZO_SHARED_DIR) + "/models/stories260K";
 
-using Bytes = std::vector<uint8_t>;
+using testing::Bytes;
 
-class SafetensorsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("orzo-safetensors-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using SafetensorsTest = testing::TempDirTest;
 
-void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using testing::write_bytes;
 
 // A file from a literal header and `data_bytes` bytes of data.
 Bytes make_file(const std::string& header, size_t data_bytes, uint64_t header_len_field = 0) {
