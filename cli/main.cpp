@@ -8,10 +8,13 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
-  app.require_subcommand(1);
   orzo::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
+    if (app.get_subcommands().empty()) {
+      std::fprintf(stderr, "%s", app.help().c_str());
+      return 2;
+    }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {

@@ -151,8 +151,6 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
       for (const auto& t : f.tensors) b.add(t, t.name);
       m->files_.push_back(f.file);
     }
-    // Some tied checkpoints still carry lm_head.weight; a missing one means tied.
-    if (!b.has("lm_head.weight")) m->config_.tie_word_embeddings = true;
   } else {
     GgufFile f = read_gguf(path);
     m->config_ = read_gguf_config(f);
