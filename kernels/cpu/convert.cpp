@@ -1,0 +1,224 @@
+#include "kernels/cpu/convert.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
+// GCC 12 reports its own AVX-512 intrinsics as reading uninitialized values (GCC bug
+// 105593, the _mm512_undefined_* idiom); the warning is about the header, not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+namespace orzo::cpu {
+namespace {
+
+// Weight bytes come straight from a mapped file, so nothing wider than a byte is assumed
+// to be aligned; memcpy compiles to a plain load.
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
+
+// Each converter runs its widest loop first and falls through to narrower ones, so a
+// row whose length is not a multiple of the vector width exercises every path.
+void f16_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
+}
+
+void f32_row_to_f16(const float* src, int64_t n, uint8_t* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), h);
+  }
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), h);
+  }
+#endif
+  for (; i < n; ++i) store_u16(dst + 2 * i, f32_to_f16(src[i]));
+}
+
+void bf16_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+#endif
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
+}
+
+// The hardware bf16 instructions flush subnormals to zero, so rounding is done on the
+// integer bits instead, exactly as f32_to_bf16 does it.
+void f32_row_to_bf16(const float* src, int64_t n, uint8_t* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs_mask), inf);
+    const __m512i out = _mm512_mask_blend_epi32(nan, rounded, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm512_cvtepi32_epi16(out));
+  }
+#endif
+#if defined(__AVX2__)
+  const __m256i abs_mask8 = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf8 = _mm256_set1_epi32(0x7f800000);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, abs_mask8), inf8);
+    const __m256i out = _mm256_blendv_epi8(rounded, quiet, nan);
+    // packus works per 128-bit lane; the permute gathers both halves into the low lane.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(out, out), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_castsi256_si128(packed));
+  }
+#endif
+  for (; i < n; ++i) store_u16(dst + 2 * i, f32_to_bf16(src[i]));
+}
+
+// GGML rounds the product to f32 before adding 8.5; GCC would otherwise fuse the two into
+// one FMA (even across statements), which moves values that sit next to a rounding edge.
+float rounded_product(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
+
+void check_blocks(DType t, int64_t n) {
+  if (n % kQuantBlock != 0)
+    throw std::invalid_argument(std::string(dtype_name(t)) + " row length " + std::to_string(n) +
+                                " is not a multiple of " + std::to_string(kQuantBlock));
+}
+
+void q8_0_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += sizeof(BlockQ8_0), dst += kQuantBlock) {
+    const float d = f16_to_f32(load_u16(src));
+    const auto* q = reinterpret_cast<const int8_t*>(src + 2);
+    for (int64_t j = 0; j < kQuantBlock; ++j) dst[j] = static_cast<float>(q[j]) * d;
+  }
+}
+
+void q4_0_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
+  constexpr int64_t half = kQuantBlock / 2;
+  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += sizeof(BlockQ4_0), dst += kQuantBlock) {
+    const float d = f16_to_f32(load_u16(src));
+    const uint8_t* q = src + 2;
+    for (int64_t j = 0; j < half; ++j) {
+      dst[j] = static_cast<float>((q[j] & 0x0f) - 8) * d;
+      dst[j + half] = static_cast<float>((q[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// GGML's reference rounding: d = amax / 127 and q = round-half-away(x / d), where the
+// division uses the unrounded f32 d even though the stored scale is f16.
+void f32_row_to_q8_0(const float* src, int64_t n, uint8_t* dst) {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += kQuantBlock, dst += sizeof(BlockQ8_0)) {
+    float amax = 0.0f;
+    for (int64_t j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    store_u16(dst, f32_to_f16(d));
+    auto* q = reinterpret_cast<int8_t*>(dst + 2);
+    for (int64_t j = 0; j < kQuantBlock; ++j) q[j] = static_cast<int8_t>(std::round(src[j] * id));
+  }
+}
+
+// GGML's reference rounding: the scale maps the signed value of largest magnitude to -8,
+// so the full range [-8, 7] is used on the side that needs it.
+void f32_row_to_q4_0(const float* src, int64_t n, uint8_t* dst) {
+  constexpr int64_t half = kQuantBlock / 2;
+  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += kQuantBlock, dst += sizeof(BlockQ4_0)) {
+    float amax = 0.0f, max = 0.0f;
+    for (int64_t j = 0; j < kQuantBlock; ++j) {
+      if (amax < std::fabs(src[j])) {
+        amax = std::fabs(src[j]);
+        max = src[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    store_u16(dst, f32_to_f16(d));
+    uint8_t* q = dst + 2;
+    for (int64_t j = 0; j < half; ++j) {
+      // Truncation toward zero after +8.5 is GGML's rounding; the operands stay in [0, 16.5].
+      const int lo = std::min(15, static_cast<int>(rounded_product(src[j], id) + 8.5f));
+      const int hi = std::min(15, static_cast<int>(rounded_product(src[j + half], id) + 8.5f));
+      q[j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_row(DType t, const void* src, int64_t n, float* dst) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: f16_row_to_f32(bytes, n, dst); return;
+    case DType::BF16: bf16_row_to_f32(bytes, n, dst); return;
+    case DType::Q8_0: check_blocks(t, n); q8_0_row_to_f32(bytes, n, dst); return;
+    case DType::Q4_0: check_blocks(t, n); q4_0_row_to_f32(bytes, n, dst); return;
+  }
+  throw std::logic_error("dequantize_row: unknown dtype");
+}
+
+void quantize_row(DType t, const float* src, int64_t n, void* dst) {
+  auto* bytes = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: f32_row_to_f16(src, n, bytes); return;
+    case DType::BF16: f32_row_to_bf16(src, n, bytes); return;
+    case DType::Q8_0: check_blocks(t, n); f32_row_to_q8_0(src, n, bytes); return;
+    case DType::Q4_0: check_blocks(t, n); f32_row_to_q4_0(src, n, bytes); return;
+  }
+  throw std::logic_error("quantize_row: unknown dtype");
+}
+
+}  // namespace orzo::cpu

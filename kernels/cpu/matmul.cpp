@@ -1,0 +1,33 @@
+#include "kernels/cpu/matmul.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/matmul_blas.hpp"
+#include "kernels/cpu/matmul_direct.hpp"
+
+namespace orzo::cpu {
+namespace {
+
+// The direct kernel reads all of x again for every few weight rows, so it wins while x
+// stays in cache and sgemm's blocking wins after. On Zen 4 (1 MiB L2 per core, 32 MiB
+// L3 shared with other cores) the direct kernel still led by ~10% at 8 MiB of x and fell
+// to half of sgemm's speed at 16 MiB (threshold/* in matmul_bench); 4 MiB keeps a margin
+// for a busier L3. That is m <= 512 at k = 2048 and m <= 128 at k = 8192.
+constexpr int64_t kDirectActivationBytes = int64_t{4} << 20;
+
+}  // namespace
+
+void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (m <= 0) return;
+  const int64_t k = w.cols();
+  if (dtype_is_quantized(w.dtype) && k % kQuantBlock != 0)
+    throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
+                                " elements, not whole quant blocks");
+  if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
+    matmul_direct(x, m, w, y, pool, bias);
+  else
+    matmul_blas(x, m, w, y, pool, bias);
+}
+
+}  // namespace orzo::cpu

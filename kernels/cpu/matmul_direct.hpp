@@ -1,0 +1,17 @@
+#pragma once
+// The product without a packed copy of the weight, for decode and for batches whose
+// activations fit in cache. Decode is bound by the read of the weight, so each weight row
+// is streamed from memory once, decoded from its stored type in registers, and dotted
+// with every activation row (up to 8 at a time) while it is in cache.
+#include <cstdint>
+
+#include "runtime/tensor.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace orzo::cpu {
+
+// matmul() for any m >= 1; the caller has validated the shapes.
+void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                   const float* bias);
+
+}  // namespace orzo::cpu

@@ -1,0 +1,201 @@
+#include "kernels/cpu/matmul.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/matmul_blas.hpp"
+#include "kernels/cpu/matmul_direct.hpp"
+
+namespace orzo::cpu {
+namespace {
+
+const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+// matmul() picks a kernel by size; the kernels are also checked alone so that each one
+// is covered at every m, wherever the switch-over between them lies.
+using Kernel = void (*)(const float*, int64_t, const TensorView&, float*, ThreadPool&, const float*);
+
+// A weight [n, k] stored as `t`, with the f32 values it actually holds after rounding.
+struct Weight {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+  TensorView view;
+};
+
+Weight make_weight(DType t, int64_t n, int64_t k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> raw(static_cast<size_t>(n * k));
+  for (auto& v : raw) v = uniform(rng);
+  Weight w;
+  const size_t row_bytes = dtype_row_bytes(t, k);
+  w.bytes.resize(row_bytes * static_cast<size_t>(n));
+  w.values.resize(raw.size());
+  for (int64_t r = 0; r < n; ++r) {
+    quantize_row(t, raw.data() + r * k, k, w.bytes.data() + static_cast<size_t>(r) * row_bytes);
+    dequantize_row(t, w.bytes.data() + static_cast<size_t>(r) * row_bytes, k, w.values.data() + r * k);
+  }
+  w.view.name = "test.weight";
+  w.view.dtype = t;
+  w.view.shape = {n, k};
+  w.view.data = w.bytes.data();
+  w.view.nbytes = w.bytes.size();
+  return w;
+}
+
+std::vector<float> random_vector(int64_t size, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(size));
+  for (auto& f : v) f = uniform(rng);
+  return v;
+}
+
+// Compares y with a double-precision product of the weight's stored values. The
+// tolerance follows f32 accumulation error: ~sqrt(k) roundings of terms whose typical
+// magnitude is the root-sum-square of the products.
+void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weight& w, const float* bias,
+                              const std::vector<float>& y, const std::string& what) {
+  const int64_t n = w.view.rows(), k = w.view.cols();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias ? bias[j] : 0.0, sq = 0.0;
+      for (int64_t c = 0; c < k; ++c) {
+        const double p =
+            static_cast<double>(x[static_cast<size_t>(i * k + c)]) * w.values[static_cast<size_t>(j * k + c)];
+        sum += p;
+        sq += p * p;
+      }
+      const double scale = std::sqrt(sq) + (bias ? std::fabs(bias[j]) : 0.0);
+      const double tol = 1e-5 * std::sqrt(static_cast<double>(k)) * std::max(scale, 1e-3);
+      ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], sum, tol)
+          << what << " " << dtype_name(w.view.dtype) << " m=" << m << " n=" << n << " k=" << k << " at (" << i
+          << ", " << j << ")" << (bias ? " with bias" : "");
+    }
+  }
+}
+
+void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& ms,
+                  const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
+  std::mt19937 rng(42);
+  for (DType t : kAllTypes) {
+    for (int64_t k : ks) {
+      for (int64_t n : ns) {
+        const Weight w = make_weight(t, n, k, rng);
+        const auto bias = random_vector(n, rng);
+        for (int64_t m : ms) {
+          const auto x = random_vector(m * k, rng);
+          for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+            std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
+            kernel(x.data(), m, w.view, y.data(), pool, b);
+            expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()));
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+const std::vector<int64_t> kRows = {1, 2, 3, 5, 8, 17, 64, 130};
+const std::vector<int64_t> kSmallDepths = {32, 64, 96};
+const std::vector<int64_t> kOddOutputs = {1, 3, 37, 257};
+
+TEST(Matmul, MatchesReferenceSingleThread) {
+  ThreadPool pool(1);
+  check_shapes(matmul, pool, kRows, kSmallDepths, kOddOutputs);
+}
+
+TEST(Matmul, MatchesReferenceThreeThreads) {
+  ThreadPool pool(3);
+  check_shapes(matmul, pool, kRows, kSmallDepths, kOddOutputs);
+}
+
+// m = 600 at k = 2048 is past the switch-over to sgemm.
+TEST(Matmul, MatchesReferenceAtModelDepth) {
+  ThreadPool pool(3);
+  check_shapes(matmul, pool, {1, 4, 17, 600}, {2048}, {37});
+}
+
+TEST(Matmul, DirectKernelMatchesReference) {
+  ThreadPool pool(3);
+  check_shapes(matmul_direct, pool, kRows, kSmallDepths, kOddOutputs);
+}
+
+TEST(Matmul, BlasKernelMatchesReference) {
+  ThreadPool pool(3);
+  check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
+}
+
+// k not a multiple of any vector width leaves a scalar tail for the unblocked types.
+TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
+  ThreadPool pool(2);
+  std::mt19937 rng(9);
+  for (Kernel kernel : {matmul, matmul_direct, matmul_blas}) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      for (int64_t k : {1, 7, 13, 40, 77}) {
+        const Weight w = make_weight(t, 21, k, rng);
+        for (int64_t m : {1, 6, 9}) {
+          const auto x = random_vector(m * k, rng);
+          std::vector<float> y(static_cast<size_t>(m * 21));
+          kernel(x.data(), m, w.view, y.data(), pool, nullptr);
+          expect_matches_reference(x, m, w, nullptr, y, "tail");
+        }
+      }
+    }
+  }
+}
+
+// A token's output must not depend on how many other tokens share the call beyond float
+// rounding, whichever kernel the batch size selects.
+TEST(Matmul, RowsDoNotDependOnBatchSize) {
+  ThreadPool pool(2);
+  std::mt19937 rng(17);
+  const int64_t m = 17, n = 96, k = 2048;
+  for (DType t : kAllTypes) {
+    const Weight w = make_weight(t, n, k, rng);
+    const auto x = random_vector(m * k, rng);
+    const auto bias = random_vector(n, rng);
+    for (Kernel batched_kernel : {matmul, matmul_direct, matmul_blas}) {
+      std::vector<float> batched(static_cast<size_t>(m * n));
+      batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> single(static_cast<size_t>(n));
+        matmul(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
+        float row_max = 0.0f;
+        for (int64_t j = 0; j < n; ++j) row_max = std::max(row_max, std::fabs(single[static_cast<size_t>(j)]));
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)], 1e-5f * row_max)
+              << dtype_name(t) << " row " << i << " column " << j;
+      }
+    }
+  }
+}
+
+TEST(Matmul, ZeroRowsWritesNothing) {
+  ThreadPool pool(2);
+  std::mt19937 rng(1);
+  const Weight w = make_weight(DType::F16, 8, 32, rng);
+  float y = 5.0f;
+  matmul(nullptr, 0, w.view, &y, pool);
+  EXPECT_EQ(y, 5.0f);
+}
+
+TEST(Matmul, RejectsQuantRowsOfPartialBlocks) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> bytes(256);
+  TensorView w;
+  w.dtype = DType::Q8_0;
+  w.shape = {2, 48};
+  w.data = bytes.data();
+  std::vector<float> x(48), y(2);
+  EXPECT_THROW(matmul(x.data(), 1, w, y.data(), pool), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace orzo::cpu
