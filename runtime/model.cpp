@@ -178,8 +178,8 @@ size_t Model::weight_bytes_per_token() const {
   return bytes;
 }
 
-int64_t Model::matmul_parameters() const {
-  int64_t n = lm_head_.numel();
+int64_t Model::layer_parameters() const {
+  int64_t n = 0;
   for_each_matrix(layers_, [&](const TensorView& t) { n += t.numel(); });
   return n;
 }

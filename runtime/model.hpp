@@ -40,9 +40,9 @@ class Model {
   const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
   // Bytes of weights one decode step reads: every matrix once, one embedding row.
   size_t weight_bytes_per_token() const;
-  // Weights that take part in a matrix product per token (the layers and the LM head):
-  // a forward pass costs 2 flops for each, per token.
-  int64_t matmul_parameters() const;
+  // Weights of the layers' matrices: every token costs 2 flops for each. (The LM head adds
+  // 2 x vocab x hidden for each row that produces logits.)
+  int64_t layer_parameters() const;
 
  private:
   class Builder;

@@ -31,15 +31,22 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunk(int index) {
-  const int64_t blocks = (job_n_ + job_grain_ - 1) / job_grain_;
-  const int64_t per = blocks / size(), extra = blocks % size();
-  const int64_t first = index * per + std::min<int64_t>(index, extra);
-  const int64_t count = per + (index < extra ? 1 : 0);
-  const int64_t begin = std::min(job_n_, first * job_grain_);
-  const int64_t end = std::min(job_n_, (first + count) * job_grain_);
-  if (begin >= end) return;
   try {
-    (*job_)(begin, end, index);
+    if (job_dynamic_) {
+      for (;;) {
+        const int64_t begin = next_piece_.fetch_add(job_grain_, std::memory_order_relaxed);
+        if (begin >= job_n_) break;
+        (*job_)(begin, std::min(job_n_, begin + job_grain_), index);
+      }
+      return;
+    }
+    const int64_t blocks = (job_n_ + job_grain_ - 1) / job_grain_;
+    const int64_t per = blocks / size(), extra = blocks % size();
+    const int64_t first = index * per + std::min<int64_t>(index, extra);
+    const int64_t count = per + (index < extra ? 1 : 0);
+    const int64_t begin = std::min(job_n_, first * job_grain_);
+    const int64_t end = std::min(job_n_, (first + count) * job_grain_);
+    if (begin < end) (*job_)(begin, end, index);
   } catch (...) {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
@@ -65,7 +72,11 @@ void ThreadPool::helper_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) { run(n, fn, grain, false); }
+
+void ThreadPool::parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t grain) { run(n, fn, grain, true); }
+
+void ThreadPool::run(int64_t n, const RangeFn& fn, int64_t grain, bool dynamic) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (helpers_.empty() || n <= grain) {
@@ -75,6 +86,8 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
+  job_dynamic_ = dynamic;
+  next_piece_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
   pending_.store(static_cast<int>(helpers_.size()), std::memory_order_relaxed);
   {

@@ -27,9 +27,15 @@ class ThreadPool {
 
   // Splits [0, n) into size() contiguous chunks whose boundaries are multiples of `grain`
   // and runs them concurrently; returns when all are done. Exceptions are rethrown here.
+  // For work of even cost per item: each thread touches one contiguous range.
   void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
+  // The same, but threads claim `grain`-sized pieces one at a time until none is left: for
+  // items of uneven cost, such as attention rows of a causal prefill.
+  void parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t grain = 1);
+
  private:
+  void run(int64_t n, const RangeFn& fn, int64_t grain, bool dynamic);
   void helper_loop(int index);
   void run_chunk(int index);
 
@@ -39,6 +45,8 @@ class ThreadPool {
   const RangeFn* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
+  bool job_dynamic_ = false;
+  std::atomic<int64_t> next_piece_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};

@@ -64,6 +64,7 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"bench -m " + path("half.gguf"), path("half.gguf")},
       {"bench -m '" + kStoriesGguf + "' --batch 0", "--batch"},
       {"bench -m '" + kStoriesGguf + "' --prompt 100000000", "--prompt"},
+      {"bench -m '" + kStoriesGguf + "' --prompt 2000 --gen 100", "exceeds the model's context of 2048"},
       {"bench --batch 2", "--model"},
       {"frobnicate", "frobnicate"},
   };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <vector>
 
@@ -20,6 +21,21 @@ TEST(ThreadPool, CoversEveryItemOnceWithGrainAlignedChunks) {
         },
         8);
     for (int h : hits) ASSERT_EQ(h, 1) << "n=" << n;
+  }
+}
+
+TEST(ThreadPool, DynamicSchedulingCoversEveryItemOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 5, 64, 1001}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for_dynamic(
+        n,
+        [&](int64_t begin, int64_t end, int) {
+          EXPECT_LE(end - begin, 4);
+          for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+        },
+        4);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n=" << n;
   }
 }
 
