@@ -6,30 +6,10 @@
 #include <stdexcept>
 #include <string>
 
-#if defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
-// GCC 12 reports its own AVX-512 intrinsics as reading uninitialized values (GCC bug
-// 105593, the _mm512_undefined_* idiom); the warning is about the header, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
+#include "kernels/cpu/simd.hpp"
 
 namespace orzo::cpu {
 namespace {
-
-// Weight bytes come straight from a mapped file, so nothing wider than a byte is assumed
-// to be aligned; memcpy compiles to a plain load.
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
 

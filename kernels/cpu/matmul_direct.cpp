@@ -5,28 +5,10 @@
 #include <stdexcept>
 #include <vector>
 
-#if defined(__AVX2__) || defined(__AVX512F__)
-// GCC 12 reports its own AVX-512 intrinsics as reading uninitialized values (GCC bug
-// 105593, the _mm512_undefined_* idiom); the warning is about the header, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
+#include "kernels/cpu/simd.hpp"
 
 namespace orzo::cpu {
 namespace {
-
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // One SIMD register of f32 lanes and the few operations the kernel needs. Where no
 // vector unit is available a "vector" is a single float, so the kernel below is the
