@@ -4,60 +4,70 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_tile.hpp"
+
 namespace orzo::cpu {
 
 namespace {
 
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+// The first position a row at `pos` sees.
+int32_t first_seen(int32_t pos, const AttentionShape& shape) {
+  if (!shape.sliding_window) return 0;
+  return std::max<int32_t>(0, pos - static_cast<int32_t>(*shape.sliding_window) + 1);
+}
+
+// Up to kTileLanes query vectors of one run: a run is a sequence's rows at consecutive positions
+// (a prefill chunk, or a lone decode row), and its queries are numbered row by row, the
+// `group` heads sharing a KV head side by side.
+struct TileItem {
+  int64_t run_row;  // the run's first row
+  int64_t query;    // the tile's first query within the run
+  int count;
+  int32_t cost;  // positions its queries span: their keys are read once per tile
+};
+
+std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const AttentionShape& shape) {
+  std::vector<TileItem> tiles;
+  const auto pos = [&](int64_t row) { return batch.positions[static_cast<size_t>(row)]; };
+  const auto seq = [&](int64_t row) { return batch.seq_index[static_cast<size_t>(row)]; };
+  for (int64_t start = 0, end = 0; start < batch.rows(); start = end) {
+    end = start + 1;
+    while (end < batch.rows() && seq(end) == seq(start) && pos(end) == pos(end - 1) + 1) ++end;
+    const int64_t queries = (end - start) * group;
+    for (int64_t first = 0; first < queries; first += kTileLanes) {
+      const int count = static_cast<int>(std::min<int64_t>(kTileLanes, queries - first));
+      const int32_t top = pos(start + (first + count - 1) / group);
+      tiles.push_back({start, first, count, top - first_seen(pos(start + first / group), shape) + 1});
+    }
+  }
+  // Longest first, so the dynamic schedule ends on short tiles and threads finish together.
+  std::stable_sort(tiles.begin(), tiles.end(), [](const TileItem& a, const TileItem& b) { return a.cost > b.cost; });
+  return tiles;
 }
 
 }  // namespace
 
 void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, int64_t layer,
                      const AttentionShape& shape, float* out, ThreadPool& pool) {
-  const int64_t hd = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
+  const int64_t hd = shape.head_dim, kv_heads = shape.num_kv_heads, group = shape.num_heads / kv_heads;
   const int64_t q_stride = shape.num_heads * hd;
-  const int32_t bs = cache.block_size();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // One work item is one (row, kv head): the query heads of a group share its K/V reads.
-  const int64_t items = batch.rows() * shape.num_kv_heads;
-  pool.parallel_for(items, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> scores;
+  // Scores go to a base-2 softmax: exp(x / sqrt(d)) = 2^(x * log2(e) / sqrt(d)).
+  const float q_scale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
+  const std::vector<TileItem> tiles = make_tiles(batch, group, shape);
+  const int64_t items = static_cast<int64_t>(tiles.size()) * kv_heads;
+  pool.parallel_for_dynamic(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t row = item / shape.num_kv_heads, kvh = item % shape.num_kv_heads;
-      const int32_t pos = batch.positions[static_cast<size_t>(row)];
-      const auto& table = batch.block_tables[static_cast<size_t>(batch.seq_index[static_cast<size_t>(row)])];
-      const int32_t first = shape.sliding_window
-                                ? std::max<int32_t>(0, pos - static_cast<int32_t>(*shape.sliding_window) + 1)
-                                : 0;
-      const int64_t n = pos - first + 1;
-      scores.resize(static_cast<size_t>(n * group));
-      for (int64_t g = 0; g < group; ++g) {
-        const float* qh = q + row * q_stride + (kvh * group + g) * hd;
-        float* s = scores.data() + g * n;
-        float max_s = -INFINITY;
-        for (int32_t p = first; p <= pos; ++p) {
-          const float* k = cache.key(layer, table[static_cast<size_t>(p / bs)], p % bs) + kvh * hd;
-          s[p - first] = dot(qh, k, hd) * scale;
-          max_s = std::max(max_s, s[p - first]);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] = std::exp(s[j] - max_s);
-          sum += s[j];
-        }
-        const float inv = 1.0f / sum;
-        float* o = out + row * q_stride + (kvh * group + g) * hd;
-        std::fill(o, o + hd, 0.0f);
-        for (int32_t p = first; p <= pos; ++p) {
-          const float* v = cache.value(layer, table[static_cast<size_t>(p / bs)], p % bs) + kvh * hd;
-          const float w = s[p - first] * inv;
-          for (int64_t i = 0; i < hd; ++i) o[i] += w * v[i];
-        }
+      const TileItem& t = tiles[static_cast<size_t>(item / kv_heads)];
+      const int64_t kvh = item % kv_heads;
+      const int32_t seq = batch.seq_index[static_cast<size_t>(t.run_row)];
+      TileQuery queries[kTileLanes];
+      for (int i = 0; i < t.count; ++i) {
+        const int64_t row = t.run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
+        const int32_t pos = batch.positions[static_cast<size_t>(row)];
+        queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
       }
+      const HeadCache kv{&cache, layer, batch.block_tables[static_cast<size_t>(seq)].data(), kvh * hd};
+      attend_tile(queries, t.count, kv, hd, q_scale);
     }
   });
 }

@@ -1,7 +1,9 @@
 #pragma once
-// Causal grouped-query attention over the paged KV cache, one query row at a time: each
-// row attends to the positions of its own sequence up to its own, read through that
-// sequence's block table. A row's result never depends on the other rows in the batch.
+// Causal grouped-query attention over the paged KV cache: each row attends to the
+// positions of its own sequence up to its own, read through that sequence's block table.
+// Rows of a sequence at consecutive positions (a prefill chunk) are taken together, so
+// that each K/V element read serves several rows and query heads. A row's result never
+// depends on the other sequences in the batch, nor on how its own sequence is chunked.
 #include <cstdint>
 #include <optional>
 

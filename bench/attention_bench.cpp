@@ -1,0 +1,101 @@
+// Paged attention throughput in the two shapes a server sees: one long prefill chunk
+// (causal, so half the score matrix) and a decode step of many sequences, one row each.
+// Heads are those of the "small" model (16 query heads of 64 over 4 KV heads), and for
+// decode also 16 KV heads, where no query heads share their keys. A decode
+// step reads each layer's cache once, so the decode runs cycle through layers whose
+// caches together overflow the last-level cache; a prefill reads the K/V it just wrote.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/attention.hpp"
+
+namespace {
+
+constexpr int64_t kHeads = 16, kHeadDim = 64;
+
+orzo::ThreadPool& pool() {
+  static orzo::ThreadPool p(0);
+  return p;
+}
+
+struct Setup {
+  orzo::KvCache cache;
+  orzo::ForwardBatch batch;
+  std::vector<float> q, out;
+};
+
+// `sequences` sequences of `context` positions each; the batch holds the last `rows` of each.
+Setup make(int64_t kv_heads, int64_t layers, int32_t sequences, int32_t context, int32_t rows) {
+  const int32_t bs = orzo::kDefaultBlockSize, blocks_per_seq = (context + bs - 1) / bs;
+  Setup s{orzo::KvCache(layers, sequences * blocks_per_seq, bs, kv_heads * kHeadDim), {}, {}, {}};
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<int32_t> ids(static_cast<size_t>(sequences * blocks_per_seq));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const std::vector<int32_t> tokens(static_cast<size_t>(rows), 0);
+  for (int32_t seq = 0; seq < sequences; ++seq) {
+    const auto first = ids.begin() + seq * blocks_per_seq;
+    s.batch.block_tables.emplace_back(first, first + blocks_per_seq);
+    s.batch.add_chunk(seq, tokens.data(), rows, context - rows, true);
+  }
+  for (int64_t l = 0; l < layers; ++l)
+    for (int32_t b = 0; b < s.cache.num_blocks(); ++b)
+      for (int32_t slot = 0; slot < bs; ++slot) {
+        float* k = s.cache.key(l, b, slot);
+        float* v = s.cache.value(l, b, slot);
+        for (int64_t i = 0; i < s.cache.kv_dim(); ++i) {
+          k[i] = uniform(rng);
+          v[i] = uniform(rng);
+        }
+      }
+  s.q.resize(static_cast<size_t>(s.batch.rows() * kHeads * kHeadDim));
+  for (auto& x : s.q) x = uniform(rng);
+  s.out.resize(s.q.size());
+  return s;
+}
+
+void run(benchmark::State& state, int64_t kv_heads, int64_t layers, int32_t sequences, int32_t context,
+         int32_t rows) {
+  Setup s = make(kv_heads, layers, sequences, context, rows);
+  const orzo::cpu::AttentionShape shape{kHeads, kv_heads, kHeadDim, std::nullopt};
+  int64_t layer = 0;
+  for (auto _ : state) {
+    orzo::cpu::paged_attention(s.q.data(), s.batch, s.cache, layer, shape, s.out.data(), pool());
+    layer = (layer + 1) % layers;
+    benchmark::ClobberMemory();
+  }
+  // Scores and the weighted sum of values, over the positions each row sees.
+  double visible = 0;
+  for (int32_t p : s.batch.positions) visible += p + 1;
+  state.counters["FLOPS"] = benchmark::Counter(4.0 * visible * kHeads * kHeadDim,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(s.batch.rows()),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("attention/prefill/rows512",
+                               [](benchmark::State& st) { run(st, 4, 1, 1, 512, 512); })
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  for (int64_t kv_heads : {4, 16}) {
+    benchmark::RegisterBenchmark(("attention/decode/seqs32/ctx512/kv_heads" + std::to_string(kv_heads)).c_str(),
+                                 [=](benchmark::State& st) { run(st, kv_heads, 8, 32, 512, 1); })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

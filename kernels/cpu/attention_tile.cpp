@@ -1,0 +1,182 @@
+#include "kernels/cpu/attention_tile.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/attention_exp2.hpp"
+
+namespace orzo::cpu {
+
+namespace {
+
+// Keys per chunk: 16 score vectors fill half the AVX-512 register file (all of AVX2's),
+// enough independent FMA chains to hide their latency.
+constexpr int kChunk = 16;
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// GCC/Clang vector extensions, not intrinsics: they lower to whatever vector ISA the build
+// targets (AVX-512, AVX2, SSE), and they pin the register blocking, which the
+// auto-vectorizer turns into gathers when left to plain loops. A struct, because GCC drops
+// the attribute from an alias template.
+template <int N>
+struct VecOf {
+  typedef float type __attribute__((vector_size(N * sizeof(float))));
+};
+template <int N>
+using Vec = typename VecOf<N>::type;
+
+// Output columns kept in registers while a chunk's values are summed into them.
+constexpr int kColumns = 64;
+using Columns = Vec<kTileLanes>;
+static_assert(sizeof(Columns) == kTileLanes * sizeof(float));
+
+// o = o * alpha + sum_j p[j * stride] * v_j over the n keys of a chunk.
+void accumulate_values(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n,
+                       int64_t hd) {
+  constexpr int kVecs = kColumns / kTileLanes;
+  int64_t d = 0;
+  for (; d + kColumns <= hd; d += kColumns) {
+    Columns acc[kVecs];
+    std::memcpy(acc, o + d, sizeof acc);
+    for (Columns& a : acc) a *= alpha;
+    for (int j = 0; j < n; ++j) {
+      const float pj = p[j * stride];
+      const float* vj = v + j * ld + d;
+      for (int c = 0; c < kVecs; ++c) {
+        Columns x;
+        std::memcpy(&x, vj + c * kTileLanes, sizeof x);
+        acc[c] += pj * x;
+      }
+    }
+    std::memcpy(o + d, acc, sizeof acc);
+  }
+  if (d == hd) return;
+  for (int64_t x = d; x < hd; ++x) o[x] *= alpha;
+  for (int j = 0; j < n; ++j) {
+    const float pj = p[j * stride];
+    const float* vj = v + j * ld;
+    for (int64_t x = d; x < hd; ++x) o[x] += pj * vj[x];
+  }
+}
+
+// A tile of `Lanes` lanes; the caller picks the narrowest that holds its queries, since an
+// empty lane costs as much as a full one.
+template <int Lanes>
+class Tile {
+ public:
+  void run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale);
+
+ private:
+  using Scores = float[kChunk][Lanes];
+  void scores(const float* const* k, int64_t hd, Scores& s) const;
+
+  std::vector<float> qt_, o_;  // [head_dim][Lanes] scaled queries; [Lanes][head_dim] outputs
+};
+
+// s[j][lane] = k_j · qt[:, lane]: each K element is one broadcast multiplied into all
+// lanes at once, so K is used as stored.
+template <int Lanes>
+void Tile<Lanes>::scores(const float* const* k, int64_t hd, Scores& s) const {
+  Vec<Lanes> acc[kChunk] = {};
+  for (int64_t d = 0; d < hd; ++d) {
+    Vec<Lanes> qd;
+    std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
+    for (int j = 0; j < kChunk; ++j) acc[j] += k[j][d] * qd;
+  }
+  std::memcpy(s, acc, sizeof acc);
+}
+
+template <int Lanes>
+void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+  qt_.assign(static_cast<size_t>(hd * Lanes), 0.0f);
+  o_.assign(static_cast<size_t>(hd * Lanes), 0.0f);
+  int32_t lo[Lanes], hi[Lanes];
+  float m[Lanes], l[Lanes];
+  // [first, last]: positions some query sees; [last_first, first_last]: those all of them see.
+  int32_t first = std::numeric_limits<int32_t>::max(), last = std::numeric_limits<int32_t>::min();
+  int32_t last_first = last, first_last = first;
+  for (int lane = 0; lane < Lanes; ++lane) {
+    m[lane] = kMasked;
+    l[lane] = 0.0f;
+    // A lane without a query sees nothing when masked; its state is never read.
+    lo[lane] = lane < count ? queries[lane].first : std::numeric_limits<int32_t>::max();
+    hi[lane] = lane < count ? queries[lane].last : std::numeric_limits<int32_t>::min();
+    if (lane >= count) continue;
+    first = std::min(first, lo[lane]);
+    last = std::max(last, hi[lane]);
+    last_first = std::max(last_first, lo[lane]);
+    first_last = std::min(first_last, hi[lane]);
+    for (int64_t d = 0; d < hd; ++d) qt_[static_cast<size_t>(d * Lanes + lane)] = queries[lane].q[d] * q_scale;
+  }
+
+  KvCache& cache = *kv.cache;
+  const int32_t bs = cache.block_size();
+  const int64_t ld = cache.kv_dim();
+  for (int32_t p = first; p <= last;) {
+    const int32_t block = kv.block_table[p / bs], slot = p % bs;
+    // Chunks end at fixed slots of the block, whatever position the tile starts from.
+    const int32_t n = std::min(std::min(bs, slot - slot % kChunk + kChunk) - slot, last - p + 1);
+    const float* k0 = cache.key(kv.layer, block, slot) + kv.offset;
+    const float* k[kChunk];
+    for (int j = 0; j < kChunk; ++j) k[j] = k0 + std::min(j, n - 1) * ld;  // no reads past the chunk
+
+    Scores s;
+    scores(k, hd, s);
+    if (n < kChunk || p < last_first || p + n - 1 > first_last) {
+      for (int j = 0; j < kChunk; ++j) {
+        const int32_t pos = p + j;
+        for (int lane = 0; lane < Lanes; ++lane)
+          s[j][lane] = j < n && lo[lane] <= pos && pos <= hi[lane] ? s[j][lane] : kMasked;
+      }
+    }
+    // Online softmax: rescale what was summed so far by 2^(old max - new max).
+    float shift[Lanes], alpha[Lanes];
+    for (int lane = 0; lane < Lanes; ++lane) {
+      float mx = m[lane];
+      for (int j = 0; j < kChunk; ++j) {
+        const float v = s[j][lane];
+        mx = v > mx ? v : mx;
+      }
+      // Shifting by 0 while nothing is seen keeps -inf - -inf (NaN) out.
+      shift[lane] = mx == kMasked ? 0.0f : mx;
+      alpha[lane] = m[lane] - shift[lane];
+      m[lane] = mx;
+    }
+    for (int j = 0; j < kChunk; ++j)
+      for (int lane = 0; lane < Lanes; ++lane) s[j][lane] -= shift[lane];
+    exp2_inplace(&s[0][0], kChunk * Lanes);
+    exp2_inplace(alpha, Lanes);
+    for (int lane = 0; lane < Lanes; ++lane) {
+      float sum = 0.0f;
+      for (int j = 0; j < kChunk; ++j) sum += s[j][lane];
+      l[lane] = l[lane] * alpha[lane] + sum;
+    }
+    const float* v0 = cache.value(kv.layer, block, slot) + kv.offset;
+    for (int lane = 0; lane < count; ++lane)
+      accumulate_values(o_.data() + lane * hd, alpha[lane], &s[0][lane], Lanes, v0, ld, n, hd);
+    p += n;
+  }
+
+  for (int lane = 0; lane < count; ++lane) {
+    const float inv = 1.0f / l[lane];
+    const float* ol = o_.data() + lane * hd;
+    for (int64_t d = 0; d < hd; ++d) queries[lane].out[d] = ol[d] * inv;
+  }
+}
+
+}  // namespace
+
+void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+  constexpr int kNarrow = 8;
+  if (count <= kNarrow) {
+    thread_local Tile<kNarrow> tile;
+    tile.run(queries, count, kv, hd, q_scale);
+  } else {
+    thread_local Tile<kTileLanes> tile;
+    tile.run(queries, count, kv, hd, q_scale);
+  }
+}
+
+}  // namespace orzo::cpu

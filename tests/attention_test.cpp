@@ -1,0 +1,253 @@
+// paged_attention against a double-precision softmax(q·kᵀ/√d)·v computed position by
+// position, over batches that mix prefill chunks and decode rows of sequences whose blocks
+// are scattered through the cache; a sequence's results, which must not change with the
+// rest of the batch or with how its own prompt is chunked; and the exponential under it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_exp2.hpp"
+
+namespace orzo {
+namespace {
+
+using cpu::AttentionShape;
+
+constexpr int64_t kKvHeads = 2, kLayers = 2, kLayer = 1;
+
+struct Sequence {
+  int32_t length;  // positions whose K/V are in the cache
+  int32_t rows;    // the batch holds its last `rows` positions (1: a decode row)
+};
+
+// Sequences with random K/V for all their positions, each owning blocks spread at random
+// over a cache shared with the others.
+class Cache {
+ public:
+  Cache(const std::vector<Sequence>& seqs, int32_t block_size, int64_t head_dim, uint32_t seed)
+      : seqs_(seqs), cache_(kLayers, total_blocks(seqs, block_size), block_size, kKvHeads * head_dim) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> ids(static_cast<size_t>(cache_.num_blocks()));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    auto next = ids.begin();
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const Sequence& s : seqs) {
+      const int32_t blocks = (s.length + block_size - 1) / block_size;
+      tables_.emplace_back(next, next + blocks);
+      next += blocks;
+      for (int32_t p = 0; p < s.length; ++p) {
+        const int32_t block = tables_.back()[static_cast<size_t>(p / block_size)];
+        for (int64_t i = 0; i < cache_.kv_dim(); ++i) {
+          cache_.key(kLayer, block, p % block_size)[i] = uniform(rng);
+          cache_.value(kLayer, block, p % block_size)[i] = uniform(rng);
+        }
+      }
+    }
+  }
+
+  KvCache& kv() { return cache_; }
+
+  // A batch of runs: `count` rows of sequence `seq` from position `first`.
+  struct Run {
+    int32_t seq, first, count;
+  };
+  ForwardBatch batch_of(const std::vector<Run>& runs) const {
+    ForwardBatch b;
+    b.block_tables = tables_;
+    for (const Run& r : runs) {
+      const std::vector<int32_t> tokens(static_cast<size_t>(r.count), 0);
+      b.add_chunk(r.seq, tokens.data(), r.count, r.first, false);
+    }
+    return b;
+  }
+
+  // The batch rows of the listed sequences, in `chunk`-row runs, sequence by sequence.
+  ForwardBatch batch(const std::vector<int32_t>& order, int32_t chunk = 1 << 30) const {
+    std::vector<Run> runs;
+    for (int32_t s : order) {
+      const Sequence& seq = seqs_[static_cast<size_t>(s)];
+      for (int32_t p = seq.length - seq.rows; p < seq.length; p += chunk) runs.push_back({s, p, std::min(chunk, seq.length - p)});
+    }
+    return batch_of(runs);
+  }
+
+ private:
+  static int32_t total_blocks(const std::vector<Sequence>& seqs, int32_t block_size) {
+    int32_t n = 0;
+    for (const Sequence& s : seqs) n += (s.length + block_size - 1) / block_size;
+    return n;
+  }
+
+  std::vector<Sequence> seqs_;
+  KvCache cache_;
+  std::vector<std::vector<int32_t>> tables_;
+};
+
+// Queries large enough that softmax is far from uniform, so masking errors show.
+std::vector<float> random_queries(const ForwardBatch& b, const AttentionShape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> q(static_cast<size_t>(b.rows() * shape.num_heads * shape.head_dim));
+  for (auto& x : q) x = uniform(rng);
+  return q;
+}
+
+std::vector<double> reference(const std::vector<float>& q, const ForwardBatch& b, KvCache& cache,
+                              const AttentionShape& shape) {
+  const int64_t hd = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
+  const int32_t bs = cache.block_size();
+  std::vector<double> out(q.size());
+  for (int64_t row = 0; row < b.rows(); ++row) {
+    const int32_t pos = b.positions[static_cast<size_t>(row)];
+    const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[static_cast<size_t>(row)])];
+    const int32_t first = shape.sliding_window ? std::max<int32_t>(0, pos - static_cast<int32_t>(*shape.sliding_window) + 1) : 0;
+    for (int64_t h = 0; h < shape.num_heads; ++h) {
+      const float* qh = q.data() + (row * shape.num_heads + h) * hd;
+      const int64_t offset = (h / group) * hd;
+      std::vector<double> scores;
+      for (int32_t p = first; p <= pos; ++p) {
+        const float* k = cache.key(kLayer, table[static_cast<size_t>(p / bs)], p % bs) + offset;
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
+        scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
+      }
+      const double max_s = *std::max_element(scores.begin(), scores.end());
+      double sum = 0;
+      for (double& s : scores) sum += s = std::exp(s - max_s);
+      double* o = out.data() + (row * shape.num_heads + h) * hd;
+      for (int32_t p = first; p <= pos; ++p) {
+        const float* v = cache.value(kLayer, table[static_cast<size_t>(p / bs)], p % bs) + offset;
+        for (int64_t d = 0; d < hd; ++d) o[d] += scores[static_cast<size_t>(p - first)] / sum * v[d];
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> attend(const std::vector<float>& q, const ForwardBatch& b, KvCache& cache,
+                          const AttentionShape& shape, ThreadPool& pool) {
+  std::vector<float> out(q.size(), std::nanf(""));
+  cpu::paged_attention(q.data(), b, cache, kLayer, shape, out.data(), pool);
+  return out;
+}
+
+// The rows of sequence `seq` in batch `b`, in batch order, each num_heads * head_dim wide.
+std::vector<float> rows_of(const std::vector<float>& x, const ForwardBatch& b, int32_t seq, const AttentionShape& shape) {
+  const int64_t width = shape.num_heads * shape.head_dim;
+  std::vector<float> picked;
+  for (int64_t row = 0; row < b.rows(); ++row)
+    if (b.seq_index[static_cast<size_t>(row)] == seq)
+      picked.insert(picked.end(), x.begin() + row * width, x.begin() + (row + 1) * width);
+  return picked;
+}
+
+// Queries `q` of batch `b` with the rows of `seq` replaced by `from_rows`, in order.
+std::vector<float> with_rows_of(std::vector<float> q, const ForwardBatch& b, const std::vector<float>& from_rows,
+                                int32_t seq, const AttentionShape& shape) {
+  const int64_t width = shape.num_heads * shape.head_dim;
+  auto next = from_rows.begin();
+  for (int64_t row = 0; row < b.rows(); ++row)
+    if (b.seq_index[static_cast<size_t>(row)] == seq) {
+      std::copy(next, next + width, q.begin() + row * width);
+      next += width;
+    }
+  return q;
+}
+
+TEST(AttentionExp2, MatchesLibmToFloatRounding) {
+  std::vector<float> x;
+  for (float v = -126.0f; v <= 0.0f; v += 0.0137f) x.push_back(v);
+  std::vector<float> y = x;
+  cpu::exp2_inplace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp2(static_cast<double>(x[i]));
+    EXPECT_LE(std::abs(y[i] - want), 2e-7 * want) << "2^" << x[i];
+  }
+}
+
+// Softmax leans on these: masked scores (-inf) weigh exactly 0, and an unchanged running
+// maximum rescales by exactly 1.
+TEST(AttentionExp2, ExactAtTheEnds) {
+  float x[] = {-std::numeric_limits<float>::infinity(), -127.0f, -1000.0f, 0.0f};
+  cpu::exp2_inplace(x, 4);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[1], 0.0f);
+  EXPECT_EQ(x[2], 0.0f);
+  EXPECT_EQ(x[3], 1.0f);
+}
+
+// group, head_dim, sliding window (0: none), block size
+using Param = std::tuple<int64_t, int64_t, int32_t, int32_t>;
+
+class PagedAttention : public ::testing::TestWithParam<Param> {
+ protected:
+  AttentionShape shape() const {
+    const int64_t group = std::get<0>(GetParam()), head_dim = std::get<1>(GetParam());
+    const int32_t window = std::get<2>(GetParam());
+    return {group * kKvHeads, kKvHeads, head_dim, window > 0 ? std::optional<int64_t>(window) : std::nullopt};
+  }
+  int32_t block_size() const { return std::get<3>(GetParam()); }
+
+  // Prefill chunks of several lengths (some not starting at 0, as after a cached prefix)
+  // and decode rows, the longest crossing many blocks.
+  const std::vector<Sequence> seqs_ = {{70, 70}, {1, 1}, {45, 1}, {33, 12}, {129, 1}, {9, 9}, {200, 37}, {16, 1}};
+  ThreadPool pool_{3};
+};
+
+TEST_P(PagedAttention, MatchesDoublePrecisionReference) {
+  const AttentionShape s = shape();
+  Cache cache(seqs_, block_size(), s.head_dim, 1);
+  // Sequence 6 (positions 163..199) comes in two runs with the others' rows between.
+  std::vector<Cache::Run> runs = {{6, 163, 20}};
+  for (int32_t i = 0; i < static_cast<int32_t>(seqs_.size()); ++i) {
+    const Sequence& seq = seqs_[static_cast<size_t>(i)];
+    if (i != 6) runs.push_back({i, seq.length - seq.rows, seq.rows});
+  }
+  runs.push_back({6, 183, 17});
+  const ForwardBatch mixed = cache.batch_of(runs);
+  const auto q = random_queries(mixed, s, 2);
+  const auto out = attend(q, mixed, cache.kv(), s, pool_);
+  const auto want = reference(q, mixed, cache.kv(), s);
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST_P(PagedAttention, SequenceResultsDoNotDependOnTheBatch) {
+  const AttentionShape s = shape();
+  Cache cache(seqs_, block_size(), s.head_dim, 3);
+  const ForwardBatch alone = cache.batch({6});
+  const auto q_alone = random_queries(alone, s, 4);
+  const auto out_alone = attend(q_alone, alone, cache.kv(), s, pool_);
+
+  const ForwardBatch together = cache.batch({3, 1, 6, 0, 4, 2, 5, 7});
+  const auto q_together = with_rows_of(random_queries(together, s, 5), together, q_alone, 6, s);
+  EXPECT_EQ(rows_of(attend(q_together, together, cache.kv(), s, pool_), together, 6, s), out_alone);
+
+  // The same rows in runs of 7, as a prompt prefilled in pieces, and one at a time, as
+  // decode: other tiles, lanes and tile widths, which attention_tile.hpp keeps exact.
+  for (int32_t chunk : {7, 1}) {
+    const ForwardBatch pieces = cache.batch({6}, chunk);
+    EXPECT_EQ(attend(q_alone, pieces, cache.kv(), s, pool_), out_alone) << "chunks of " << chunk;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
+                         ::testing::Combine(::testing::Values<int64_t>(1, 2, 4, 12), ::testing::Values<int64_t>(8, 64, 128),
+                                            ::testing::Values(0, 19), ::testing::Values(16)));
+// Block sizes around the 16-key chunks, and a head_dim that is not a multiple of 64.
+INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedAttention,
+                         ::testing::Combine(::testing::Values<int64_t>(4), ::testing::Values<int64_t>(80),
+                                            ::testing::Values(0, 19), ::testing::Values(1, 8, 24, 32)));
+
+}  // namespace
+}  // namespace orzo
