@@ -85,6 +85,12 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   for (auto* buf : {&gate_, &up_}) grow(*buf, rows * cfg_.intermediate_size);
   grow(cos_sin_, rows * cfg_.head_dim);
 
+  // RoPE angles depend only on position: once per step, shared by every layer.
+  const auto& inv_freq = model_->rope_inv_freq();
+  const int64_t hd = cfg_.head_dim;
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[static_cast<size_t>(r)], cos_sin_.data() + r * hd);
+
   float* x = hidden.data();
   if (embeds()) embed(b, x);
   for (int64_t l = range_.begin; l < range_.end; ++l) {
@@ -113,31 +119,31 @@ void CpuBackend::norm_rows(const float* x, const float* weight, int64_t rows, fl
 // x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
 void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   const LayerWeights& w = model_->layer(l);
-  const int64_t rows = b.rows(), d = cfg_.hidden_size, hd = cfg_.head_dim;
+  const int64_t rows = b.rows(), hd = cfg_.head_dim;
   norm_rows(x, w.attn_norm, rows, xn_.data());
   cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq);
   cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk);
   cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv);
 
   const int64_t cache_layer = l - range_.begin;
-  const auto& inv_freq = model_->rope_inv_freq();
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> head_scratch;
+        head_scratch.resize(static_cast<size_t>(hd));
         for (int64_t r = begin; r < end; ++r) {
           float* q = q_.data() + r * cfg_.q_dim();
           float* k = k_.data() + r * cfg_.kv_dim();
           const auto i = static_cast<size_t>(r);
-          float* cs = cos_sin_.data() + r * hd;
+          const float* cs = cos_sin_.data() + r * hd;
           if (cfg_.rope_style == RopeStyle::Interleaved) {
-            cpu::deinterleave_heads(q, cfg_.num_heads, hd, cs);
-            cpu::deinterleave_heads(k, cfg_.num_kv_heads, hd, cs);
+            cpu::deinterleave_heads(q, cfg_.num_heads, hd, head_scratch.data());
+            cpu::deinterleave_heads(k, cfg_.num_kv_heads, hd, head_scratch.data());
           }
           if (w.q_norm) {  // Qwen3 normalizes each head before rotating it
             for (int64_t h = 0; h < cfg_.num_heads; ++h) cpu::rmsnorm(q + h * hd, w.q_norm, hd, cfg_.rms_norm_eps, q + h * hd);
             for (int64_t h = 0; h < cfg_.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, w.k_norm, hd, cfg_.rms_norm_eps, k + h * hd);
           }
-          cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[i], cs);
           cpu::apply_rope(q, cfg_.num_heads, hd, cs);
           cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs);
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
@@ -153,21 +159,37 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.sliding_window};
   cpu::paged_attention(q_.data(), b, kv_, cache_layer, shape, attn_.data(), pool_);
   cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo);
-  for (int64_t i = 0; i < rows * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+  add_residual(x, rows);
 }
 
 // x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
 void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
-  const int64_t d = cfg_.hidden_size, inter = cfg_.intermediate_size;
+  const int64_t inter = cfg_.intermediate_size;
   norm_rows(x, w.ffn_norm, rows, xn_.data());
   cpu::matmul(xn_.data(), rows, w.w_gate, gate_.data(), pool_);
   cpu::matmul(xn_.data(), rows, w.w_up, up_.data(), pool_);
   pool_.parallel_for(
-      rows, [&](int64_t begin, int64_t end, int) { cpu::swiglu(gate_.data() + begin * inter, up_.data() + begin * inter, (end - begin) * inter); },
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(inter));
+        for (int64_t r = begin; r < end; ++r)
+          cpu::swiglu(gate_.data() + r * inter, up_.data() + r * inter, inter, scratch.data());
+      },
       4);
   cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_);
-  for (int64_t i = 0; i < rows * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+  add_residual(x, rows);
+}
+
+void CpuBackend::add_residual(float* x, int64_t rows) {
+  const int64_t d = cfg_.hidden_size;
+  pool_.parallel_for(
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin * d; i < end * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+      },
+      16);
 }
 
 // Only rows that will be sampled pay for the vocabulary-sized projection.

@@ -36,6 +36,7 @@ class CpuBackend final : public LayerBackend {
   void ffn_block(int64_t layer, int64_t rows, float* x);
   void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
   void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
+  void add_residual(float* x, int64_t rows);  // x += proj_, row by row
 
   std::shared_ptr<const Model> model_;
   const ModelConfig& cfg_;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/attention_exp2.hpp"
+#include "kernels/cpu/exp2.hpp"
 
 namespace orzo {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/attention_exp2.hpp"
+#include "kernels/cpu/exp2.hpp"
 
 namespace orzo::cpu {
 

@@ -1,7 +1,7 @@
 #pragma once
 // 2^x over an array, in a form the compiler vectorizes: std::exp is a scalar libm call
-// without -ffast-math, and softmax takes one per score. Attention folds log2(e) into its
-// query scale so the exponential it needs is this one.
+// without -ffast-math, and softmax and SiLU take one per element. Attention folds log2(e)
+// into its query scale so the exponential it needs is this one.
 #include <cstdint>
 #include <cstring>
 
