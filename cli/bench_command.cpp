@@ -35,6 +35,45 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The decode roofline's bandwidth, measured on the bytes decode actually reads: this
+// model's mapped matrices, summed by the same number of threads (best of 3 passes). On a
+// VM, the speed of memory depends on which pages hold the data, so a separate buffer is
+// only a rough stand-in.
+double weight_read_bandwidth(const Model& model, int threads) {
+  std::vector<const TensorView*> matrices = {&model.lm_head()};
+  for (int64_t l = 0; l < model.config().num_layers; ++l) {
+    const auto& w = model.layer(l);
+    for (const TensorView* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) matrices.push_back(t);
+  }
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sink(static_cast<size_t>(pool.size()));
+  double best = 0, bytes = 0;
+  for (const auto* t : matrices) bytes += static_cast<double>(t->nbytes);
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    for (const auto* t : matrices) {
+      const auto* words = static_cast<const uint64_t*>(t->data);
+      const auto n = static_cast<int64_t>(t->nbytes / sizeof(uint64_t));
+      pool.parallel_for(
+          n,
+          [&](int64_t begin, int64_t end, int thread) {
+            constexpr int64_t kLanes = 16;
+            uint64_t acc[kLanes] = {};
+            int64_t i = begin;
+            for (; i + kLanes <= end; i += kLanes)
+              for (int64_t j = 0; j < kLanes; ++j) acc[j] += words[i + j];
+            for (; i < end; ++i) acc[0] += words[i];
+            for (auto a : acc) sink[static_cast<size_t>(thread)] += a;
+          },
+          1 << 12);
+    }
+    best = std::max(best, bytes / seconds_since(t0));
+  }
+  volatile uint64_t keep = sink[0];
+  static_cast<void>(keep);
+  return best;
+}
+
 int32_t argmax(const float* v, int64_t n) {
   return static_cast<int32_t>(std::max_element(v, v + n) - v);
 }
@@ -113,6 +152,7 @@ void run_bench(const BenchOptions& o) {
   const double decode_s = seconds_since(t_decode);
 
   const double prefill_tps = o.batch * o.prompt / prefill_s;
+  const double weight_bw = o.json ? weight_read_bandwidth(*model, threads) : 0.0;
   const double decode_tps = o.gen > 0 ? o.batch * o.gen / decode_s : 0.0;
   const double per_seq = o.gen > 0 ? o.gen / decode_s : 0.0;
   if (o.json) {
@@ -122,7 +162,8 @@ void run_bench(const BenchOptions& o) {
                         {"weight_bytes_per_token", model->weight_bytes_per_token()},
                         {"layer_parameters", model->layer_parameters()},
                         {"lm_head_parameters", model->lm_head().numel()},
-                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4}};
+                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
+                        {"weight_read_bytes_per_s", weight_bw}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
