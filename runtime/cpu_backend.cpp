@@ -1,5 +1,6 @@
 #include "runtime/cpu_backend.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -79,7 +80,9 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   check(b, hidden);
   const int64_t rows = b.rows();
   hidden.resize(static_cast<size_t>(rows * cfg_.hidden_size));
-  for (auto* buf : {&xn_, &proj_}) grow(*buf, rows * cfg_.hidden_size);
+  // xn_ also holds the normalized logit rows, which a plan may list more than once.
+  grow(xn_, std::max<int64_t>(rows, static_cast<int64_t>(b.logit_rows.size())) * cfg_.hidden_size);
+  grow(proj_, rows * cfg_.hidden_size);
   for (auto* buf : {&q_, &attn_}) grow(*buf, rows * cfg_.q_dim());
   for (auto* buf : {&k_, &v_}) grow(*buf, rows * cfg_.kv_dim());
   for (auto* buf : {&gate_, &up_}) grow(*buf, rows * cfg_.intermediate_size);

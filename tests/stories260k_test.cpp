@@ -161,6 +161,14 @@ TEST_F(Stories260K, MalformedBatchesAreRefused) {
   const int32_t t = 5;
   past_table.add_chunk(0, &t, 1, 16, true);
   EXPECT_THROW(backend.forward(past_table, hidden, logits), std::invalid_argument);
+  ForwardBatch repeated_logits;  // legal, if odd: more logit rows than rows or scratch
+  repeated_logits.block_tables.push_back(p.table(0));
+  repeated_logits.add_chunk(0, &t, 1, 0, false);
+  repeated_logits.logit_rows.assign(600, 0);
+  backend.forward(repeated_logits, hidden, logits);
+  ASSERT_EQ(logits.size(), 600u * 512);
+  EXPECT_EQ(std::vector<float>(logits.begin(), logits.begin() + 512),
+            std::vector<float>(logits.end() - 512, logits.end()));
   ForwardBatch bad_block;
   bad_block.block_tables.push_back({kBlocksPerSeq});
   bad_block.add_chunk(0, &t, 1, 0, true);
