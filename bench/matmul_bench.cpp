@@ -113,8 +113,11 @@ void register_all() {
   for (Shape s : {Shape{8192, 2048}, Shape{2048, 8192}}) {
     for (int64_t m : {32, 128, 256, 512}) {
       const std::string tail = "F16/m" + std::to_string(m) + "/" + shape_name(s);
-      for (auto [name, kernel] : {std::pair{"direct", orzo::cpu::matmul_direct}, {"blas", orzo::cpu::matmul_blas}}) {
-        benchmark::RegisterBenchmark(("threshold/" + std::string(name) + "/" + tail).c_str(),
+      const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
+                                                        {"blas", &orzo::cpu::matmul_blas}};
+      for (const auto& named : kernels) {
+        const Kernel kernel = named.second;
+        benchmark::RegisterBenchmark(("threshold/" + std::string(named.first) + "/" + tail).c_str(),
                                      [=](benchmark::State& st) { run(st, kernel, DType::F16, m, s.n, s.k); })
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();

@@ -4,7 +4,7 @@
     python3 bench/run_cpu.py [--build build] [--out bench/results/cpu.json]
 
 Generates (once, into models/) random-weight Llama models shaped like Llama-3.2-1B and a
-smaller one, in GGUF and safetensors, then runs `orzo bench` (best of 3) and reports each
+smaller one, in GGUF and safetensors, then runs `orzo bench` (best of 5) and reports each
 number against its ceiling (best of 5), measured right before it:
 decode against bytes read per token / bandwidth, prefill and batched decode against
 2 x parameters x tokens/s / sgemm rate, counting the parameters each token
@@ -50,7 +50,7 @@ def ceilings(build, only=None):
     return read_bw, sgemm
 
 
-def bench(build, model, batch, prompt, gen, threads, key, tries=3):
+def bench(build, model, batch, prompt, gen, threads, key, tries=5):
     """The best of `tries` runs by `key`: like the ceilings, what the machine can do."""
     cmd = [f"{build}/cli/orzo", "bench", "-m", model, "--batch", str(batch), "--prompt", str(prompt),
            "--gen", str(gen), "--json"]

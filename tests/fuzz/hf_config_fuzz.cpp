@@ -1,0 +1,22 @@
+// libFuzzer entry point for the HF config reader: config.json and generation_config.json
+// text (split at the first NUL byte) must give a validated config or throw LoadError.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/load_error.hpp"
+#include "runtime/model_config.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  const size_t split = input.find('\0');
+  const std::string config = input.substr(0, split);
+  const std::string generation = split == std::string::npos ? std::string() : input.substr(split + 1);
+  try {
+    const orzo::ModelConfig c = orzo::parse_hf_config(config, generation, "fuzz-input");
+    // What parses must be usable: the RoPE table has one entry per rotated pair.
+    if (orzo::rope_inv_freq(c).size() != static_cast<size_t>(c.head_dim / 2)) __builtin_trap();
+  } catch (const orzo::LoadError&) {
+  }
+  return 0;
+}
