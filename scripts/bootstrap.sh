@@ -7,7 +7,7 @@ preset="${1:-default}"
 
 packages=(build-essential cmake ninja-build ccache git
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev
-  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libpcre2-dev)
+  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
