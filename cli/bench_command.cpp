@@ -16,6 +16,7 @@
 
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
+#include "runtime/sampler.hpp"
 
 namespace orzo::cli {
 
@@ -40,11 +41,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // VM, the speed of memory depends on which pages hold the data, so a separate buffer is
 // only a rough stand-in.
 double weight_read_bandwidth(const Model& model, int threads) {
-  std::vector<const TensorView*> matrices = {&model.lm_head()};
-  for (int64_t l = 0; l < model.config().num_layers; ++l) {
-    const auto& w = model.layer(l);
-    for (const TensorView* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) matrices.push_back(t);
-  }
+  std::vector<const TensorView*> matrices = model.layer_matrices();
+  matrices.push_back(&model.lm_head());
   ThreadPool pool(threads);
   std::vector<uint64_t> sink(static_cast<size_t>(pool.size()));
   double best = 0, bytes = 0;
@@ -72,10 +70,6 @@ double weight_read_bandwidth(const Model& model, int threads) {
   volatile uint64_t keep = sink[0];
   static_cast<void>(keep);
   return best;
-}
-
-int32_t argmax(const float* v, int64_t n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);
 }
 
 void run_bench(const BenchOptions& o) {
@@ -111,6 +105,13 @@ void run_bench(const BenchOptions& o) {
 
   std::vector<float> hidden, logits;
   std::vector<int32_t> next(static_cast<size_t>(o.batch));
+  // Greedy through the real sampler, so decode timings include its cost.
+  SamplingParams greedy_params;
+  greedy_params.temperature = 0.0f;
+  Sampler sampler(greedy_params);
+  const auto greedy_token = [&](float* row) {
+    return sampler.sample(row, static_cast<int32_t>(cfg.vocab_size), nullptr, 0).token;
+  };
   {  // Warm-up: the first pass faults in the mapped weights; timing starts warm, as in llama-bench.
     ForwardBatch warm;
     warm.block_tables = tables;
@@ -135,7 +136,7 @@ void run_bench(const BenchOptions& o) {
     }
     backend.forward(b, hidden, logits);
     for (size_t i = 0; i < finishing.size(); ++i)
-      next[static_cast<size_t>(finishing[i])] = argmax(logits.data() + i * static_cast<size_t>(cfg.vocab_size), cfg.vocab_size);
+      next[static_cast<size_t>(finishing[i])] = greedy_token(logits.data() + i * static_cast<size_t>(cfg.vocab_size));
   }
   const double prefill_s = seconds_since(t_prefill);
 
@@ -147,7 +148,7 @@ void run_bench(const BenchOptions& o) {
     for (int s = 0; s < o.batch; ++s) b.add_chunk(s, &next[static_cast<size_t>(s)], 1, o.prompt + step, true);
     backend.forward(b, hidden, logits);
     for (int s = 0; s < o.batch; ++s)
-      next[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * static_cast<size_t>(cfg.vocab_size), cfg.vocab_size);
+      next[static_cast<size_t>(s)] = greedy_token(logits.data() + static_cast<size_t>(s) * static_cast<size_t>(cfg.vocab_size));
   }
   const double decode_s = seconds_since(t_decode);
 

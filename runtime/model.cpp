@@ -162,25 +162,22 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
   return m;
 }
 
-namespace {
-
-template <class Fn>
-void for_each_matrix(const std::vector<LayerWeights>& layers, Fn fn) {
-  for (const auto& l : layers)
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) fn(*t);
+std::vector<const TensorView*> Model::layer_matrices() const {
+  std::vector<const TensorView*> out;
+  for (const auto& l : layers_)
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) out.push_back(t);
+  return out;
 }
-
-}  // namespace
 
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = dtype_row_bytes(embedding_.dtype, embedding_.cols()) + lm_head_.nbytes;
-  for_each_matrix(layers_, [&](const TensorView& t) { bytes += t.nbytes; });
+  for (const auto* t : layer_matrices()) bytes += t->nbytes;
   return bytes;
 }
 
 int64_t Model::layer_parameters() const {
   int64_t n = 0;
-  for_each_matrix(layers_, [&](const TensorView& t) { n += t.numel(); });
+  for (const auto* t : layer_matrices()) n += t->numel();
   return n;
 }
 

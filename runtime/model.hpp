@@ -38,6 +38,8 @@ class Model {
   const float* final_norm() const { return final_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
   const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
+  // Every layer's seven matrices, layer by layer: what one token streams through.
+  std::vector<const TensorView*> layer_matrices() const;
   // Bytes of weights one decode step reads: every matrix once, one embedding row.
   size_t weight_bytes_per_token() const;
   // Weights of the layers' matrices: every token costs 2 flops for each. (The LM head adds
