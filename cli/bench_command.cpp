@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/actor_bench.hpp"
+#include "cli/bench_options.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sampler.hpp"
@@ -21,16 +23,6 @@
 namespace orzo::cli {
 
 namespace {
-
-struct BenchOptions {
-  std::string model;
-  int batch = 1;
-  int prompt = 128;
-  int gen = 32;
-  int threads = 0;
-  int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
-  bool json = false;
-};
 
 using Clock = std::chrono::steady_clock;
 
@@ -178,14 +170,26 @@ void run_bench(const BenchOptions& o) {
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Offline throughput: B sequences of P prompt tokens, then G decode steps");
-  cmd->add_option("-m,--model", o->model, "HF model directory or .gguf file")->required();
+  cmd->add_option("-m,--model", o->model, "HF model directory or .gguf file (not with --backend null)");
+  cmd->add_option("--backend", o->backend, "cpu, or null: no math, to measure the runtime alone (implies --actors)")
+      ->check(CLI::IsMember({"cpu", "null"}))
+      ->capture_default_str();
+  cmd->add_flag("--actors", o->actors, "Run the sequences as sessions through the batcher and workers");
+  cmd->add_option("--placement", o->placement, "Workers and their layers, with --actors")->capture_default_str();
+  cmd->add_option("--ttft-probes", o->ttft_probes,
+                  "With --actors: new requests sent one by one while the batch decodes, for TTFT percentiles")
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--batch", o->batch, "Number of sequences")->check(CLI::Range(1, 4096));
   cmd->add_option("--prompt", o->prompt, "Prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen", o->gen, "Decode steps")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-t,--threads", o->threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->callback([o] { run_bench(*o); });
+  cmd->callback([o] {
+    if (o->backend == "null" || o->actors) return run_actor_bench(*o);
+    if (o->model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
+    run_bench(*o);
+  });
 }
 
 }  // namespace orzo::cli

@@ -191,6 +191,31 @@ uint64_t write_safetensors_model(const std::string& dir, const Shape& s, DType d
   return fs::file_size(path);
 }
 
+// A vocabulary of our own, so that a generated model runs end to end with no files from
+// anywhere else: SentencePiece-style with <unk>, <s>, </s>, the 256 byte pieces (every text
+// encodes, byte by byte) and unused ids up to the vocabulary size. Token types follow
+// llama.cpp: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte.
+void write_byte_tokenizer(GgufWriter& out, int64_t vocab) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  char piece[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+    tokens.emplace_back(piece);
+    types.push_back(6);
+  }
+  while (static_cast<int64_t>(tokens.size()) < vocab) {
+    tokens.push_back("<unused" + std::to_string(tokens.size()) + ">");
+    types.push_back(5);
+  }
+  out.add_string("tokenizer.ggml.model", "llama");
+  out.add_string_array("tokenizer.ggml.tokens", tokens);
+  out.add_f32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+  out.add_i32_array("tokenizer.ggml.token_type", types);
+  out.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  out.add_bool("tokenizer.ggml.add_bos_token", true);
+}
+
 uint64_t write_gguf_model(const std::string& path, const std::string& shape_name, const Shape& s, DType dtype,
                           uint64_t seed, ThreadPool& pool) {
   GgufWriter out(path);
@@ -210,6 +235,7 @@ uint64_t write_gguf_model(const std::string& path, const std::string& shape_name
   out.add_u32("llama.vocab_size", u32(s.vocab));
   out.add_u32("tokenizer.ggml.bos_token_id", 1);
   out.add_u32("tokenizer.ggml.eos_token_id", 2);
+  if (s.vocab >= 259) write_byte_tokenizer(out, s.vocab);
 
   const auto weights = weights_of(s);
   const auto type_of = [&](const Weight& w) {

@@ -1,0 +1,348 @@
+#include "actors/batcher.hpp"
+
+#include "protocol/errors.hpp"
+#include "runtime/engine/block_manager.hpp"
+#include "runtime/engine/sequence.hpp"
+#include "runtime/sampler.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace orzo {
+namespace {
+
+// One admitted request, from register to finished.
+struct Live {
+  GenerationRequest request;
+  session_actor session;
+  Sequence seq;
+  int32_t generated = 0;
+  bool sampler_started = false;  // the sampling worker knows this sequence
+  bool in_step = false;          // part of the step in flight
+  bool cancelled = false;        // stopped while in the step: ends when the step returns
+};
+
+struct BatcherState {
+  BatcherOptions options;
+  std::vector<worker_actor> stages;
+  std::vector<WorkerInfo> workers;  // filled as stages describe themselves
+  std::unique_ptr<BlockManager> blocks;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unordered_map<uint64_t, std::unique_ptr<Live>> live;  // by sequence id
+  std::unordered_map<std::string, uint64_t> by_request;      // request id -> sequence id
+  uint64_t next_seq = 1;
+  uint64_t next_step = 1;
+  bool step_queued = false;     // a step_atom is in the mailbox
+  bool step_in_flight = false;
+  uint64_t in_flight_step = 0;
+  StepPlan in_flight;
+  std::vector<uint64_t> released;  // sequences the sampling worker may forget
+  bool healthy = true;
+  std::string unhealthy_reason;
+  BatcherStats stats;
+  static inline const char* name = "orzo.batcher";
+};
+
+using batcher_pointer = batcher_actor::stateful_pointer<BatcherState>;
+
+FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = ErrorCode::none,
+                       std::string message = {}) {
+  FinishedEvent ev;
+  ev.request_id = l.request.id;
+  ev.reason = reason;
+  ev.error = error;
+  ev.message = std::move(message);
+  ev.usage = Usage{l.seq.prompt_len, l.seq.num_cached, l.generated};
+  return ev;
+}
+
+// Ends a request that is not part of the step in flight: its blocks go back at once.
+void finish(batcher_pointer self, uint64_t seq_id, FinishReason reason, ErrorCode error = ErrorCode::none,
+            std::string message = {}) {
+  auto& st = self->state;
+  auto it = st.live.find(seq_id);
+  if (it == st.live.end()) return;
+  Live& l = *it->second;
+  st.scheduler->remove(l.seq);
+  if (l.sampler_started) st.released.push_back(seq_id);
+  if (l.session) self->send(l.session, finished(l, reason, error, std::move(message)));
+  st.stats.finished[static_cast<size_t>(reason)]++;
+  st.by_request.erase(l.request.id);
+  st.live.erase(it);
+}
+
+// A request refused before admission still gets its one terminal event.
+void refuse(batcher_pointer self, const GenerationRequest& req, const session_actor& session, ErrorCode code,
+            std::string message) {
+  FinishedEvent ev;
+  ev.request_id = req.id;
+  ev.reason = FinishReason::error;
+  ev.error = code;
+  ev.message = std::move(message);
+  ev.usage.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+  self->state.stats.finished[static_cast<size_t>(FinishReason::error)]++;
+  if (session) self->send(session, std::move(ev));
+}
+
+std::optional<std::string> invalid(const BatcherState& st, const GenerationRequest& req) {
+  const auto& o = st.options;
+  if (req.prompt.empty()) return "the prompt is empty";
+  for (auto t : req.prompt)
+    if (t < 0 || t >= o.vocab_size) return "prompt token id " + std::to_string(t) + " is outside the vocabulary";
+  if (req.limits.max_tokens < 1) return "max_tokens must be at least 1";
+  if (req.limits.min_tokens < 0 || req.limits.min_tokens > req.limits.max_tokens)
+    return "min_tokens must lie in [0, max_tokens]";
+  const auto total = static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
+  if (total > o.max_model_len)
+    return "prompt (" + std::to_string(req.prompt.size()) + " tokens) + max_tokens (" +
+           std::to_string(req.limits.max_tokens) + ") exceeds the context length " + std::to_string(o.max_model_len);
+  try {
+    validate(req.sampling);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+void queue_step(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.step_queued || st.step_in_flight || !st.healthy) return;
+  st.step_queued = true;
+  self->send(self, step_atom::value);
+}
+
+std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l, int32_t token) {
+  const auto& limits = l.request.limits;
+  if (l.generated >= limits.min_tokens) {
+    const auto& eos = st.options.eos_token_ids;
+    if (!limits.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return FinishReason::eos;
+    const auto& stops = limits.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::stop;
+  }
+  if (l.generated >= limits.max_tokens) return FinishReason::length;
+  if (static_cast<int32_t>(l.seq.tokens.size()) >= st.options.max_model_len) return FinishReason::length;
+  return std::nullopt;
+}
+
+void fail_all(batcher_pointer self, ErrorCode code, const std::string& message) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, l] : self->state.live) ids.push_back(id);
+  for (auto id : ids) finish(self, id, FinishReason::error, code, message);
+}
+
+void mark_unhealthy(batcher_pointer self, std::string reason) {
+  auto& st = self->state;
+  st.healthy = false;
+  st.unhealthy_reason = std::move(reason);
+  // Nothing can advance without the whole pipeline: every admitted request ends now rather
+  // than waiting for a worker that may never come back.
+  st.step_in_flight = false;
+  fail_all(self, ErrorCode::worker_lost, st.unhealthy_reason);
+}
+
+StepRequest build_step(BatcherState& st) {
+  StepRequest req;
+  req.step = st.next_step++;
+  auto& batch = req.batch;
+  for (const auto& chunk : st.in_flight.chunks) {
+    auto& l = *st.live.at(chunk.seq->id);
+    l.in_step = true;
+    const auto index = static_cast<int32_t>(batch.block_tables.size());
+    batch.block_tables.push_back(chunk.seq->blocks.table);
+    req.seq_ids.push_back(chunk.seq->id);
+    batch.add_chunk(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos, chunk.sample);
+    if (chunk.sample && !l.sampler_started) {
+      l.sampler_started = true;
+      req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling, l.request.prompt});
+    }
+  }
+  req.released = std::move(st.released);
+  st.released.clear();
+  return req;
+}
+
+void deliver(batcher_pointer self, const StepResult& result) {
+  auto& st = self->state;
+  st.scheduler->complete(st.in_flight);
+  size_t sample = 0;
+  for (const auto& chunk : st.in_flight.chunks) {
+    const uint64_t id = chunk.seq->id;
+    auto it = st.live.find(id);
+    if (it == st.live.end()) continue;
+    Live& l = *it->second;
+    l.in_step = false;
+    if (!chunk.sample) {
+      if (l.cancelled) finish(self, id, FinishReason::cancelled);
+      continue;
+    }
+    const auto& s = result.samples.at(sample++);
+    if (l.cancelled) {
+      finish(self, id, FinishReason::cancelled);
+      continue;
+    }
+    l.seq.tokens.push_back(s.token);
+    ++l.generated;
+    ++st.stats.generated_tokens;
+    self->send(l.session, TokenEvent{l.request.id, s.token, l.generated - 1, s.logprob, s.top_logprobs});
+    if (auto reason = finish_reason(st, l, s.token)) finish(self, id, *reason);
+  }
+}
+
+void fail_step(batcher_pointer self, const caf::error& err) {
+  auto& st = self->state;
+  const auto code = error_code_of(err);
+  const std::string message = code == ErrorCode::step_failed ? error_message(err)
+                                                             : "a worker did not answer: " + self->system().render(err);
+  std::vector<uint64_t> ids;
+  for (const auto& chunk : st.in_flight.chunks) ids.push_back(chunk.seq->id);
+  for (auto id : ids) {
+    auto it = st.live.find(id);
+    if (it == st.live.end()) continue;
+    it->second->in_step = false;
+    if (it->second->cancelled)
+      finish(self, id, FinishReason::cancelled);
+    else
+      finish(self, id, FinishReason::error, code, message);
+  }
+}
+
+void run_step(batcher_pointer self) {
+  auto& st = self->state;
+  st.step_queued = false;
+  if (st.step_in_flight || !st.healthy) return;
+  st.in_flight = st.scheduler->schedule();
+  st.stats.preemptions += st.in_flight.preempted.size();
+  if (st.in_flight.empty()) return;
+  st.step_in_flight = true;
+  ++st.stats.steps;
+  auto req = build_step(st);
+  st.in_flight_step = req.step;
+  self->request(st.stages.front(), st.options.step_timeout, std::move(req))
+      .then(
+          [self](StepResult& result) {
+            auto& s = self->state;
+            if (!s.step_in_flight || result.step != s.in_flight_step) return;
+            s.step_in_flight = false;
+            deliver(self, result);
+            if (s.options.check_invariants) s.blocks->check(s.scheduler->live_blocks());
+            queue_step(self);
+          },
+          [self, step = st.in_flight_step](caf::error& err) {
+            auto& s = self->state;
+            if (!s.step_in_flight || s.in_flight_step != step) return;
+            s.step_in_flight = false;
+            fail_step(self, err);
+            queue_step(self);
+          });
+}
+
+void stop_request(batcher_pointer self, uint64_t id) {
+  auto& l = *self->state.live.at(id);
+  if (l.in_step)
+    l.cancelled = true;  // its blocks may be in use by the running step
+  else
+    finish(self, id, FinishReason::cancelled);
+}
+
+void admit(batcher_pointer self, GenerationRequest& req, session_actor& session) {
+  auto& st = self->state;
+  if (!st.healthy) return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + st.unhealthy_reason);
+  if (auto why = invalid(st, req)) return refuse(self, req, session, ErrorCode::invalid_request, *why);
+  if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
+  auto l = std::make_unique<Live>();
+  l->seq.id = st.next_seq++;
+  l->seq.tokens = req.prompt;
+  l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
+  l->seq.priority = req.priority;
+  if (!st.scheduler->fits(l->seq))
+    return refuse(self, req, session, ErrorCode::invalid_request, "the request needs more KV blocks than the pool holds");
+  if (!st.scheduler->add(l->seq))
+    return refuse(self, req, session, ErrorCode::overloaded,
+                  "the waiting queue is full (" + std::to_string(st.options.scheduler.max_waiting) + " requests)");
+  st.stats.prompt_tokens += req.prompt.size();
+  l->session = std::move(session);
+  l->request = std::move(req);
+  self->monitor(l->session);
+  const auto id = l->seq.id;
+  st.by_request.emplace(l->request.id, id);
+  st.live.emplace(id, std::move(l));
+  queue_step(self);
+}
+
+void on_down(batcher_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (const auto& stage : st.stages)
+    if (stage.address() == dm.source)
+      return mark_unhealthy(self, "a worker stopped: " + self->system().render(dm.reason));
+  std::vector<uint64_t> ids;
+  for (const auto& [id, l] : st.live)
+    if (l->session.address() == dm.source) ids.push_back(id);
+  for (auto id : ids) {
+    st.live.at(id)->session = nullptr;  // nobody to tell
+    stop_request(self, id);
+  }
+}
+
+batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<worker_actor> stages) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.stages = std::move(stages);
+  st.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
+  st.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *st.blocks);
+  st.stats.finished.assign(static_cast<size_t>(FinishReason::error) + 1, 0);
+  if (st.stages.empty()) mark_unhealthy(self, "no workers");
+  for (const auto& stage : st.stages) {
+    self->monitor(stage);
+    self->request(stage, std::chrono::seconds(30), describe_atom::value)
+        .then([self](WorkerInfo& info) {
+                auto& s = self->state;
+                if (info.kv_blocks < s.options.kv_blocks)
+                  mark_unhealthy(self, info.device + " holds " + std::to_string(info.kv_blocks) +
+                                           " KV blocks, the batcher plans with " + std::to_string(s.options.kv_blocks));
+                s.workers.push_back(std::move(info));
+              },
+              [self](caf::error& err) { mark_unhealthy(self, "a worker did not describe itself: " + self->system().render(err)); });
+  }
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    fail_all(self, ErrorCode::unavailable, "the batcher is shutting down");
+    self->quit(msg.reason);
+  });
+  return {
+      [self](register_atom, GenerationRequest& req, session_actor& session) { admit(self, req, session); },
+      [self](stop_atom, const std::string& request_id) {
+        auto it = self->state.by_request.find(request_id);
+        if (it != self->state.by_request.end()) stop_request(self, it->second);
+      },
+      [self](step_atom) { run_step(self); },
+      [self](health_atom) {
+        const auto& s = self->state;
+        return ModelHealth{s.healthy, s.unhealthy_reason, s.workers};
+      },
+      [self](stats_atom) {
+        auto& s = self->state;
+        s.stats.running = static_cast<int32_t>(s.scheduler->num_running());
+        s.stats.waiting = static_cast<int32_t>(s.scheduler->num_waiting());
+        s.stats.kv_blocks_total = s.blocks->num_blocks();
+        s.stats.kv_blocks_used = s.blocks->num_used();
+        s.stats.prefix_query_tokens = s.blocks->stats().prefix_query_tokens;
+        s.stats.prefix_hit_tokens = s.blocks->stats().prefix_hit_tokens;
+        return s.stats;
+      },
+  };
+}
+
+}  // namespace
+
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<worker_actor> stages) {
+  return sys.spawn(batcher, std::move(options), std::move(stages));
+}
+
+}  // namespace orzo

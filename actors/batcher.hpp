@@ -1,0 +1,36 @@
+#pragma once
+// The batcher: exactly one per model. It admits requests from sessions, plans each step with
+// the scheduler and the KV block manager (runtime/engine/), sends the step down the pipeline
+// of workers, and fans the sampled tokens out to the sessions.
+
+#include "protocol/interfaces.hpp"
+#include "runtime/engine/scheduler.hpp"
+
+#include <caf/timespan.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace caf {
+class actor_system;
+}
+
+namespace orzo {
+
+struct BatcherOptions {
+  SchedulerConfig scheduler;
+  int32_t kv_blocks = 0;                  // the pool every worker holds, in blocks
+  int32_t block_size = 16;
+  bool prefix_caching = true;
+  int32_t max_model_len = 0;              // prompt + generated tokens at most
+  int32_t vocab_size = 0;                 // prompt ids must lie in [0, vocab_size)
+  std::vector<int32_t> eos_token_ids;
+  caf::timespan step_timeout = std::chrono::minutes(10);  // a stage that answers later is lost
+  bool check_invariants = false;          // audit the block accounting after every step (tests)
+};
+
+// `stages` is the pipeline, first to last, already chained (each knows its next).
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<worker_actor> stages);
+
+}  // namespace orzo

@@ -1,0 +1,110 @@
+#include "actors/engine.hpp"
+
+#include "actors/worker.hpp"
+#include "runtime/cpu_backend.hpp"
+#include "runtime/engine/placement.hpp"
+#include "runtime/model.hpp"
+#include "runtime/text/tokenizer.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+namespace orzo {
+namespace {
+
+int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+// Enough blocks for every sequence at full context, within the byte budget, and never fewer
+// than one full context (a smaller pool could not serve a long request at all).
+int32_t auto_kv_blocks(const ModelConfig& cfg, const EngineOptions& o, int32_t max_model_len) {
+  const int64_t bytes_per_block = 2 * cfg.num_layers * cfg.kv_dim() * int64_t{sizeof(float)} * o.block_size;
+  const int32_t per_context = ceil_div(max_model_len, o.block_size);
+  const int64_t wanted = int64_t{per_context} * o.scheduler.max_num_seqs;
+  const int64_t affordable = o.kv_budget_bytes / bytes_per_block;
+  return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), per_context + 1));
+}
+
+std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
+                                         const std::vector<std::string>& devices) {
+  std::vector<worker_actor> workers(backends.size());
+  worker_actor next;
+  for (size_t i = backends.size(); i-- > 0;) {
+    workers[i] = spawn_worker(sys, std::move(backends[i]), devices[i], next);
+    next = workers[i];
+  }
+  return workers;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOptions& options) {
+  std::unique_ptr<Engine> engine(new Engine(sys));
+  engine->model_ = Model::load(options.model);
+  engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));
+  const auto& cfg = engine->model_->config();
+  const auto stages = parse_placement(options.placement, static_cast<int32_t>(cfg.num_layers));
+
+  BatcherOptions b;
+  b.scheduler = options.scheduler;
+  b.block_size = options.block_size;
+  b.prefix_caching = options.prefix_caching;
+  b.max_model_len = options.max_model_len > 0 ? options.max_model_len : static_cast<int32_t>(cfg.max_position);
+  b.kv_blocks = options.kv_blocks > 0 ? options.kv_blocks : auto_kv_blocks(cfg, options, b.max_model_len);
+  b.vocab_size = static_cast<int32_t>(cfg.vocab_size);
+  b.eos_token_ids = cfg.eos_token_ids;
+  for (auto id : engine->tokenizer_->eos_ids())
+    if (std::find(b.eos_token_ids.begin(), b.eos_token_ids.end(), id) == b.eos_token_ids.end())
+      b.eos_token_ids.push_back(id);
+  b.step_timeout = options.step_timeout;
+
+  std::vector<std::unique_ptr<LayerBackend>> backends;
+  std::vector<std::string> devices;
+  for (const auto& stage : stages) {
+    if (stage.device != "cpu")
+      throw std::invalid_argument("placement: device '" + stage.device + "' is not available in this build");
+    CpuBackend::Options o;
+    o.range = stage.layers;
+    o.kv_blocks = b.kv_blocks;
+    o.block_size = b.block_size;
+    o.threads = options.threads;
+    o.max_rows = b.scheduler.max_num_batched_tokens;
+    backends.push_back(std::make_unique<CpuBackend>(engine->model_, o));
+    devices.push_back("cpu:" + std::to_string(stage.device_index) + " layers " + std::to_string(stage.layers.begin) +
+                      "-" + std::to_string(stage.layers.end));
+  }
+  engine->workers_ = spawn_pipeline(sys, std::move(backends), devices);
+  engine->batcher_ = spawn_batcher(sys, std::move(b), engine->workers_);
+  return engine;
+}
+
+std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> stages,
+                                           BatcherOptions options) {
+  std::unique_ptr<Engine> engine(new Engine(sys));
+  std::vector<std::string> devices;
+  for (size_t i = 0; i < stages.size(); ++i) devices.push_back("stage " + std::to_string(i));
+  engine->workers_ = spawn_pipeline(sys, std::move(stages), devices);
+  engine->batcher_ = spawn_batcher(sys, std::move(options), engine->workers_);
+  return engine;
+}
+
+Engine::~Engine() { shutdown(); }
+
+session_actor Engine::generate(SessionRequest request, client_actor client) {
+  return spawn_session(sys_, batcher_, tokenizer_, std::move(request), std::move(client));
+}
+
+session_actor Engine::generate(SessionRequest request, SessionCallbacks callbacks) {
+  return spawn_session(sys_, batcher_, tokenizer_, std::move(request), std::move(callbacks));
+}
+
+void Engine::shutdown() {
+  if (batcher_) caf::anon_send_exit(batcher_, caf::exit_reason::user_shutdown);
+  for (auto& w : workers_) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  batcher_ = nullptr;
+  workers_.clear();
+}
+
+}  // namespace orzo

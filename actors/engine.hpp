@@ -1,0 +1,76 @@
+#pragma once
+// The public way into orzo for an application with its own caf::actor_system: load a model,
+// spawn its workers (one per placement stage) and its batcher, and start sessions whose
+// output arrives at the application's own actor or callback.
+
+#include "actors/batcher.hpp"
+#include "actors/session.hpp"
+#include "protocol/interfaces.hpp"
+#include "runtime/engine/scheduler.hpp"
+
+#include <caf/timespan.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system;
+}
+
+namespace orzo {
+
+class LayerBackend;
+class Model;
+class Tokenizer;
+
+struct EngineOptions {
+  std::string model;                  // HF directory or .gguf file
+  std::string placement = "cpu";      // stages, see runtime/engine/placement.hpp
+  int threads = 0;                    // CPU threads per CPU worker; 0: all hardware threads
+  SchedulerConfig scheduler;
+  int32_t kv_blocks = 0;              // 0: enough for max_num_seqs full contexts, within kv_budget_bytes
+  int64_t kv_budget_bytes = int64_t{1} << 30;
+  int32_t block_size = 16;
+  bool prefix_caching = true;
+  int32_t max_model_len = 0;          // 0: the model's context length
+  caf::timespan step_timeout = std::chrono::minutes(10);
+};
+
+class Engine {
+ public:
+  // Loads the model and its tokenizer and spawns the actors; throws LoadError or
+  // std::invalid_argument with a one-line message.
+  static std::unique_ptr<Engine> start(caf::actor_system& sys, const EngineOptions& options);
+  // The same runtime over backends the caller made (the null backend, test doubles): one
+  // stage per backend, in order. No tokenizer: sessions must give prompt ids.
+  static std::unique_ptr<Engine> start_with(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> stages,
+                                            BatcherOptions options);
+
+  ~Engine();  // stops the actors
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const batcher_actor& batcher() const { return batcher_; }
+  const std::vector<worker_actor>& workers() const { return workers_; }
+  std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
+  std::shared_ptr<const Model> model() const { return model_; }
+
+  session_actor generate(SessionRequest request, client_actor client);
+  session_actor generate(SessionRequest request, SessionCallbacks callbacks);
+
+  void shutdown();  // exits the batcher (which ends every live request) and the workers
+
+ private:
+  explicit Engine(caf::actor_system& sys) : sys_(sys) {}
+
+  caf::actor_system& sys_;
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::vector<worker_actor> workers_;
+  batcher_actor batcher_;
+};
+
+}  // namespace orzo

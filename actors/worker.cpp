@@ -1,0 +1,81 @@
+#include "actors/worker.hpp"
+
+#include "protocol/errors.hpp"
+#include "runtime/batch_sampler.hpp"
+#include "runtime/layer_backend.hpp"
+
+#include <caf/all.hpp>
+
+#include <exception>
+#include <utility>
+#include <vector>
+
+namespace orzo {
+namespace {
+
+struct WorkerState {
+  std::shared_ptr<LayerBackend> backend;
+  std::string device;
+  worker_actor next;
+  BatchSampler sampler;             // used by the last stage only
+  std::vector<float> logits;        // step scratch, grown once to the largest step
+  std::vector<SampleResult> samples;
+  static inline const char* name = "orzo.worker";
+};
+
+using worker_pointer = worker_actor::stateful_pointer<WorkerState>;
+
+StepResult sample_step(WorkerState& st, StepRequest& req) {
+  for (auto seq : req.released) st.sampler.release(seq);
+  for (auto& s : req.started) st.sampler.start(s.seq, s.sampling, std::move(s.prompt));
+  StepResult result;
+  result.step = req.step;
+  if (req.batch.logit_rows.empty()) return result;
+  const auto vocab = static_cast<int32_t>(st.logits.size() / req.batch.logit_rows.size());
+  st.sampler.sample(req.batch, req.seq_ids, st.logits.data(), vocab, st.samples);
+  result.samples.reserve(st.samples.size());
+  for (auto& s : st.samples) {
+    SampledToken t;
+    t.token = s.token;
+    t.logprob = f32{s.logprob};
+    for (const auto& top : s.top_logprobs) t.top_logprobs.push_back(TopLogprob{top.token, f32{top.logprob}});
+    result.samples.push_back(std::move(t));
+  }
+  return result;
+}
+
+worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBackend> backend, std::string device,
+                                   worker_actor next) {
+  self->state.backend = std::move(backend);
+  self->state.device = std::move(device);
+  self->state.next = std::move(next);
+  return {
+      [self](StepRequest& req) -> caf::result<StepResult> {
+        auto& st = self->state;
+        // An exception always kills a CAF 0.17 actor: a bad step must fail its requests,
+        // not the worker.
+        try {
+          st.backend->forward(req.batch, req.hidden, st.logits);
+          if (st.next) return self->delegate(st.next, std::move(req));
+          return sample_step(st, req);
+        } catch (const std::exception& e) {
+          return make_orzo_error(ErrorCode::step_failed, st.device + ": " + e.what());
+        }
+      },
+      [self](describe_atom) -> WorkerInfo {
+        const auto range = self->state.backend->range();
+        return WorkerInfo{self->state.device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end),
+                          self->state.backend->kv_blocks()};
+      },
+  };
+}
+
+}  // namespace
+
+worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
+                          worker_actor next) {
+  return sys.spawn<caf::detached>(worker, std::shared_ptr<LayerBackend>(std::move(backend)), std::move(device),
+                                  std::move(next));
+}
+
+}  // namespace orzo

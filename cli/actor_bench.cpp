@@ -1,0 +1,224 @@
+#include "cli/actor_bench.hpp"
+
+#include "actors/engine.hpp"
+#include "actors/system_config.hpp"
+#include "runtime/model.hpp"
+#include "runtime/null_backend.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace orzo::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int32_t kNullVocab = 256;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Counts what the sessions deliver, from their own threads.
+struct Tally {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int completed = 0;
+  int errors = 0;
+  int started = 0;                       // sessions that have their first token
+  Clock::time_point all_started{};       // when the last of the batch got its first token
+  std::atomic<int64_t> tokens{0};
+  int64_t tokens_at_all_started = 0;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+SessionRequest bench_request(int i, std::vector<int32_t> prompt, int gen) {
+  SessionRequest r;
+  r.id = "bench-" + std::to_string(i);
+  r.prompt_ids = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.limits.max_tokens = gen;
+  r.limits.ignore_eos = true;
+  return r;
+}
+
+// Time to first token of requests sent one at a time while the batch decodes.
+std::vector<double> probe_ttft(Engine& engine, const std::vector<int32_t>& prompt, int probes) {
+  std::vector<double> out;
+  for (int i = 0; i < probes; ++i) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool first = false, done = false;
+    SessionCallbacks cb;
+    cb.on_text = [&](TextChunk& chunk) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!chunk.tokens.empty()) first = true;
+      cv.notify_all();
+    };
+    cb.on_done = [&](Completion&) {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+      cv.notify_all();
+    };
+    const auto t0 = Clock::now();
+    engine.generate(bench_request(1000000 + i, prompt, 2), cb);
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return first || done; });
+    out.push_back(seconds(Clock::now() - t0));
+    cv.wait(lock, [&] { return done; });
+  }
+  return out;
+}
+
+}  // namespace
+
+void run_actor_bench(const BenchOptions& o) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  caf::actor_system sys{cfg};
+
+  const int32_t context = o.prompt + o.gen + 2;
+  std::unique_ptr<Engine> engine;
+  int32_t vocab = kNullVocab;
+  if (o.backend == "null") {
+    BatcherOptions b;
+    b.scheduler.max_num_seqs = std::max(o.batch + 1, 1);
+    b.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
+    b.block_size = 16;
+    b.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
+    b.max_model_len = context;
+    b.vocab_size = kNullVocab;
+    b.prefix_caching = false;
+    std::vector<std::unique_ptr<LayerBackend>> stages;
+    stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
+    engine = Engine::start_with(sys, std::move(stages), std::move(b));
+  } else {
+    if (o.model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
+    EngineOptions e;
+    e.model = o.model;
+    e.placement = o.placement;
+    e.threads = o.threads;
+    e.scheduler.max_num_seqs = o.batch + 1;
+    e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
+    e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
+    e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
+    engine = Engine::start(sys, e);
+    vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
+  }
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);
+  const auto random_prompt = [&] {
+    std::vector<int32_t> p(static_cast<size_t>(o.prompt));
+    for (auto& t : p) t = any_token(rng);
+    return p;
+  };
+  {  // Warm-up, as the bare bench does: fault in the weights before timing.
+    Tally warm;
+    SessionCallbacks cb;
+    cb.on_done = [&](Completion&) {
+      std::lock_guard<std::mutex> lock(warm.mutex);
+      ++warm.completed;
+      warm.changed.notify_all();
+    };
+    engine->generate(bench_request(-1, {1}, 1), cb);
+    std::unique_lock<std::mutex> lock(warm.mutex);
+    warm.changed.wait(lock, [&] { return warm.completed == 1; });
+  }
+
+  Tally tally;
+  const auto stats_before = [&] {
+    caf::scoped_actor self{sys};
+    BatcherStats s;
+    self->request(engine->batcher(), std::chrono::seconds(10), stats_atom::value)
+        .receive([&](BatcherStats& x) { s = x; }, [](caf::error&) {});
+    return s;
+  };
+  const BatcherStats before = stats_before();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.batch; ++i) {
+    SessionCallbacks cb;
+    auto got_first = std::make_shared<bool>(false);
+    cb.on_text = [&tally, got_first, batch = o.batch](TextChunk& chunk) {
+      tally.tokens.fetch_add(static_cast<int64_t>(chunk.tokens.size()), std::memory_order_relaxed);
+      if (*got_first || chunk.tokens.empty()) return;
+      *got_first = true;
+      std::lock_guard<std::mutex> lock(tally.mutex);
+      if (++tally.started == batch) {
+        tally.all_started = Clock::now();
+        tally.tokens_at_all_started = tally.tokens.load();
+        tally.changed.notify_all();
+      }
+    };
+    cb.on_done = [&tally](Completion& c) {
+      std::lock_guard<std::mutex> lock(tally.mutex);
+      ++tally.completed;
+      if (c.reason == FinishReason::error) ++tally.errors;
+      tally.changed.notify_all();
+    };
+    engine->generate(bench_request(i, random_prompt(), o.gen), cb);
+  }
+  std::vector<double> ttft;
+  if (o.ttft_probes > 0) {
+    {
+      std::unique_lock<std::mutex> lock(tally.mutex);
+      tally.changed.wait(lock, [&] { return tally.started == o.batch || tally.completed == o.batch; });
+    }
+    ttft = probe_ttft(*engine, random_prompt(), o.ttft_probes);
+  }
+  {
+    std::unique_lock<std::mutex> lock(tally.mutex);
+    tally.changed.wait(lock, [&] { return tally.completed == o.batch; });
+  }
+  const auto t_end = Clock::now();
+  const BatcherStats after = stats_before();
+  engine->shutdown();
+  if (tally.errors > 0) throw std::runtime_error(std::to_string(tally.errors) + " bench requests failed");
+
+  const double total_s = seconds(t_end - t0);
+  const double decode_s = seconds(t_end - tally.all_started);
+  const auto steps = static_cast<double>(after.steps - before.steps);
+  const double delivered = static_cast<double>(tally.tokens.load());
+  const double decode_tokens = delivered - static_cast<double>(tally.tokens_at_all_started);
+  nlohmann::json j = {{"backend", o.backend},
+                      {"model", o.model},
+                      {"placement", o.placement},
+                      {"batch", o.batch},
+                      {"prompt", o.prompt},
+                      {"gen", o.gen},
+                      {"steps", steps},
+                      {"seconds", total_s},
+                      {"steps_per_s", steps / total_s},
+                      {"us_per_step", total_s / steps * 1e6},
+                      {"tokens_delivered_per_s", delivered / total_s},
+                      {"decode_tps", decode_s > 0 ? decode_tokens / decode_s : 0.0}};
+  if (!ttft.empty()) {
+    j["ttft_p50_ms"] = percentile(ttft, 0.5) * 1e3;
+    j["ttft_p99_ms"] = percentile(ttft, 0.99) * 1e3;
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s backend, batch %d, prompt %d, gen %d: %.0f steps in %.3f s (%.1f us/step), %.0f tokens/s delivered, decode %.1f tokens/s\n",
+                o.backend.c_str(), o.batch, o.prompt, o.gen, steps, total_s, total_s / steps * 1e6, delivered / total_s,
+                j["decode_tps"].get<double>());
+    if (!ttft.empty())
+      std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
+                  j["ttft_p99_ms"].get<double>(), ttft.size());
+  }
+}
+
+}  // namespace orzo::cli

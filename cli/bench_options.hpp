@@ -1,0 +1,22 @@
+#pragma once
+// The knobs of `orzo bench`, shared by its bare forward-pass mode and its actor mode.
+
+#include <string>
+
+namespace orzo::cli {
+
+struct BenchOptions {
+  std::string model;
+  std::string backend = "cpu";
+  bool actors = false;
+  std::string placement = "cpu";
+  int ttft_probes = 0;
+  int batch = 1;
+  int prompt = 128;
+  int gen = 32;
+  int threads = 0;
+  int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
+  bool json = false;
+};
+
+}  // namespace orzo::cli

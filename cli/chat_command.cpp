@@ -1,0 +1,96 @@
+#include "cli/chat_command.hpp"
+
+#include "actors/engine.hpp"
+#include "actors/system_config.hpp"
+#include "cli/engine_flags.hpp"
+#include "runtime/text/chat_template.hpp"
+#include "runtime/text/tokenizer.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace orzo::cli {
+namespace {
+
+struct ChatFlags {
+  EngineFlags engine;
+  std::string system;
+};
+
+// One assistant turn: streams the reply to stdout and returns it (empty on error).
+std::string reply(Engine& engine, const EngineFlags& flags, const std::string& prompt, int turn) {
+  auto request = flags.session_request("chat-" + std::to_string(turn));
+  request.prompt = prompt;
+  request.add_special_tokens = false;  // the template wrote BOS and every marker itself
+  std::promise<Completion> done;
+  std::string text;
+  SessionCallbacks callbacks;
+  callbacks.on_text = [&](TextChunk& chunk) {
+    text += chunk.text;
+    std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
+    std::fflush(stdout);
+  };
+  callbacks.on_done = [&](Completion& c) { done.set_value(c); };
+  engine.generate(std::move(request), std::move(callbacks));
+  const Completion c = done.get_future().get();
+  std::fputc('\n', stdout);
+  if (c.reason == FinishReason::error) {
+    std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());
+    return {};
+  }
+  return text;
+}
+
+int run_chat(ChatFlags& flags) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  caf::actor_system sys{cfg};
+  auto engine = Engine::start(sys, flags.engine.engine_options());
+  const auto& tokenizer = *engine->tokenizer();
+  if (tokenizer.chat_template().empty()) {
+    engine->shutdown();
+    throw std::runtime_error("this model has no chat template; use `orzo generate` for a base model");
+  }
+  const ChatTemplate tmpl(tokenizer.chat_template());
+  nlohmann::json messages = nlohmann::json::array();
+  if (!flags.system.empty()) messages.push_back({{"role", "system"}, {"content", flags.system}});
+  std::fprintf(stderr, "orzo chat: type a message; /reset starts over, /exit or end of input quits\n");
+  std::string line;
+  for (int turn = 0;; ++turn) {
+    std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      messages.erase(messages.begin() + (flags.system.empty() ? 0 : 1), messages.end());
+      continue;
+    }
+    messages.push_back({{"role", "user"}, {"content", line}});
+    const std::string prompt =
+        apply_chat_template(tmpl, messages, true, tokenizer.bos_token(), tokenizer.eos_token());
+    const std::string answer = reply(*engine, flags.engine, prompt, turn);
+    messages.push_back({{"role", "assistant"}, {"content", answer}});
+  }
+  engine->shutdown();
+  return 0;
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+  auto flags = std::make_shared<ChatFlags>();
+  auto* cmd = app.add_subcommand("chat", "Chat with a model through its chat template");
+  flags->engine.add_to(*cmd);
+  cmd->add_option("--system", flags->system, "System prompt");
+  cmd->callback([flags] {
+    if (const int rc = run_chat(*flags); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace orzo::cli

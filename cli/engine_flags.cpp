@@ -1,0 +1,81 @@
+#include "cli/engine_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace orzo::cli {
+namespace {
+
+// Next to the build's binary, or installed under share/orzo beside bin/.
+std::string default_model() {
+  if (std::filesystem::exists(ORZO_DEFAULT_MODEL)) return ORZO_DEFAULT_MODEL;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "orzo" / "orzo-default.gguf";
+    if (std::filesystem::exists(installed)) return installed.string();
+  }
+  throw std::runtime_error("no model given (-m) and the default model was not found at " +
+                           std::string(ORZO_DEFAULT_MODEL));
+}
+
+}  // namespace
+
+void EngineFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: a built-in random-weight model)");
+  cmd.add_option("--placement", engine.placement, "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2")
+      ->capture_default_str();
+  cmd.add_option("-t,--threads", engine.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd.add_option("--max-num-seqs", engine.scheduler.max_num_seqs, "Sequences per step at most")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", engine.scheduler.max_num_batched_tokens, "Tokens per step at most")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_option("-n,--max-tokens", max_tokens, "Tokens to generate at most")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd.add_option("--temperature", temperature, "0 for greedy")->check(CLI::Range(0.0, 100.0))->capture_default_str();
+  cmd.add_option("--top-k", top_k, "0: off")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  cmd.add_option("--top-p", top_p, "1: off")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd.add_option("--min-p", min_p, "0: off")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd.add_option("--repeat-penalty", repeat_penalty, "1: off")->check(CLI::Range(0.0, 100.0))->capture_default_str();
+  cmd.add_option("--seed", seed, "Sampling seed (-1: random)");
+  cmd.add_option("--stop", stop, "Stop string (repeatable)");
+  cmd.add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
+}
+
+EngineOptions EngineFlags::engine_options() {
+  EngineOptions o = engine;
+  if (model.empty()) {
+    o.model = default_model();
+    std::fprintf(stderr,
+                 "orzo: no -m given: running the built-in default model, a random-weight Llama (tiny shape) with a "
+                 "byte vocabulary; expect noise, not text (%s)\n",
+                 o.model.c_str());
+  } else {
+    o.model = model;
+  }
+  return o;
+}
+
+SessionRequest EngineFlags::session_request(std::string id) const {
+  SessionRequest r;
+  r.id = std::move(id);
+  r.sampling.temperature = temperature;
+  r.sampling.top_k = top_k;
+  r.sampling.top_p = top_p;
+  r.sampling.min_p = min_p;
+  r.sampling.repetition_penalty = repeat_penalty;
+  if (seed >= 0) r.sampling.seed = static_cast<uint64_t>(seed);
+  r.limits.max_tokens = max_tokens;
+  r.limits.ignore_eos = ignore_eos;
+  r.stop = stop;
+  return r;
+}
+
+}  // namespace orzo::cli

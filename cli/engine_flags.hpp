@@ -1,0 +1,35 @@
+#pragma once
+// The flags every model-running subcommand shares (model, placement, threads, batching,
+// sampling), and turning them into an EngineOptions and a SessionRequest.
+
+#include "actors/engine.hpp"
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace orzo::cli {
+
+struct EngineFlags {
+  std::string model;  // empty: the built-in default model
+  EngineOptions engine;
+  int max_tokens = 256;
+  float temperature = 0.8f;  // llama.cpp's defaults
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+
+  void add_to(CLI::App& cmd);
+  // Fills engine.model, saying on stderr which model it is when it is the default one.
+  EngineOptions engine_options();
+  SessionRequest session_request(std::string id) const;
+};
+
+}  // namespace orzo::cli

@@ -1,0 +1,82 @@
+#include "cli/generate_command.hpp"
+
+#include "actors/engine.hpp"
+#include "actors/system_config.hpp"
+#include "cli/engine_flags.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <stdexcept>
+
+namespace orzo::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenerateFlags {
+  EngineFlags engine;
+  std::string prompt = "Once upon a time";
+  bool no_special = false;
+};
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int run_generate(GenerateFlags& flags) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  caf::actor_system sys{cfg};
+  auto engine = Engine::start(sys, flags.engine.engine_options());
+
+  auto request = flags.engine.session_request("generate");
+  request.prompt = flags.prompt;
+  request.add_special_tokens = !flags.no_special;
+
+  std::promise<Completion> done;
+  const auto start = Clock::now();
+  Clock::time_point first{};
+  SessionCallbacks callbacks;
+  callbacks.on_text = [&](TextChunk& chunk) {
+    if (first == Clock::time_point{} && !chunk.tokens.empty()) first = Clock::now();
+    std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
+    std::fflush(stdout);
+  };
+  callbacks.on_done = [&](Completion& c) { done.set_value(c); };
+  engine->generate(std::move(request), std::move(callbacks));
+  const Completion c = done.get_future().get();
+  const auto end = Clock::now();
+  engine->shutdown();
+  std::fputc('\n', stdout);
+
+  if (c.reason == FinishReason::error) {
+    std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());
+    return 1;
+  }
+  const auto& u = c.usage;
+  const double prefill = first == Clock::time_point{} ? seconds(end - start) : seconds(first - start);
+  const double decode = first == Clock::time_point{} ? 0.0 : seconds(end - first);
+  std::fprintf(stderr, "orzo: prompt %d tokens in %.1f ms (%.1f tokens/s); generated %d tokens in %.1f ms (%.1f tokens/s); finish: %s\n",
+               u.prompt_tokens, prefill * 1e3, prefill > 0 ? u.prompt_tokens / prefill : 0.0, u.generated_tokens,
+               decode * 1e3, decode > 0 && u.generated_tokens > 1 ? (u.generated_tokens - 1) / decode : 0.0,
+               to_string(c.reason));
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto flags = std::make_shared<GenerateFlags>();
+  auto* cmd = app.add_subcommand("generate", "Complete a prompt, streaming the text to stdout");
+  flags->engine.add_to(*cmd);
+  cmd->add_option("-p,--prompt", flags->prompt, "Prompt text")->capture_default_str();
+  cmd->add_flag("--no-special", flags->no_special, "Do not add BOS or other special tokens to the prompt");
+  cmd->callback([flags] {
+    if (const int rc = run_generate(*flags); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace orzo::cli

@@ -1,0 +1,45 @@
+#include "runtime/batch_sampler.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace orzo {
+
+void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt) {
+  seqs_.insert_or_assign(seq, Entry{Sampler(params), std::move(prompt)});
+}
+
+void BatchSampler::release(uint64_t seq) { seqs_.erase(seq); }
+
+BatchSampler::Entry& BatchSampler::entry(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) throw std::invalid_argument("no sampling state for sequence " + std::to_string(seq));
+  return it->second;
+}
+
+void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits,
+                          int32_t vocab, std::vector<SampleResult>& out) {
+  if (seq_ids.size() != batch.block_tables.size())
+    throw std::invalid_argument("a step names " + std::to_string(seq_ids.size()) + " sequences for " +
+                                std::to_string(batch.block_tables.size()) + " block tables");
+  // A recomputed sequence (preempted, then readmitted) sends its rows again: writing by
+  // position keeps the history exact either way.
+  for (size_t r = 0; r < batch.positions.size(); ++r) {
+    const auto seq = static_cast<size_t>(batch.seq_index[r]);
+    if (seq >= seq_ids.size()) throw std::invalid_argument("row " + std::to_string(r) + " names no sequence");
+    auto& history = entry(seq_ids[seq]).history;
+    const auto pos = static_cast<size_t>(batch.positions[r]);
+    if (history.size() <= pos) history.resize(pos + 1);
+    history[pos] = batch.tokens[r];
+  }
+  out.clear();
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    const auto row = static_cast<size_t>(batch.logit_rows[i]);
+    auto& e = entry(seq_ids[static_cast<size_t>(batch.seq_index[row])]);
+    const auto seen = static_cast<size_t>(batch.positions[row]) + 1;
+    out.push_back(e.sampler.sample(logits + i * static_cast<size_t>(vocab), vocab, e.history.data(), seen));
+  }
+}
+
+}  // namespace orzo

@@ -1,0 +1,39 @@
+#pragma once
+// The sampling state of every sequence a worker samples for: one seeded Sampler and the
+// token history its penalties read. It lives on the last worker of the pipeline, so that
+// only token ids travel back to the batcher; sequences come and go with the steps.
+
+#include "protocol/sampling_params.hpp"
+#include "runtime/forward_batch.hpp"
+#include "runtime/sampler.hpp"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace orzo {
+
+class BatchSampler {
+ public:
+  // Throws std::invalid_argument for bad params (see validate in sampler.hpp).
+  void start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt);
+  void release(uint64_t seq);
+  size_t size() const { return seqs_.size(); }
+
+  // Records each row's token at its position in its sequence's history, then draws one token
+  // for each logit row from `logits` ([logit_rows, vocab], used as scratch). seq_ids names the
+  // sequence of each block table. Throws std::invalid_argument for a sequence never started.
+  void sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits, int32_t vocab,
+              std::vector<SampleResult>& out);
+
+ private:
+  struct Entry {
+    Sampler sampler;
+    std::vector<int32_t> history;  // prompt then generated, by position
+  };
+  Entry& entry(uint64_t seq);
+
+  std::unordered_map<uint64_t, Entry> seqs_;
+};
+
+}  // namespace orzo

@@ -1,0 +1,87 @@
+#pragma once
+// Helpers for tests that run real actors: an actor system configured as orzo runs it, and a
+// collector of what sessions deliver, which checks the delivery contract as it goes (chunks
+// in order, then exactly one Completion, nothing after it).
+
+#include "actors/session.hpp"
+#include "actors/system_config.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace orzo::testing {
+
+inline caf::actor_system_config& test_config(caf::actor_system_config& cfg) {
+  configure_actor_system(cfg, 2);
+  return cfg;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<Completion> completions;  // exactly one when the contract holds
+  int chunks_after_completion = 0;
+};
+
+class Collector {
+ public:
+  SessionCallbacks callbacks(const std::string& id) {
+    SessionCallbacks cb;
+    cb.on_text = [this, id](TextChunk& chunk) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& o = outcomes_[id];
+      if (!o.completions.empty()) ++o.chunks_after_completion;
+      o.tokens.insert(o.tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+      o.text += chunk.text;
+    };
+    cb.on_done = [this, id](Completion& done) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      outcomes_[id].completions.push_back(done);
+      ++completed_;
+      changed_.notify_all();
+    };
+    return cb;
+  }
+
+  // Waits until `n` completions have arrived in total.
+  bool wait(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return completed_ >= n; });
+  }
+
+  std::map<std::string, Outcome> outcomes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, Outcome> outcomes_;
+  size_t completed_ = 0;
+};
+
+// The batcher's counters, asked for synchronously.
+inline BatcherStats stats_of(caf::actor_system& sys, const batcher_actor& batcher) {
+  caf::scoped_actor self{sys};
+  BatcherStats out;
+  self->request(batcher, std::chrono::seconds(10), stats_atom::value)
+      .receive([&](BatcherStats& s) { out = std::move(s); }, [&](caf::error&) {});
+  return out;
+}
+
+inline ModelHealth health_of(caf::actor_system& sys, const batcher_actor& batcher) {
+  caf::scoped_actor self{sys};
+  ModelHealth out;
+  self->request(batcher, std::chrono::seconds(10), health_atom::value)
+      .receive([&](ModelHealth& h) { out = std::move(h); }, [&](caf::error&) {});
+  return out;
+}
+
+}  // namespace orzo::testing

@@ -1,0 +1,84 @@
+// The last worker's sampling state: each sequence draws exactly as its own Sampler would
+// over its whole history (prompt from SequenceStart, rows by position), whatever else shares
+// the step and however its rows were split or recomputed.
+
+#include "runtime/batch_sampler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+
+namespace orzo {
+namespace {
+
+constexpr int32_t kVocab = 50;
+
+SamplingParams params(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.repetition_penalty = 1.7f;
+  p.presence_penalty = 0.4f;
+  p.seed = seed;
+  return p;
+}
+
+std::vector<float> random_logits(std::mt19937& rng, size_t rows) {
+  std::normal_distribution<float> d(0, 2);
+  std::vector<float> v(rows * kVocab);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(BatchSampler, DrawsAsEachSequencesOwnSamplerOverItsHistory) {
+  std::mt19937 rng(5);
+  BatchSampler batch;
+  // Sequence 7's first 4 prompt tokens came from the prefix cache: only its tail passes as rows.
+  const std::vector<int32_t> prompt7 = {3, 4, 3, 9, 11, 12}, prompt8 = {20, 21};
+  batch.start(7, params(1), prompt7);
+  batch.start(8, params(2), prompt8);
+  Sampler own7(params(1)), own8(params(2));
+  std::vector<int32_t> history7 = prompt7, history8 = prompt8;
+
+  ForwardBatch b;
+  b.block_tables = {{0}, {1}};
+  b.add_chunk(0, prompt7.data() + 4, 2, 4, true);
+  b.add_chunk(1, prompt8.data(), 2, 0, true);
+  for (int step = 0; step < 20; ++step) {
+    auto logits = random_logits(rng, b.logit_rows.size());
+    auto expected = logits;
+    std::vector<SampleResult> out;
+    batch.sample(b, {7, 8}, logits.data(), kVocab, out);
+    ASSERT_EQ(out.size(), 2u);
+    const auto e7 = own7.sample(expected.data(), kVocab, history7.data(), history7.size());
+    const auto e8 = own8.sample(expected.data() + kVocab, kVocab, history8.data(), history8.size());
+    EXPECT_EQ(out[0].token, e7.token) << step;
+    EXPECT_EQ(out[1].token, e8.token) << step;
+    history7.push_back(e7.token);
+    history8.push_back(e8.token);
+    b = ForwardBatch{};
+    b.block_tables = {{0}, {1}};
+    b.add_chunk(0, &history7.back(), 1, static_cast<int32_t>(history7.size()) - 1, true);
+    b.add_chunk(1, &history8.back(), 1, static_cast<int32_t>(history8.size()) - 1, true);
+  }
+}
+
+TEST(BatchSampler, RefusesUnknownSequencesAndForgetsReleasedOnes) {
+  BatchSampler batch;
+  batch.start(1, params(1), {1});
+  EXPECT_EQ(batch.size(), 1u);
+  ForwardBatch b;
+  b.block_tables = {{0}};
+  const int32_t t = 2;
+  b.add_chunk(0, &t, 1, 1, true);
+  std::vector<float> logits(kVocab, 0.0f);
+  std::vector<SampleResult> out;
+  EXPECT_THROW(batch.sample(b, {9}, logits.data(), kVocab, out), std::invalid_argument);
+  EXPECT_THROW(batch.sample(b, {1, 2}, logits.data(), kVocab, out), std::invalid_argument);
+  batch.release(1);
+  EXPECT_EQ(batch.size(), 0u);
+  EXPECT_THROW(batch.sample(b, {1}, logits.data(), kVocab, out), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace orzo
