@@ -158,7 +158,7 @@ StepRequest build_step(BatcherState& st) {
     batch.block_tables.push_back(chunk.seq->blocks.table);
     req.seq_ids.push_back(chunk.seq->id);
     batch.add_chunk(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos, chunk.sample);
-    if (chunk.sample && !l.sampler_started) {
+    if (!l.sampler_started) {
       l.sampler_started = true;
       req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling, l.request.prompt});
     }

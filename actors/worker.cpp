@@ -25,9 +25,13 @@ struct WorkerState {
 
 using worker_pointer = worker_actor::stateful_pointer<WorkerState>;
 
-StepResult sample_step(WorkerState& st, StepRequest& req) {
+// Sequences come and go before the step runs, so a step that fails leaves no stale state.
+void update_sequences(WorkerState& st, StepRequest& req) {
   for (auto seq : req.released) st.sampler.release(seq);
   for (auto& s : req.started) st.sampler.start(s.seq, s.sampling, std::move(s.prompt));
+}
+
+StepResult sample_step(WorkerState& st, StepRequest& req) {
   StepResult result;
   result.step = req.step;
   if (req.batch.logit_rows.empty()) return result;
@@ -55,6 +59,7 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
         // An exception always kills a CAF 0.17 actor: a bad step must fail its requests,
         // not the worker.
         try {
+          if (!st.next) update_sequences(st, req);
           st.backend->forward(req.batch, req.hidden, st.logits);
           if (st.next) return self->delegate(st.next, std::move(req));
           return sample_step(st, req);

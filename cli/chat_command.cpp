@@ -42,6 +42,7 @@ std::string reply(Engine& engine, const EngineFlags& flags, const std::string& p
   engine.generate(std::move(request), std::move(callbacks));
   const Completion c = done.get_future().get();
   std::fputc('\n', stdout);
+  std::fflush(stdout);
   if (c.reason == FinishReason::error) {
     std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());
     return {};

@@ -51,6 +51,7 @@ int run_generate(GenerateFlags& flags) {
   const auto end = Clock::now();
   engine->shutdown();
   std::fputc('\n', stdout);
+  std::fflush(stdout);
 
   if (c.reason == FinishReason::error) {
     std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());

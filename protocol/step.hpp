@@ -13,8 +13,9 @@
 
 namespace orzo {
 
-// Sent with the first step a sequence samples in, to the worker that samples: how it draws,
-// and its prompt, which the penalties read (prefix-cached prompt tokens never pass as rows).
+// Sent with the first step a sequence appears in, for the worker that samples: how it
+// draws, and its prompt, which the penalties read (prefix-cached prompt tokens never pass
+// as rows).
 struct SequenceStart {
   uint64_t seq = 0;
   SamplingParams sampling;

@@ -197,7 +197,9 @@ TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
   Gate gate;
   auto engine = start(sys, options(), &gate);
   Collector c;
-  auto session = engine->generate(greedy("long", {1}, 400), c.callbacks("long"));
+  auto long_request = greedy("long", {1}, 400);
+  long_request.limits.ignore_eos = true;
+  auto session = engine->generate(long_request, c.callbacks("long"));
   ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens >= 3; }));
   caf::anon_send(session, cancel_atom::value);
   ASSERT_TRUE(c.wait(1));
@@ -213,7 +215,9 @@ TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
 TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
   auto engine = start(sys, options());
   Collector c;
-  auto session = engine->generate(greedy("doomed", {1}, 400), c.callbacks("doomed"));
+  auto doomed = greedy("doomed", {1}, 400);
+  doomed.limits.ignore_eos = true;
+  auto session = engine->generate(doomed, c.callbacks("doomed"));
   ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens >= 3; }));
   caf::anon_send_exit(session, caf::exit_reason::kill);
   EXPECT_TRUE(eventually([&] {
@@ -308,7 +312,7 @@ TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
     EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
     const auto reason = out.completions[0].reason;
     if (fate[static_cast<size_t>(i)] == 0) {
-      EXPECT_EQ(reason, FinishReason::length) << r.id;
+      EXPECT_EQ(reason, FinishReason::length) << r.id << " " << out.completions[0].message;
       EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
       ++preempted_output_checked;
     } else {
