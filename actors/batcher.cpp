@@ -91,6 +91,10 @@ void refuse(batcher_pointer self, const GenerationRequest& req, const session_ac
   if (session) self->send(session, std::move(ev));
 }
 
+int64_t total_tokens(const GenerationRequest& req) {
+  return static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
+}
+
 std::optional<std::string> invalid(const BatcherState& st, const GenerationRequest& req) {
   const auto& o = st.options;
   if (req.prompt.empty()) return "the prompt is empty";
@@ -99,8 +103,7 @@ std::optional<std::string> invalid(const BatcherState& st, const GenerationReque
   if (req.limits.max_tokens < 1) return "max_tokens must be at least 1";
   if (req.limits.min_tokens < 0 || req.limits.min_tokens > req.limits.max_tokens)
     return "min_tokens must lie in [0, max_tokens]";
-  const auto total = static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
-  if (total > o.max_model_len)
+  if (total_tokens(req) > o.max_model_len)
     return "prompt (" + std::to_string(req.prompt.size()) + " tokens) + max_tokens (" +
            std::to_string(req.limits.max_tokens) + ") exceeds the context length " + std::to_string(o.max_model_len);
   try {
@@ -261,8 +264,12 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   l->seq.tokens = req.prompt;
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
   l->seq.priority = req.priority;
-  if (!st.scheduler->fits(l->seq))
-    return refuse(self, req, session, ErrorCode::invalid_request, "the request needs more KV blocks than the pool holds");
+  // A sequence that outgrew the whole pool could never finish, and would hold up every
+  // admission behind it.
+  if (!st.scheduler->fits(l->seq) || total_tokens(req) > st.scheduler->capacity_tokens())
+    return refuse(self, req, session, ErrorCode::invalid_request,
+                  "prompt + max_tokens = " + std::to_string(total_tokens(req)) + " tokens exceed the KV cache's " +
+                      std::to_string(st.scheduler->capacity_tokens()));
   if (!st.scheduler->add(l->seq))
     return refuse(self, req, session, ErrorCode::overloaded,
                   "the waiting queue is full (" + std::to_string(st.options.scheduler.max_waiting) + " requests)");
