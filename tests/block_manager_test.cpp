@@ -263,6 +263,19 @@ TEST(BlockManager, ChildOfACollidingParentIsNotServed) {
   bm.check({&sb});
 }
 
+TEST(BlockManager, ABlockIsServedOnlyAfterItsOwnParent) {
+  // Hashing by first token only, b's first block collides with a's second block and has
+  // the same tokens; a's block holds KV computed after a's first block, not from position 0.
+  BlockManager bm(8, kBs);
+  bm.set_hash_function([](uint64_t, const int32_t* tokens, int32_t) { return static_cast<uint64_t>(tokens[0]); });
+  const std::vector<int32_t> a = iota_tokens(8, 0);
+  const std::vector<int32_t> b = iota_tokens(5, 4);
+  SequenceBlocks sa = computed(bm, a);
+  EXPECT_NE(sa.registrations[1], BlockManager::kUnregistered);
+  EXPECT_EQ(bm.cached_prefix_tokens(b.data(), 5), 0);
+  bm.check({&sa});
+}
+
 TEST(BlockManager, PrefixCachingOff) {
   BlockManager bm(4, kBs, false);
   const std::vector<int32_t> t = iota_tokens(9);

@@ -29,28 +29,32 @@ constexpr int32_t kVocab = 97;
 class FakeModel {
  public:
   FakeModel(int32_t num_blocks, int32_t block_size)
-      : block_size_(block_size), slots_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), -1) {}
+      : block_size_(block_size), slots_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {}
 
-  // Next token of each sampling chunk, in plan order. All rows are written before any is
-  // read, so two chunks writing one block would corrupt a read.
+  // Next token of each sampling chunk, in plan order. Like real KV, a slot's value depends
+  // on the whole prefix: it is computed from the token and the previous position's value,
+  // read back through the block table. All rows are written before any sample reads, so
+  // two chunks writing one block would corrupt a read.
   std::vector<int32_t> run(const StepPlan& plan) {
     for (const ScheduledChunk& c : plan.chunks)
-      for (int32_t p = c.first_pos; p < c.first_pos + c.count; ++p) slot(*c.seq, p) = c.seq->tokens[static_cast<size_t>(p)];
+      for (int32_t p = c.first_pos; p < c.first_pos + c.count; ++p)
+        slot(*c.seq, p) = next_hash(p == 0 ? 0 : slot(*c.seq, p - 1), c.seq->tokens[static_cast<size_t>(p)]);
     std::vector<int32_t> sampled;
     for (const ScheduledChunk& c : plan.chunks) {
       if (!c.sample) continue;
       uint64_t h = 0;
-      for (int32_t p = 0; p < c.first_pos + c.count; ++p) h = next_hash(h, slot(*c.seq, p));
+      for (int32_t p = 0; p < c.first_pos + c.count; ++p) h = fold(h, slot(*c.seq, p));
       sampled.push_back(token_of(h));
     }
     return sampled;
   }
 
-  static uint64_t next_hash(uint64_t h, int32_t token) { return (h ^ static_cast<uint64_t>(token + 1)) * 0x100000001b3ULL; }
+  static uint64_t fold(uint64_t h, uint64_t value) { return (h ^ value) * 0x100000001b3ULL + 1; }
+  static uint64_t next_hash(uint64_t h, int32_t token) { return fold(h, static_cast<uint64_t>(token) + 1); }
   static int32_t token_of(uint64_t h) { return static_cast<int32_t>((h >> 17) % kVocab); }
 
  private:
-  int32_t& slot(const Sequence& seq, int32_t pos) {
+  uint64_t& slot(const Sequence& seq, int32_t pos) {
     const auto& table = seq.blocks.table;
     const auto block = static_cast<size_t>(pos / block_size_);
     EXPECT_LT(block, table.size()) << "seq " << seq.id << " position " << pos << " has no block";
@@ -59,7 +63,7 @@ class FakeModel {
   }
 
   int32_t block_size_;
-  std::vector<int32_t> slots_;
+  std::vector<uint64_t> slots_;
 };
 
 struct Request {
@@ -77,7 +81,10 @@ struct Totals {
   uint64_t preemptions = 0, prefix_hits = 0, cancellations = 0, steps = 0;
 };
 
+// Two degenerate hashes: every block alike, and blocks alike whenever their first tokens
+// are, at any depth of any chain (so a block can collide with another chain's ancestor).
 uint64_t constant_hash(uint64_t, const int32_t*, int32_t) { return 1; }
+uint64_t first_token_hash(uint64_t, const int32_t* tokens, int32_t) { return static_cast<uint64_t>(tokens[0]); }
 
 // Checks what schedule() promises of a plan.
 void check_plan(const StepPlan& plan, const Scheduler& sched, const SchedulerConfig& config, int32_t block_size) {
@@ -217,7 +224,7 @@ TEST(SchedulerSimulation, EveryOutputMatchesTheSequenceRunAlone) {
     collided_workloads += collide;
 
     BlockManager bm(num_blocks, block_size, seed % 7 != 0);
-    if (collide) bm.set_hash_function(&constant_hash);
+    if (collide) bm.set_hash_function(seed % 8 == 0 ? &constant_hash : &first_token_hash);
     const std::vector<Outcome> outcomes = serve(requests, bm, config, 0.05, rng, totals);
     if (HasFailure()) return;
 
@@ -258,8 +265,11 @@ TEST(SchedulerSimulation, AloneRunMatchesTheModelDirectly) {
   const std::vector<Outcome> out = serve({r}, bm, SchedulerConfig{}, 0, rng, totals);
   std::vector<int32_t> tokens = r.prompt, expected;
   for (int i = 0; i < r.max_new; ++i) {
-    uint64_t h = 0;
-    for (int32_t t : tokens) h = FakeModel::next_hash(h, t);
+    uint64_t kv = 0, h = 0;
+    for (int32_t t : tokens) {
+      kv = FakeModel::next_hash(kv, t);
+      h = FakeModel::fold(h, kv);
+    }
     tokens.push_back(FakeModel::token_of(h));
     expected.push_back(tokens.back());
   }
