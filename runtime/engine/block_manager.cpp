@@ -27,6 +27,10 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_c
   if (num_blocks < 1) throw std::invalid_argument("BlockManager: num_blocks must be >= 1, got " + std::to_string(num_blocks));
   if (block_size < 1) throw std::invalid_argument("BlockManager: block_size must be >= 1, got " + std::to_string(block_size));
   blocks_.resize(to_size(num_blocks));
+  if (prefix_caching) {
+    block_tokens_.resize(to_size(num_blocks) * to_size(block_size));
+    index_.reserve(to_size(num_blocks));
+  }
   free_.reserve(to_size(num_blocks));
   // Pushed in reverse so that a fresh pool hands out 0, 1, 2, ...
   for (int32_t id = num_blocks - 1; id >= 0; --id) free_.push_back(id);
@@ -47,7 +51,7 @@ int32_t BlockManager::find(uint64_t hash, uint64_t parent, const int32_t* tokens
   auto it = index_.find(hash);
   if (it == index_.end()) return -1;
   const Block& b = blocks_[to_size(it->second)];
-  if (b.parent_registration != parent || !std::equal(b.tokens.begin(), b.tokens.end(), tokens)) return -1;
+  if (b.parent_registration != parent || !std::equal(tokens, tokens + block_size_, tokens_of(it->second))) return -1;
   return it->second;
 }
 
@@ -132,9 +136,11 @@ void BlockManager::commit(SequenceBlocks& seq, const int32_t* tokens, int32_t nu
     const uint64_t parent = j == 0 ? kRoot : seq.registrations[j - 1];
     const uint64_t hash = hash_(parent_hash, block_tokens, block_size_);
     uint64_t registration = kUnregistered;
-    // A parent that was a duplicate's original may have been evicted since; a child
-    // registered under it could never be reached, so the chain stops there.
-    if (parent == kRoot || alive(parent_hash, parent)) {
+    // The parent is the sequence's own block, alive, or a duplicate's original, which may
+    // have been evicted since; a child registered under it could never be reached, so the
+    // chain stops there.
+    const bool own_parent = j > 0 && parent != kUnregistered && blocks_[to_size(seq.table[j - 1])].registration == parent;
+    if (parent == kRoot || own_parent || alive(parent_hash, parent)) {
       if (const int32_t same = find(hash, parent, block_tokens); same >= 0) {
         registration = blocks_[to_size(same)].registration;
       } else if (index_.find(hash) == index_.end()) {
@@ -142,7 +148,7 @@ void BlockManager::commit(SequenceBlocks& seq, const int32_t* tokens, int32_t nu
         b.hash = hash;
         b.registration = registration = next_registration_++;
         b.parent_registration = parent;
-        b.tokens.assign(block_tokens, block_tokens + block_size_);
+        std::copy(block_tokens, block_tokens + block_size_, tokens_of(seq.table[j]));
         index_.emplace(hash, seq.table[j]);
       }
     }
@@ -189,7 +195,6 @@ void BlockManager::unregister(Block& b) {
   index_.erase(b.hash);
   b.registration = b.parent_registration = kUnregistered;
   b.hash = 0;
-  b.tokens.clear();
 }
 
 void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
@@ -238,7 +243,6 @@ void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
     if (b.registration != kUnregistered) {
       auto it = index_.find(b.hash);
       if (it == index_.end() || to_size(it->second) != i) broken(name + " is registered but the index does not point at it");
-      if (b.tokens.size() != to_size(block_size_)) broken(name + " is registered without its tokens");
     }
   }
   for (const auto& [hash, id] : index_) {

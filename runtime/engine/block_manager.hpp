@@ -10,6 +10,7 @@
 // the block's stored tokens to equal the query's and its stored parent to be the very block
 // matched just before (compared by a registration number that is never reused). A served
 // prefix is therefore exact whatever the hash does; a collision only costs a cache hit.
+#include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -93,7 +94,6 @@ class BlockManager {
     uint64_t hash = 0;
     uint64_t registration = kUnregistered;         // kUnregistered: not in the prefix cache
     uint64_t parent_registration = kUnregistered;  // kRoot for a sequence's first block
-    std::vector<int32_t> tokens;                   // block_size ids, kept while registered
   };
   static constexpr uint64_t kRoot = 0;
 
@@ -109,11 +109,18 @@ class BlockManager {
   void lru_push_back(int32_t id);
   void lru_unlink(int32_t id);
   void unregister(Block& b);
+  int32_t* tokens_of(int32_t id) { return block_tokens_.data() + static_cast<std::size_t>(id) * static_cast<std::size_t>(block_size_); }
+  const int32_t* tokens_of(int32_t id) const {
+    return block_tokens_.data() + static_cast<std::size_t>(id) * static_cast<std::size_t>(block_size_);
+  }
 
   int32_t block_size_;
   bool prefix_caching_;
   HashFunction hash_ = &chain_hash;
   std::vector<Block> blocks_;
+  // block_size token ids per block, meaningful while it is registered; one flat array, so
+  // that registering a block allocates nothing.
+  std::vector<int32_t> block_tokens_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   int32_t lru_head_ = -1, lru_tail_ = -1, num_cached_ = 0;
   std::unordered_map<uint64_t, int32_t> index_;  // chain hash -> registered block

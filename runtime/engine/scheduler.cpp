@@ -86,6 +86,7 @@ bool Scheduler::reserve(Sequence& seq, int32_t num_tokens, StepPlan& plan, int32
 
 StepPlan Scheduler::schedule() {
   StepPlan plan;
+  plan.chunks.reserve(std::min(running_.size() + waiting_.size(), static_cast<size_t>(config_.max_num_seqs)));
   int32_t budget = config_.max_num_batched_tokens;
   // Preemption edits running_, so both phases walk a copy and skip what left it.
   snapshot_.assign(running_.begin(), running_.end());
