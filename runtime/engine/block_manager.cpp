@@ -1,6 +1,7 @@
 #include "runtime/engine/block_manager.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -47,13 +48,17 @@ void BlockManager::set_hash_function(HashFunction hash) {
   hash_ = hash;
 }
 
+bool BlockManager::holds(int32_t id, uint64_t parent, const int32_t* tokens) const {
+  return blocks_[to_size(id)].parent_registration == parent &&
+         std::equal(tokens, tokens + block_size_, block_tokens_.data() + tokens_at(id));
+}
+
 int32_t BlockManager::find(uint64_t hash, uint64_t parent, const int32_t* tokens) const {
   auto it = index_.find(hash);
-  if (it == index_.end()) return -1;
-  const Block& b = blocks_[to_size(it->second)];
-  if (b.parent_registration != parent || !std::equal(tokens, tokens + block_size_, tokens_of(it->second))) return -1;
-  return it->second;
+  return it != index_.end() && holds(it->second, parent, tokens) ? it->second : -1;
 }
+
+size_t BlockManager::tokens_at(int32_t id) const { return to_size(id) * to_size(block_size_); }
 
 bool BlockManager::alive(uint64_t hash, uint64_t registration) const {
   auto it = index_.find(hash);
@@ -141,15 +146,16 @@ void BlockManager::commit(SequenceBlocks& seq, const int32_t* tokens, int32_t nu
     // chain stops there.
     const bool own_parent = j > 0 && parent != kUnregistered && blocks_[to_size(seq.table[j - 1])].registration == parent;
     if (parent == kRoot || own_parent || alive(parent_hash, parent)) {
-      if (const int32_t same = find(hash, parent, block_tokens); same >= 0) {
-        registration = blocks_[to_size(same)].registration;
-      } else if (index_.find(hash) == index_.end()) {
-        Block& b = blocks_[to_size(seq.table[j])];
+      if (auto it = index_.find(hash); it == index_.end()) {
+        const int32_t id = seq.table[j];
+        Block& b = blocks_[to_size(id)];
         b.hash = hash;
         b.registration = registration = next_registration_++;
         b.parent_registration = parent;
-        std::copy(block_tokens, block_tokens + block_size_, tokens_of(seq.table[j]));
-        index_.emplace(hash, seq.table[j]);
+        std::copy(block_tokens, block_tokens + block_size_, block_tokens_.data() + tokens_at(id));
+        index_.emplace(hash, id);
+      } else if (holds(it->second, parent, block_tokens)) {
+        registration = blocks_[to_size(it->second)].registration;
       }
     }
     seq.hashes.push_back(hash);

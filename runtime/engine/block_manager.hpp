@@ -22,8 +22,8 @@ struct SequenceBlocks {
   std::vector<uint64_t> hashes;  // chain hash of each full block committed so far
   // Per entry of `hashes`: the registration number of the cached block holding exactly this
   // prefix (the sequence's own block, or the one registered first when it was a duplicate),
-  // or BlockManager::kUnregistered when none: a hash collision, or the chain broke earlier
-  // (a collision, or a duplicate whose original was evicted before the next block filled).
+  // or BlockManager::kUnregistered when no block was registered for it: its hash was taken
+  // by another block, or its parent had no live registration.
   std::vector<uint64_t> registrations;
 };
 
@@ -58,7 +58,8 @@ class BlockManager {
   int32_t cached_prefix_tokens(const int32_t* tokens, int32_t n) const;
 
   // Gives a sequence with an empty table the cached blocks of that prefix (refcount++, out of
-  // the LRU list) and returns the tokens they cover. Counts one prefix query.
+  // the LRU list) and returns the tokens they cover. Counts one prefix query (when prefix
+  // caching is on).
   int32_t take_cached_prefix(SequenceBlocks& seq, const int32_t* tokens, int32_t n);
 
   // Grows seq.table to cover `num_tokens` positions. All or nothing: false, and nothing
@@ -97,6 +98,8 @@ class BlockManager {
   };
   static constexpr uint64_t kRoot = 0;
 
+  // Whether registered block id holds `tokens` right after the block registered as `parent`.
+  bool holds(int32_t id, uint64_t parent, const int32_t* tokens) const;
   // The registered block holding `tokens` after the block registered as `parent`, or -1.
   int32_t find(uint64_t hash, uint64_t parent, const int32_t* tokens) const;
   // Whether the block registered as `registration` under `hash` is still registered.
@@ -109,10 +112,7 @@ class BlockManager {
   void lru_push_back(int32_t id);
   void lru_unlink(int32_t id);
   void unregister(Block& b);
-  int32_t* tokens_of(int32_t id) { return block_tokens_.data() + static_cast<std::size_t>(id) * static_cast<std::size_t>(block_size_); }
-  const int32_t* tokens_of(int32_t id) const {
-    return block_tokens_.data() + static_cast<std::size_t>(id) * static_cast<std::size_t>(block_size_);
-  }
+  std::size_t tokens_at(int32_t id) const;  // where block id's tokens start in block_tokens_
 
   int32_t block_size_;
   bool prefix_caching_;

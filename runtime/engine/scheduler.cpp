@@ -48,7 +48,7 @@ void Scheduler::remove(Sequence& seq) {
   if (seq.state == Sequence::State::waiting) {
     if (auto it = std::find(waiting_.begin(), waiting_.end(), &seq); it != waiting_.end()) waiting_.erase(it);
   } else if (seq.state == Sequence::State::running) {
-    running_.erase(std::find(running_.begin(), running_.end(), &seq));
+    if (auto it = std::find(running_.begin(), running_.end(), &seq); it != running_.end()) running_.erase(it);
   }
   blocks_.release(seq.blocks);
   seq.state = Sequence::State::finished;
