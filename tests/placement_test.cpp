@@ -70,6 +70,7 @@ TEST(Placement, RejectsMalformedSpecs) {
   expect_rejected("cpu:3-1", 4, "is empty");
   expect_rejected("cpu,cpu", 4, "'cpu': each stage of a multi-stage spec needs a layer range");
   expect_rejected("cpu:0-2,cuda:1", 4, "'cuda:1': each stage");
+  expect_rejected("cpu\n:0-4", 4, "unknown device 'cpu\\x0a'");
 }
 
 TEST(Placement, RejectsStagesThatDoNotTileTheModel) {

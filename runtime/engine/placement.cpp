@@ -7,8 +7,25 @@
 namespace orzo {
 namespace {
 
+// Control bytes escaped, so that the message stays one line whatever the spec holds.
+std::string printable(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 [[noreturn]] void bad(std::string_view part, const std::string& why) {
-  throw std::invalid_argument("placement '" + std::string(part) + "': " + why);
+  throw std::invalid_argument("placement '" + printable(part) + "': " + printable(why));
 }
 
 // Decimal digits only, at most 9 of them, so the value fits an int32_t.
