@@ -73,11 +73,13 @@ class Scheduler {
   StepPlan schedule();
 
   // The plan ran: advances num_computed by each chunk and registers newly full blocks in
-  // the prefix cache.
+  // the prefix cache. std::logic_error when a chunk no longer starts at its sequence's
+  // num_computed (a plan completed twice, or out of order).
   void complete(const StepPlan& plan);
 
-  // Whether seq, with one more token, fits the whole pool at all; a sequence that does not
-  // would wait forever, so the batcher refuses it up front.
+  // Whether seq, with one more token, fits the whole pool at all. A sequence that does not
+  // would wait forever, holding up admission behind it: the batcher refuses it up front,
+  // and ends generation before a sequence's tokens exceed capacity_tokens().
   bool fits(const Sequence& seq) const;
   // The most positions one sequence can ever hold: the batcher caps generation by it.
   int64_t capacity_tokens() const;
