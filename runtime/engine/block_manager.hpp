@@ -1,0 +1,131 @@
+#pragma once
+// Which KV blocks each sequence owns, and which full blocks are kept for reuse as a prefix
+// cache. A pool of num_blocks ids, each with a refcount (the number of sequence tables that
+// hold it). A block reaching refcount 0 returns to the free list, unless it holds a full
+// block registered in the prefix cache: then it stays cached, at the tail of an LRU list, and
+// is evicted (its registration dropped) only when an allocation finds the free list empty.
+//
+// A registered block is found by its chain hash (a hash of the previous block's chain hash
+// and the block's token ids), but a hash match alone never serves a block: a hit also needs
+// the block's stored tokens to equal the query's and its stored parent to be the very block
+// matched just before (compared by a registration number that is never reused). A served
+// prefix is therefore exact whatever the hash does; a collision only costs a cache hit.
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace orzo {
+
+struct SequenceBlocks {
+  std::vector<int32_t> table;    // block ids; position p lives in table[p / block_size]
+  std::vector<uint64_t> hashes;  // chain hash of each full block committed so far
+  // Per entry of `hashes`: the registration number of the cached block holding exactly this
+  // prefix (the sequence's own block, or the one registered first when it was a duplicate),
+  // or BlockManager::kUnregistered when no block was registered for it: its hash was taken
+  // by another block, or its parent had no live registration.
+  std::vector<uint64_t> registrations;
+};
+
+class BlockManager {
+ public:
+  static constexpr uint64_t kUnregistered = ~uint64_t{0};
+  using HashFunction = uint64_t (*)(uint64_t parent, const int32_t* tokens, int32_t n);
+
+  struct Stats {
+    uint64_t prefix_queries = 0, prefix_query_tokens = 0, prefix_hit_tokens = 0, evictions = 0;
+  };
+
+  // Throws std::invalid_argument unless num_blocks >= 1 and block_size >= 1.
+  BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching = true);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()) + num_cached_; }  // refcount 0
+  int32_t num_used() const { return num_blocks() - num_free(); }
+  int32_t num_cached() const { return num_cached_; }  // refcount 0 but still registered
+  const Stats& stats() const { return stats_; }
+
+  // The chain hash used unless a test replaces it.
+  static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n);
+  // For tests that force collisions; only while nothing is registered (std::logic_error otherwise).
+  void set_hash_function(HashFunction hash);
+
+  // Tokens covered by the longest cached prefix of `tokens`, in whole blocks, counting only
+  // blocks that lie entirely within [0, n - 1): the last token is always left to compute, and
+  // with it the block it lands in, which a step will write and so must not be shared.
+  int32_t cached_prefix_tokens(const int32_t* tokens, int32_t n) const;
+
+  // Gives a sequence with an empty table the cached blocks of that prefix (refcount++, out of
+  // the LRU list) and returns the tokens they cover. Counts one prefix query (when prefix
+  // caching is on).
+  int32_t take_cached_prefix(SequenceBlocks& seq, const int32_t* tokens, int32_t n);
+
+  // Grows seq.table to cover `num_tokens` positions. All or nothing: false, and nothing
+  // changed, when the free blocks (cached ones included, evicted least recently used first)
+  // are too few.
+  bool allocate(SequenceBlocks& seq, int32_t num_tokens);
+
+  // After a step computed the KV of positions [0, num_computed) of `tokens`: registers each
+  // newly full block of seq. When an identical block is already registered the sequence
+  // keeps its own block, unregistered (a duplicate for as long as the sequence lives; the
+  // table the backend already addresses never changes under it).
+  void commit(SequenceBlocks& seq, const int32_t* tokens, int32_t num_computed);
+
+  // Drops all of seq's blocks (refcount--) and clears it. Blocks reaching 0 that are
+  // registered join the LRU tail, the sequence's last block first, so that a chain is
+  // evicted from its end and its head stays useful longest.
+  void release(SequenceBlocks& seq);
+
+  // Throws std::logic_error naming the first broken invariant: each refcount equals the
+  // number of `live` tables holding the block; free, cached and used blocks partition the
+  // pool, no block in two lists; the hash index holds exactly the registered blocks, each
+  // under its own hash; each sequence's hashes fit its table.
+  void check(const std::vector<const SequenceBlocks*>& live) const;
+
+ private:
+  friend struct BlockManagerTestPeer;  // corrupts the private state to test check()
+
+  enum class Where : uint8_t { free, cached, used };
+  struct Block {
+    int32_t refcount = 0;
+    Where where = Where::free;
+    int32_t lru_prev = -1, lru_next = -1;
+    uint64_t hash = 0;
+    uint64_t registration = kUnregistered;         // kUnregistered: not in the prefix cache
+    uint64_t parent_registration = kUnregistered;  // kRoot for a sequence's first block
+  };
+  static constexpr uint64_t kRoot = 0;
+
+  // Whether registered block id holds `tokens` right after the block registered as `parent`.
+  bool holds(int32_t id, uint64_t parent, const int32_t* tokens) const;
+  // The registered block holding `tokens` after the block registered as `parent`, or -1.
+  int32_t find(uint64_t hash, uint64_t parent, const int32_t* tokens) const;
+  // Whether the block registered as `registration` under `hash` is still registered.
+  bool alive(uint64_t hash, uint64_t registration) const;
+  // Walks the chain of `tokens` over at most max_blocks blocks, calling on_hit(block, hash)
+  // for each hit; returns the number of hits.
+  template <typename OnHit>
+  int32_t walk(const int32_t* tokens, int32_t max_blocks, OnHit on_hit) const;
+  int32_t take_block();  // from the free list, else evicts the LRU head
+  void lru_push_back(int32_t id);
+  void lru_unlink(int32_t id);
+  void unregister(Block& b);
+  std::size_t tokens_at(int32_t id) const;  // where block id's tokens start in block_tokens_
+
+  int32_t block_size_;
+  bool prefix_caching_;
+  HashFunction hash_ = &chain_hash;
+  std::vector<Block> blocks_;
+  // block_size token ids per block, meaningful while it is registered; one flat array, so
+  // that registering a block allocates nothing.
+  std::vector<int32_t> block_tokens_;
+  std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
+  int32_t lru_head_ = -1, lru_tail_ = -1, num_cached_ = 0;
+  std::unordered_map<uint64_t, int32_t> index_;  // chain hash -> registered block
+  uint64_t next_registration_ = kRoot + 1;
+  Stats stats_;
+};
+
+}  // namespace orzo
