@@ -66,25 +66,25 @@ TEST(DecodeTable, ReplacesIllFormedSequencesAsPythonDoes) {
   t.special.assign(256, 0);
   const std::string f = kFffd;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"\x80", f},                                  // lone continuation byte
-      {"\xBF\x80", f + f},                          // two of them
-      {"a\xE2\x82", "a" + f},                       // truncated at the end
-      {"\xE2\x82" "A", f + "A"},                    // truncated before ASCII
-      {"\xC0\x80", f + f},                          // overlong NUL
-      {"\xC1\xBF", f + f},                          // overlong
-      {"\xE0\x80\x80", f + f + f},                  // overlong, 3 bytes
-      {"\xE0\x9F\xBF", f + f + f},                  // overlong, 3 bytes
-      {"\xED\xA0\x80", f + f + f},                  // surrogate D800
-      {"\xED\xBF\xBF", f + f + f},                  // surrogate DFFF
-      {"\xED\x9F\xBF", "\xED\x9F\xBF"},             // U+D7FF is fine
-      {"\xF0\x80\x80\x80", f + f + f + f},          // overlong, 4 bytes
-      {"\xF4\x90\x80\x80", f + f + f + f},          // U+110000
-      {"\xF4\x8F\xBF\xBF", "\xF4\x8F\xBF\xBF"},     // U+10FFFF is fine
-      {"\xF5\x80", f + f},                          // F5 never starts a character
-      {"\xFF", f},                                  //
-      {"\xF0\x9F\x98" "A", f + "A"},                // emoji missing its last byte
-      {"\xF0\x9F\x98\x80", "\xF0\x9F\x98\x80"},     // the whole emoji
-      {"\xE1\x80\xE2\xF0\x91\x92\xF1\xBF" "A", f + f + f + f + "A"},  // Unicode 3.9's example
+      {"\x80", f},                                 // lone continuation byte
+      {"\xBF\x80", f + f},                         // two of them
+      {"a\xE2\x82", "a" + f},                      // truncated at the end
+      {"\xE2\x82\x41", f + "A"},                   // truncated before an ASCII letter
+      {"\xC0\x80", f + f},                         // overlong NUL
+      {"\xC1\xBF", f + f},                         // overlong
+      {"\xE0\x80\x80", f + f + f},                 // overlong, 3 bytes
+      {"\xE0\x9F\xBF", f + f + f},                 // overlong, 3 bytes
+      {"\xED\xA0\x80", f + f + f},                 // surrogate D800
+      {"\xED\xBF\xBF", f + f + f},                 // surrogate DFFF
+      {"\xED\x9F\xBF", "\xED\x9F\xBF"},            // U+D7FF is fine
+      {"\xF0\x80\x80\x80", f + f + f + f},         // overlong, 4 bytes
+      {"\xF4\x90\x80\x80", f + f + f + f},         // U+110000
+      {"\xF4\x8F\xBF\xBF", "\xF4\x8F\xBF\xBF"},    // U+10FFFF is fine
+      {"\xF5\x80", f + f},                         // F5 never starts a character
+      {"\xFF", f},                                 // nor does FF
+      {"\xF0\x9F\x98\x41", f + "A"},               // an emoji missing its last byte
+      {"\xF0\x9F\x98\x80", "\xF0\x9F\x98\x80"},    // the whole emoji
+      {"\xE1\x80\xE2\xF0\x91\x92\xF1\xBF\x41", f + f + f + f + "A"},  // four maximal subparts in a row
   };
   for (const auto& [in, expected] : cases) {
     std::vector<int32_t> ids;

@@ -44,9 +44,9 @@ TEST(Detokenizer, ByteFallbackTokensMakeOneCharacter) {
 TEST(Detokenizer, ReplacesAsSoonAsACharacterCannotBeCompleted) {
   const DecodeTable t = byte_table();
   Detokenizer d(t);
-  EXPECT_EQ(d.push(0x80), kFffd);         // never a first byte
-  EXPECT_EQ(d.push(0xE2), "");            // may become a character
-  EXPECT_EQ(d.push('x'), kFffd + "x");    // did not
+  EXPECT_EQ(d.push(0x80), kFffd);       // never a first byte
+  EXPECT_EQ(d.push(0xE2), "");          // may become a character
+  EXPECT_EQ(d.push('x'), kFffd + "x");  // did not
   EXPECT_EQ(d.push(0xED), "");
   EXPECT_EQ(d.push(0xA0), kFffd + kFffd);  // a surrogate: ruled out at its second byte
   EXPECT_EQ(d.push(0xF0), "");

@@ -54,7 +54,7 @@ struct Streamed {
 
 // Pushes `deltas` one by one, checking after each what was released and what was held.
 Streamed stream(const std::vector<std::string>& deltas, const std::vector<std::string>& stops, bool include_stop,
-           const Expected& expected) {
+                const Expected& expected) {
   StopMatcher m(stops, include_stop);
   Streamed run;
   std::string pushed;
@@ -87,7 +87,8 @@ Streamed stream(const std::vector<std::string>& deltas, const std::vector<std::s
   return run;
 }
 
-Streamed simple(const std::vector<std::string>& deltas, const std::vector<std::string>& stops, bool include_stop = false) {
+Streamed simple(const std::vector<std::string>& deltas, const std::vector<std::string>& stops,
+                bool include_stop = false) {
   std::string text;
   for (const auto& d : deltas) text += d;
   return stream(deltas, stops, include_stop, reference_stop(text, stops, include_stop));
