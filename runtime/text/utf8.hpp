@@ -35,7 +35,7 @@ class Utf8Repair {
  private:
   size_t continue_held(std::string_view in, std::string& out);
 
-  char held_[3] = {};
+  char held_[4] = {};  // at most three held between calls; the fourth completes a character
   uint8_t held_len_ = 0;
 };
 
