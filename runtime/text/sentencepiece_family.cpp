@@ -39,6 +39,7 @@ TokenizerSpec sentencepiece_spec(SentencePieceVocab v) {
   o.unk_id = v.unk_id;
   spec.model = std::make_unique<BpeModel>(BpeModel::from_scores(std::move(v.pieces), v.scores, mergeable, o));
   spec.decoding = TokenDecoding::SentencePiece;
+  spec.decode_byte_fallback = true;
   spec.strip_leading_space = v.add_dummy_prefix;
   spec.bos_id = v.bos_id;
   spec.eos_id = v.eos_id;

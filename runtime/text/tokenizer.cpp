@@ -13,8 +13,8 @@
 namespace orzo {
 namespace {
 
-std::string decode_sentencepiece_piece(const std::string& piece) {
-  if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') {
+std::string decode_sentencepiece_piece(const std::string& piece, bool byte_fallback) {
+  if (byte_fallback && piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') {
     unsigned value = 0;
     if (std::sscanf(piece.c_str() + 3, "%2X", &value) == 1) return std::string(1, static_cast<char>(value));
   }
@@ -76,7 +76,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
         bytes = mapped ? std::move(*mapped) : text;
         break;
       }
-      case TokenDecoding::SentencePiece: bytes = decode_sentencepiece_piece(text); break;
+      case TokenDecoding::SentencePiece: bytes = decode_sentencepiece_piece(text, spec_.decode_byte_fallback); break;
     }
   }
   for (const AddedToken& t : spec_.added_tokens)

@@ -27,7 +27,7 @@ class GgufMetadata;
 enum class TokenDecoding {
   Raw,            // the token's text as it is
   ByteLevel,      // GPT-2 byte characters back to bytes
-  SentencePiece,  // '▁' to ' ', <0xNN> to its byte (with byte fallback)
+  SentencePiece,  // '▁' to ' ' (and <0xNN> to its byte with decode_byte_fallback)
 };
 
 // Everything a loader determines; Tokenizer checks it and builds the rest.
@@ -39,6 +39,7 @@ struct TokenizerSpec {
   std::vector<AddedToken> added_tokens;
   std::vector<int32_t> prefix_ids, suffix_ids;  // added around the text with add_special_tokens
   TokenDecoding decoding = TokenDecoding::Raw;
+  bool decode_byte_fallback = false;  // HF's ByteFallback decoder
   bool strip_leading_space = false;
   std::optional<int32_t> bos_id, eos_id;
   std::vector<int32_t> end_of_turn_ids;  // besides eos

@@ -139,13 +139,14 @@ class JsonReader {
           if (is_regex || pat != "\xE2\x96\x81" || d.at("content").get<std::string>() != " ")
             refuse("decoder Replace other than '\xE2\x96\x81' -> ' '");
           replace = true;
-        } else if (t == "ByteFallback" || t == "Fuse") {
+        } else if (t == "ByteFallback") {
+          spec.decode_byte_fallback = true;
         } else if (t == "Strip") {
           const auto start = d.at("start").get<int64_t>(), stop = d.at("stop").get<int64_t>();
           if (d.at("content").get<std::string>() != " " || start > 1 || stop != 0)
             refuse("decoder Strip other than (' ', 1, 0)");
           spec.strip_leading_space = start == 1;
-        } else {
+        } else if (t != "Fuse") {
           refuse("decoder type '" + t + "' in a Sequence");
         }
       }
