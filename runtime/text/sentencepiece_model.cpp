@@ -171,8 +171,10 @@ Tokenizer Tokenizer::from_sentencepiece_model(const std::string& path) {
   if (!in) throw LoadError(path + ": cannot open");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string data = buffer.str();
+  return from_sentencepiece_model_bytes(buffer.str(), path);
+}
 
+Tokenizer Tokenizer::from_sentencepiece_model_bytes(std::string_view data, const std::string& path) {
   ParsedModel m;
   m.vocab.source = path;
   m.vocab.unk_id = 0;  // the proto's defaults

@@ -44,8 +44,10 @@ bool is_dir(const std::string& path) {
 Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
   if (!spec_.model) throw LoadError(spec_.source + ": no tokenizer model");
   int32_t size = static_cast<int32_t>(spec_.model->pieces().size());
+  // Added tokens follow the vocabulary; the slack bounds the table a hostile file can ask for.
+  const int64_t max_id = static_cast<int64_t>(size) + static_cast<int64_t>(spec_.added_tokens.size()) + 65536;
   for (const AddedToken& t : spec_.added_tokens) {
-    if (t.id < 0 || t.id > (1 << 28)) throw LoadError(spec_.source + ": added token id " + std::to_string(t.id) + " is out of range");
+    if (t.id < 0 || t.id > max_id) throw LoadError(spec_.source + ": added token id " + std::to_string(t.id) + " is out of range");
     if (t.normalized && !spec_.normalizer.only_unicode_forms() && !spec_.normalizer.empty())
       throw LoadError(spec_.source + ": added token '" + t.content +
                       "' with normalized=true under a normalizer that rewrites text is not supported");

@@ -49,11 +49,16 @@ struct TokenizerSpec {
 class Tokenizer {
  public:
   static Tokenizer from_hf_json(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
+  // The same from the files' contents (tokenizer_config_json empty: none); `source` names
+  // them in errors.
+  static Tokenizer from_hf_json_text(const std::string& tokenizer_json, const std::string& tokenizer_config_json = "",
+                                     const std::string& source = "tokenizer.json");
   // tokenizer.json, with tokenizer_config.json, generation_config.json and
   // chat_template.jinja where present.
   static Tokenizer from_hf_dir(const std::string& dir);
   static Tokenizer from_gguf(const GgufMetadata& meta);
   static Tokenizer from_sentencepiece_model(const std::string& path);
+  static Tokenizer from_sentencepiece_model_bytes(std::string_view bytes, const std::string& source);
   static Tokenizer from_gpt2_files(const std::string& vocab_json, const std::string& merges_txt);
   // A HF model directory (tokenizer.json, tokenizer.model or vocab.json + merges.txt) or a
   // .gguf file, as Model::load takes them.

@@ -24,7 +24,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& vocab_json, const std::s
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer()) throw LoadError(vocab_json + ": id of '" + it.key() + "' is not an integer");
     const auto id = it.value().get<int64_t>();
-    if (id < 0 || id >= (1 << 24)) throw LoadError(vocab_json + ": id " + std::to_string(id) + " is out of range");
+    if (id < 0 || static_cast<uint64_t>(id) >= vocab.size() + 65536)
+      throw LoadError(vocab_json + ": id " + std::to_string(id) + " is out of range");
     if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(static_cast<size_t>(id) + 1);
     pieces[static_cast<size_t>(id)] = it.key();
   }

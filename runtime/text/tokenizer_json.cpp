@@ -2,6 +2,7 @@
 // tokenizer_config.json) read into a TokenizerSpec. Every component type is either
 // reproduced exactly or refused by name.
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +35,14 @@ class JsonReader {
     const json* f = field(j, key);
     return f ? f->get<bool>() : fallback;
   }
+  // An integer that fits int32 (nlohmann would cast a float or a huge number silently).
+  int32_t integer(const json& j, const std::string& what) const {
+    if (!j.is_number_integer()) fail(what + " is not an integer");
+    if (j.is_number_unsigned() ? j.get<uint64_t>() > INT32_MAX : (j.get<int64_t>() < INT32_MIN || j.get<int64_t>() > INT32_MAX))
+      fail(what + " " + j.dump() + " is out of range");
+    return static_cast<int32_t>(j.get<int64_t>());
+  }
+
   static std::string text(const json& j, const char* key, const std::string& fallback = "") {
     const json* f = field(j, key);
     return f ? f->get<std::string>() : fallback;
@@ -142,8 +151,8 @@ class JsonReader {
         } else if (t == "ByteFallback") {
           spec.decode_byte_fallback = true;
         } else if (t == "Strip") {
-          const auto start = d.at("start").get<int64_t>(), stop = d.at("stop").get<int64_t>();
-          if (d.at("content").get<std::string>() != " " || start > 1 || stop != 0)
+          const int32_t start = integer(d.at("start"), "Strip start"), stop = integer(d.at("stop"), "Strip stop");
+          if (d.at("content").get<std::string>() != " " || start < 0 || start > 1 || stop != 0)
             refuse("decoder Strip other than (' ', 1, 0)");
           spec.strip_leading_space = start == 1;
         } else if (t != "Fuse") {
@@ -177,7 +186,7 @@ class JsonReader {
         } else if (const json* s = field(item, "SpecialToken")) {
           const std::string name = s->at("id").get<std::string>();
           const json& entry = j.at("special_tokens").at(name);
-          for (const json& id : entry.at("ids")) (after ? spec.suffix_ids : spec.prefix_ids).push_back(id.get<int32_t>());
+          for (const json& id : entry.at("ids")) (after ? spec.suffix_ids : spec.prefix_ids).push_back(integer(id, "TemplateProcessing id"));
         } else {
           fail("TemplateProcessing item is neither Sequence nor SpecialToken");
         }
@@ -201,8 +210,11 @@ class JsonReader {
     if (!vocab.is_object()) fail("model vocab is not an object");
     std::vector<std::string> pieces;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const auto id = it.value().get<int64_t>();
-      if (id < 0 || id >= (1 << 24)) fail("vocab id " + std::to_string(id) + " is out of range");
+      const int32_t id = integer(it.value(), "vocab id of '" + it.key() + "'");
+      // Ids run 0..N-1 in real files; a little slack, but never an allocation the file
+      // itself does not pay for.
+      if (id < 0 || static_cast<uint64_t>(id) >= vocab.size() + 65536)
+        fail("vocab id " + std::to_string(id) + " is out of range for " + std::to_string(vocab.size()) + " entries");
       if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(static_cast<size_t>(id) + 1);
       pieces[static_cast<size_t>(id)] = it.key();
     }
@@ -252,15 +264,19 @@ class JsonReader {
   std::string source_;
 };
 
-json read_json(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw LoadError(path + ": cannot open");
   std::stringstream buffer;
   buffer << in.rdbuf();
+  return buffer.str();
+}
+
+json parse_json(const std::string& text, const std::string& source) {
   try {
-    return json::parse(buffer.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
-    throw LoadError(path + ": not valid JSON: " + e.what());
+    throw LoadError(source + ": not valid JSON: " + e.what());
   }
 }
 
@@ -295,7 +311,7 @@ TokenizerSpec build(const json& tj, const std::string& path, const json* config)
   if (const json* added = JsonReader::field(tj, "added_tokens")) {
     for (const json& a : *added) {
       AddedToken t;
-      t.id = a.at("id").get<int32_t>();
+      t.id = r.integer(a.at("id"), "added token id");
       t.content = a.at("content").get<std::string>();
       t.special = JsonReader::flag(a, "special", false);
       t.lstrip = JsonReader::flag(a, "lstrip", false);
@@ -333,35 +349,41 @@ TokenizerSpec build(const json& tj, const std::string& path, const json* config)
   return spec;
 }
 
-Tokenizer load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path,
-               const std::string& generation_config_path, const std::string& chat_template_path) {
-  const json tj = read_json(tokenizer_json_path);
+// The texts of a HF tokenizer directory's files; null where a file is absent.
+struct HfTexts {
+  std::string tokenizer_json, source;
+  const std::string* tokenizer_config = nullptr;
+  std::string config_source;
+  const std::string* generation_config = nullptr;
+  std::string generation_source;
+  const std::string* chat_template = nullptr;
+};
+
+Tokenizer load(const HfTexts& in) {
+  const json tj = parse_json(in.tokenizer_json, in.source);
   json config;
-  if (!tokenizer_config_path.empty()) config = read_json(tokenizer_config_path);
+  if (in.tokenizer_config) config = parse_json(*in.tokenizer_config, in.config_source);
   TokenizerSpec spec;
   try {
-    spec = build(tj, tokenizer_json_path, tokenizer_config_path.empty() ? nullptr : &config);
+    spec = build(tj, in.source, in.tokenizer_config ? &config : nullptr);
   } catch (const json::exception& e) {
-    throw LoadError(tokenizer_json_path + ": unexpected structure: " + e.what());
+    throw LoadError(in.source + " (or " + (in.tokenizer_config ? in.config_source : "its config") +
+                    "): unexpected structure: " + e.what());
   }
-  if (!generation_config_path.empty()) {
+  if (in.generation_config) {
     // generation_config.json lists the ids that end a reply (e.g. end-of-turn tokens).
-    const json g = read_json(generation_config_path);
+    const json g = parse_json(*in.generation_config, in.generation_source);
+    const JsonReader generation(in.generation_source);
     if (const json* e = JsonReader::field(g, "eos_token_id")) {
       if (e->is_number_integer()) {
-        spec.end_of_turn_ids.push_back(e->get<int32_t>());
+        spec.end_of_turn_ids.push_back(generation.integer(*e, "eos_token_id"));
       } else if (e->is_array()) {
         for (const json& id : *e)
-          if (id.is_number_integer()) spec.end_of_turn_ids.push_back(id.get<int32_t>());
+          spec.end_of_turn_ids.push_back(generation.integer(id, "eos_token_id"));
       }
     }
   }
-  if (!chat_template_path.empty()) {
-    std::ifstream in(chat_template_path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    spec.chat_template = buffer.str();
-  }
+  if (in.chat_template) spec.chat_template = *in.chat_template;  // chat_template.jinja wins, as in transformers
   return Tokenizer(std::move(spec));
 }
 
@@ -370,13 +392,46 @@ bool exists(const std::string& path) { return std::ifstream(path).good(); }
 }  // namespace
 
 Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
-  return load(tokenizer_json_path, tokenizer_config_path, "", "");
+  HfTexts in;
+  in.tokenizer_json = read_text(tokenizer_json_path);
+  in.source = tokenizer_json_path;
+  std::string config;
+  if (!tokenizer_config_path.empty()) {
+    config = read_text(tokenizer_config_path);
+    in.tokenizer_config = &config;
+    in.config_source = tokenizer_config_path;
+  }
+  return load(in);
+}
+
+Tokenizer Tokenizer::from_hf_json_text(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
+                                       const std::string& source) {
+  HfTexts in;
+  in.tokenizer_json = tokenizer_json;
+  in.source = source;
+  if (!tokenizer_config_json.empty()) {
+    in.tokenizer_config = &tokenizer_config_json;
+    in.config_source = source + " config";
+  }
+  return load(in);
 }
 
 Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
-  auto optional_file = [&](const char* name) { return exists(dir + "/" + name) ? dir + "/" + name : std::string(); };
-  return load(dir + "/tokenizer.json", optional_file("tokenizer_config.json"), optional_file("generation_config.json"),
-              optional_file("chat_template.jinja"));
+  HfTexts in;
+  in.source = dir + "/tokenizer.json";
+  in.tokenizer_json = read_text(in.source);
+  std::string config, generation, chat_template;
+  auto optional = [&](const char* name, std::string& text, const std::string*& slot, std::string* source) {
+    const std::string path = dir + "/" + name;
+    if (!exists(path)) return;
+    text = read_text(path);
+    slot = &text;
+    if (source) *source = path;
+  };
+  optional("tokenizer_config.json", config, in.tokenizer_config, &in.config_source);
+  optional("generation_config.json", generation, in.generation_config, &in.generation_source);
+  optional("chat_template.jinja", chat_template, in.chat_template, nullptr);
+  return load(in);
 }
 
 }  // namespace orzo
