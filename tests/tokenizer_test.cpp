@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/gguf_writer.hpp"
 #include "runtime/load_error.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "tests/temp_dir.hpp"
@@ -97,6 +98,49 @@ TEST_F(TokenizerRefusal, BrokenStructure) {
   write_text(path("bad.json"), "{ not json");
   EXPECT_THROW(Tokenizer::from_hf_json(path("bad.json")), LoadError);
   EXPECT_THROW(Tokenizer::from_hf_json(path("missing.json")), LoadError);
+}
+
+TEST_F(TokenizerRefusal, NormalizedAddedTokenUnderRewritingNormalizer) {
+  json tj;
+  for (const json& f : read_json(kFixtures + "/features.json"))
+    if (f["name"] == "spm_legacy") tj = f["tokenizer"];
+  tj["added_tokens"].push_back({{"id", 3}, {"content", "zz"}, {"special", false}, {"normalized", true},
+                                {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
+  try {
+    Tokenizer::from_hf_json_text(tj.dump(), "", "in-memory.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("added token 'zz' with normalized=true"), std::string::npos) << e.what();
+  }
+}
+
+// Writes a GGUF holding only tokenizer metadata.
+void write_vocab_gguf(const std::string& path, const std::string& model, const std::string& pre) {
+  GgufWriter w(path);
+  w.add_string("tokenizer.ggml.model", model);
+  if (!pre.empty()) w.add_string("tokenizer.ggml.pre", pre);
+  w.add_string_array("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  w.add_string_array("tokenizer.ggml.merges", {"a b"});
+  w.finish();
+}
+
+TEST_F(TokenizerRefusal, GgufModelsAndPreTokenizers) {
+  write_vocab_gguf(path("bert.gguf"), "bert", "");
+  try {
+    Tokenizer::for_model(path("bert.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'bert' is not supported"), std::string::npos) << e.what();
+  }
+  write_vocab_gguf(path("falcon.gguf"), "gpt2", "falcon");
+  try {
+    Tokenizer::for_model(path("falcon.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("pre 'falcon' is not supported"), std::string::npos) << e.what();
+  }
+  write_vocab_gguf(path("llama3.gguf"), "gpt2", "llama-bpe");
+  EXPECT_EQ(Tokenizer::for_model(path("llama3.gguf")).encode("abab"), (std::vector<int32_t>{2, 2}));
 }
 
 // A SentencePiece ModelProto written field by field.

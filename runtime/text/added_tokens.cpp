@@ -16,14 +16,13 @@ bool is_word_char(char32_t cp) {
 
 }  // namespace
 
-void AddedTokens::add(AddedToken token) {
-  if (token.content.empty()) return;  // an empty token would match everywhere
-  const auto first = static_cast<unsigned char>(token.content[0]);
-  tokens_.push_back(std::move(token));
-  auto& list = by_first_byte_[first];
-  list.push_back(tokens_.size() - 1);
-  std::stable_sort(list.begin(), list.end(),
-                   [&](size_t a, size_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
+AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
+  for (AddedToken& t : tokens)
+    if (!t.content.empty()) tokens_.push_back(std::move(t));
+  for (size_t k = 0; k < tokens_.size(); ++k) by_first_byte_[static_cast<unsigned char>(tokens_[k].content[0])].push_back(k);
+  for (auto& list : by_first_byte_)
+    std::stable_sort(list.begin(), list.end(),
+                     [&](size_t a, size_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
 }
 
 bool AddedTokens::matches_at(const AddedToken& t, std::string_view text, size_t pos) const {

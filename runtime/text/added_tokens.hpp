@@ -22,7 +22,8 @@ struct AddedToken {
 
 class AddedTokens {
  public:
-  void add(AddedToken token);
+  AddedTokens() = default;
+  explicit AddedTokens(std::vector<AddedToken> tokens);
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   bool empty() const { return tokens_.empty(); }
 
@@ -36,8 +37,8 @@ class AddedTokens {
 
  private:
   bool matches_at(const AddedToken& t, std::string_view text, size_t pos) const;
-  std::vector<AddedToken> tokens_;
-  std::vector<std::vector<size_t>> by_first_byte_{256};  // indexes into tokens_, longest first
+  std::vector<AddedToken> tokens_;  // non-empty contents only: an empty one would match everywhere
+  std::vector<std::vector<size_t>> by_first_byte_ = std::vector<std::vector<size_t>>(256);  // longest first
 };
 
 }  // namespace orzo

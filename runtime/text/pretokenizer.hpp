@@ -19,12 +19,14 @@ class SplitRegex {
   SplitRegex(const SplitRegex&) = delete;
   SplitRegex& operator=(const SplitRegex&) = delete;
 
+ private:
+  friend class PreTokenizer;
   // Calls on_match(begin, end) for each successive non-overlapping match in valid UTF-8
-  // `text`; an empty match advances by one character.
+  // `text`; an empty match advances by one character. (Defined in pretokenizer.cpp, its
+  // only user.)
   template <class F>
   void for_each_match(std::string_view text, F&& on_match) const;
 
- private:
   struct MatchData;
   bool match_at(std::string_view text, size_t start, MatchData& md, size_t& begin, size_t& end) const;
   void* code_ = nullptr;  // pcre2_code_8

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "runtime/gguf.hpp"
 #include "runtime/load_error.hpp"
@@ -13,10 +12,17 @@
 namespace orzo {
 namespace {
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 std::string decode_sentencepiece_piece(const std::string& piece, bool byte_fallback) {
+  // Byte pieces are spelled exactly <0xNN>, upper-case hex.
   if (byte_fallback && piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') {
-    unsigned value = 0;
-    if (std::sscanf(piece.c_str() + 3, "%2X", &value) == 1) return std::string(1, static_cast<char>(value));
+    const int hi = hex_digit(piece[3]), lo = hex_digit(piece[4]);
+    if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
   }
   std::string out;
   for (size_t pos = 0;;) {
@@ -52,8 +58,13 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
       throw LoadError(spec_.source + ": added token '" + t.content +
                       "' with normalized=true under a normalizer that rewrites text is not supported");
     size = std::max(size, t.id + 1);
-    added_.add(t);
   }
+  // Later entries shadow earlier ones with the same id or content, as in HF.
+  for (size_t k = 0; k < spec_.added_tokens.size(); ++k) {
+    added_by_id_[spec_.added_tokens[k].id] = k;
+    added_by_content_[spec_.added_tokens[k].content] = spec_.added_tokens[k].id;
+  }
+  added_ = AddedTokens(spec_.added_tokens);
   auto check_id = [&](const std::optional<int32_t>& id, const char* what) {
     if (id && (*id < 0 || *id >= size))
       throw LoadError(spec_.source + ": " + what + " id " + std::to_string(*id) + " is outside the vocabulary");
@@ -89,8 +100,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
 
 std::string Tokenizer::token_text(int32_t id) const {
   // Added tokens take precedence, as in HF, where they shadow the model's vocabulary.
-  for (auto it = spec_.added_tokens.rbegin(); it != spec_.added_tokens.rend(); ++it)
-    if (it->id == id) return it->content;
+  if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return spec_.added_tokens[it->second].content;
   const auto& pieces = spec_.model->pieces();
   return id >= 0 && static_cast<size_t>(id) < pieces.size() ? pieces[static_cast<size_t>(id)] : std::string();
 }
@@ -142,8 +152,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  for (auto it = spec_.added_tokens.rbegin(); it != spec_.added_tokens.rend(); ++it)
-    if (it->content == token) return it->id;
+  if (auto it = added_by_content_.find(std::string(token)); it != added_by_content_.end()) return it->second;
   return spec_.model->id_of(token);
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/text/added_tokens.hpp"
@@ -86,6 +87,8 @@ class Tokenizer {
 
   TokenizerSpec spec_;
   AddedTokens added_;
+  std::unordered_map<int32_t, size_t> added_by_id_;  // index into spec_.added_tokens
+  std::unordered_map<std::string, int32_t> added_by_content_;
   DecodeTable table_;
   std::string bos_token_, eos_token_;
 };
