@@ -1,6 +1,7 @@
 // Every text of tests/fixtures/tokenizer/corpus.jsonl (tools/make_tokenizer_corpus.py)
 // against the ids HF `tokenizers` gives for it (tools/make_tokenizer_expected.py), per
 // family and per file format: the GGUF forms of a vocabulary must give the HF ids too.
+// (expected/llama3-splits.txt holds piece end offsets for the Llama 3 split regex instead.)
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "runtime/gguf.hpp"
 #include "runtime/text/normalizer.hpp"
+#include "runtime/text/pretokenizer.hpp"
 #include "runtime/text/tokenizer.hpp"
 
 namespace orzo {
@@ -99,6 +101,27 @@ TEST(TokenizerCorpus, Stories260K) {
 TEST(TokenizerCorpus, MistralV1) {
   check_corpus(Tokenizer::from_sentencepiece_model(kModels + "/tokenizers/mistral-v1/tokenizer.model"), "mistral-v1",
                "mistral-v1 tokenizer.model");
+}
+
+// No Llama 3 vocabulary is here, so its split regex is compared alone: the byte offsets
+// where HF's Split pre-tokenizer ends each piece.
+TEST(TokenizerCorpus, Llama3SplitRegex) {
+  PreTokenizer pre;
+  pre.add_split(std::make_shared<const SplitRegex>(kLlama3SplitRegex), PreTokenizer::SplitBehavior::Isolated);
+  const auto texts = corpus();
+  const auto want = expected("llama3-splits");
+  ASSERT_EQ(texts.size(), want.size());
+  PreTokenizer::Scratch scratch;
+  size_t ok = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    pre.run(texts[i], true, scratch);
+    std::vector<int32_t> ends;
+    for (std::string_view piece : scratch.pieces)
+      ends.push_back(static_cast<int32_t>(piece.data() + piece.size() - texts[i].data()));
+    ok += ends == want[i];
+    EXPECT_EQ(show(ends), show(want[i])) << "line " << i << " " << nlohmann::json(texts[i]).dump();
+  }
+  std::cout << "llama3 split regex: " << ok << "/" << texts.size() << " lines match\n";
 }
 
 TEST(TokenizerCorpus, Qwen3RoundTripToNfc) {

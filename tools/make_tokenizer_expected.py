@@ -13,6 +13,10 @@ Families and references:
                byte fallback, <unk>/<s>/</s> special). The sentencepiece library is run too and
                the lines where it disagrees are counted and listed (--show-spm-diffs).
 
+expected/llama3-splits.txt holds, per corpus text, the byte offsets where the pieces of the
+Llama 3 split regex end (HF's Split pre-tokenizer): no Llama 3 vocabulary is available, so
+its pre-tokenizer is checked on its own.
+
 It also writes tests/fixtures/tokenizer/features.json: small tokenizers built here with
 `tokenizers`, each exercising one option (Metaspace schemes and split, ByteLevel prefix
 space, added-token lstrip/rstrip/single_word, unk and fuse_unk, ignore_merges, Split
@@ -171,6 +175,19 @@ def write_features(fixtures):
     print(f"features.json: {len(out)} tokenizers")
 
 
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def write_llama3_splits(fixtures, texts):
+    split = pre_tokenizers.Split(Regex(LLAMA3_SPLIT), "isolated")
+    with open(fixtures / "expected" / "llama3-splits.txt", "w", newline="\n") as f:
+        for t in texts:
+            ends = [len(t[:end].encode()) for _, (_, end) in split.pre_tokenize_str(t)]
+            f.write(" ".join(map(str, ends)) + "\n")
+    print(f"llama3-splits: {len(texts)} lines")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
@@ -188,6 +205,7 @@ def main():
     }
     write_features(fixtures)
     (fixtures / "expected").mkdir(exist_ok=True)
+    write_llama3_splits(fixtures, texts)
     for name, make in families.items():
         tok = make()
         with open(fixtures / "expected" / f"{name}.txt", "w", newline="\n") as f:
