@@ -51,6 +51,7 @@ class PreTokenizer {
   void add_byte_level(bool add_prefix_space, bool use_regex);
   // SentencePiece's Metaspace: ' ' becomes `replacement`, which is prepended per `scheme`
   // (First: only to the piece at the start of the input) and, with `split`, starts a piece.
+  // `replacement` must be one character.
   void add_metaspace(std::string replacement, PrependScheme scheme, bool split);
 
   bool empty() const { return steps_.empty(); }

@@ -92,8 +92,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
       case TokenDecoding::SentencePiece: bytes = decode_sentencepiece_piece(text, spec_.decode_byte_fallback); break;
     }
   }
-  for (const AddedToken& t : spec_.added_tokens)
-    if (t.special) table_.special[static_cast<size_t>(t.id)] = 1;
+  for (const auto& [id, k] : added_by_id_) table_.special[static_cast<size_t>(id)] = spec_.added_tokens[k].special;
   if (spec_.bos_id) bos_token_ = token_text(*spec_.bos_id);
   if (spec_.eos_id) eos_token_ = token_text(*spec_.eos_id);
 }

@@ -9,6 +9,7 @@
 
 #include "runtime/load_error.hpp"
 #include "runtime/text/tokenizer.hpp"
+#include "runtime/text/unicode.hpp"
 
 namespace orzo {
 namespace {
@@ -113,7 +114,11 @@ class JsonReader {
     } else if (type == "ByteLevel") {
       p.add_byte_level(flag(j, "add_prefix_space", true), flag(j, "use_regex", true));
     } else if (type == "Metaspace") {
-      p.add_metaspace(text(j, "replacement", "\xE2\x96\x81"), prepend_scheme(j), flag(j, "split", true));
+      const std::string replacement = text(j, "replacement", "\xE2\x96\x81");
+      size_t end = 0;
+      if (!replacement.empty()) next_code_point(replacement, end);
+      if (replacement.empty() || end != replacement.size()) fail("Metaspace replacement '" + replacement + "' is not one character");
+      p.add_metaspace(replacement, prepend_scheme(j), flag(j, "split", true));
     } else {
       refuse("pre_tokenizer type '" + type + "'");
     }
