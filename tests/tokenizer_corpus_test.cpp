@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,24 @@ TEST(TokenizerCorpus, Stories260K) {
 TEST(TokenizerCorpus, MistralV1) {
   check_corpus(Tokenizer::from_sentencepiece_model(kModels + "/tokenizers/mistral-v1/tokenizer.model"), "mistral-v1",
                "mistral-v1 tokenizer.model");
+}
+
+// One tokenizer shared by threads (its BPE cache is shared) gives each the same ids.
+TEST(TokenizerCorpus, ConcurrentEncodeGivesTheSameIds) {
+  const auto tok = Tokenizer::from_hf_json(kModels + "/tokenizers/phi-3/tokenizer.json");
+  const auto texts = corpus();
+  const auto want = expected("phi-3");
+  std::vector<size_t> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < mismatches.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < texts.size() + t; ++i) {
+        const size_t k = (i * 7) % texts.size();  // different orders, so threads collide on slots
+        mismatches[t] += tok.encode(texts[k], false) != want[k];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (size_t m : mismatches) EXPECT_EQ(m, 0u);
 }
 
 // No Llama 3 vocabulary is here, so its split regex is compared alone: the byte offsets
