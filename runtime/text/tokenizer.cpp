@@ -104,20 +104,24 @@ std::string Tokenizer::token_text(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < pieces.size() ? pieces[static_cast<size_t>(id)] : std::string();
 }
 
-void Tokenizer::encode_text(std::string_view text, bool at_input_start, std::vector<int32_t>& out) const {
+// Buffers one encode call reuses for every stretch of text between added tokens.
+struct Tokenizer::Workspace {
   std::string normalized;
+  PreTokenizer::Scratch scratch;
+};
+
+void Tokenizer::encode_text(std::string_view text, bool at_input_start, Workspace& ws, std::vector<int32_t>& out) const {
   std::string_view view = text;
   if (!spec_.normalizer.empty()) {
-    spec_.normalizer.apply(text, normalized);
-    view = normalized;
+    spec_.normalizer.apply(text, ws.normalized);
+    view = ws.normalized;
   }
   if (spec_.pre_tokenizer.empty()) {
     spec_.model->encode_piece(view, out);
     return;
   }
-  PreTokenizer::Scratch scratch;
-  spec_.pre_tokenizer.run(view, at_input_start, scratch);
-  for (std::string_view piece : scratch.pieces) spec_.model->encode_piece(piece, out);
+  spec_.pre_tokenizer.run(view, at_input_start, ws.scratch);
+  for (std::string_view piece : ws.scratch.pieces) spec_.model->encode_piece(piece, out);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
@@ -128,9 +132,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
-  if (add_special_tokens) out = spec_.prefix_ids;
+  if (add_special_tokens) out.insert(out.end(), spec_.prefix_ids.begin(), spec_.prefix_ids.end());
+  Workspace ws;
   if (added_.empty()) {
-    encode_text(text, true, out);
+    encode_text(text, true, ws, out);
   } else {
     std::vector<AddedTokens::Part> parts;
     added_.split(text, parts);
@@ -138,7 +143,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
       if (p.id >= 0) {
         out.push_back(p.id);
       } else {
-        encode_text(text.substr(p.begin, p.end - p.begin), p.begin == 0, out);
+        encode_text(text.substr(p.begin, p.end - p.begin), p.begin == 0, ws, out);
       }
     }
   }

@@ -82,7 +82,8 @@ class Tokenizer {
   const std::string& eos_token() const { return eos_token_; }
 
  private:
-  void encode_text(std::string_view text, bool at_input_start, std::vector<int32_t>& out) const;
+  struct Workspace;
+  void encode_text(std::string_view text, bool at_input_start, Workspace& ws, std::vector<int32_t>& out) const;
   std::string token_text(int32_t id) const;
 
   TokenizerSpec spec_;
