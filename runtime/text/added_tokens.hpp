@@ -24,7 +24,6 @@ class AddedTokens {
  public:
   AddedTokens() = default;
   explicit AddedTokens(std::vector<AddedToken> tokens);
-  const std::vector<AddedToken>& tokens() const { return tokens_; }
   bool empty() const { return tokens_.empty(); }
 
   // A stretch of the input: an added token (id >= 0) or plain text (id < 0).

@@ -47,7 +47,6 @@ class BpeModel {
 
   std::optional<int32_t> id_of(std::string_view piece) const;
   const std::vector<std::string>& pieces() const { return pieces_; }
-  const Options& options() const { return options_; }
 
  private:
   BpeModel(std::vector<std::string> pieces, Options options);

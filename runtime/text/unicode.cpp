@@ -3,6 +3,15 @@
 namespace orzo {
 namespace {
 
+// Length of the UTF-8 sequence starting with lead byte `b` (1 for bytes that cannot lead,
+// so callers always make progress).
+size_t utf8_sequence_length(unsigned char b) {
+  if (b < 0xC0) return 1;
+  if (b < 0xE0) return 2;
+  if (b < 0xF0) return 3;
+  return 4;
+}
+
 // Length of the valid UTF-8 sequence at s[i], or 0 with `bad` set to the length of the
 // maximal invalid prefix (at least 1), following the Unicode "maximal subpart" rule.
 size_t valid_sequence_at(std::string_view s, size_t i, size_t& bad) {

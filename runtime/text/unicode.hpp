@@ -10,15 +10,6 @@
 
 namespace orzo {
 
-// Length of the UTF-8 sequence starting with lead byte `b` (1 for bytes that cannot lead,
-// so callers always make progress).
-inline size_t utf8_sequence_length(unsigned char b) {
-  if (b < 0xC0) return 1;
-  if (b < 0xE0) return 2;
-  if (b < 0xF0) return 3;
-  return 4;
-}
-
 bool is_valid_utf8(std::string_view s);
 
 // Each maximal invalid subsequence replaced by U+FFFD.
