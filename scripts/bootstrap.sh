@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 preset="${1:-default}"
 
 packages=(build-essential cmake ninja-build ccache git
-  libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev libpcre2-dev pkg-config
+  libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev libpcre2-dev libicu-dev pkg-config
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do
