@@ -227,23 +227,33 @@ TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
 }
 
 TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
+  // Step 1 runs a; step 2 a and b; step 3 (a, b) throws; x waits all along (two seats).
   Gate gate;
   gate.set(false);
-  auto engine = start(sys, options(), &gate, /*throw_on_step=*/3);
+  auto o = options();
+  o.scheduler.max_num_seqs = 2;
+  auto engine = start(sys, o, &gate, /*throw_on_step=*/3);
   Collector c;
   engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
   engine->generate(greedy("b", {2}, 10), c.callbacks("b"));
-  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 2; }));
+  engine->generate(greedy("x", {3}, 10), c.callbacks("x"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 2; }));
   gate.set(true);
-  ASSERT_TRUE(c.wait(2));
-  for (const auto& [id, o] : c.outcomes()) {
-    EXPECT_EQ(o.completions.at(0).error, ErrorCode::step_failed) << id;
-    EXPECT_NE(o.completions.at(0).message.find("injected failure"), std::string::npos) << o.completions.at(0).message;
-    EXPECT_EQ(o.tokens.size(), 2u) << id;  // steps 1 and 2 delivered
-  }
-  engine->generate(greedy("after", {3}, 6), c.callbacks("after"));
   ASSERT_TRUE(c.wait(3));
-  EXPECT_EQ(c.outcomes().at("after").tokens, counting(3, 6));
+  auto all = c.outcomes();
+  for (const char* id : {"a", "b"}) {
+    const auto& done = all[id].completions.at(0);
+    EXPECT_EQ(done.error, ErrorCode::step_failed) << id;
+    EXPECT_NE(done.message.find("injected failure"), std::string::npos) << done.message;
+  }
+  EXPECT_EQ(all["a"].tokens, counting(1, 2));
+  EXPECT_EQ(all["b"].tokens, counting(2, 1));
+  EXPECT_EQ(all["x"].tokens, counting(3, 10));
+  EXPECT_EQ(all["x"].completions.at(0).reason, FinishReason::length);
+  engine->generate(greedy("after", {4}, 6), c.callbacks("after"));
+  ASSERT_TRUE(c.wait(4));
+  EXPECT_EQ(c.outcomes().at("after").tokens, counting(4, 6));
   EXPECT_TRUE(testing::health_of(sys, engine->batcher()).healthy);
 }
 

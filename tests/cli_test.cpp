@@ -1,13 +1,12 @@
 // The orzo binary as a user runs it: `orzo bench` output, and bad input ending in one
 // clear line and a non-zero exit.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_harness.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace orzo {
@@ -15,21 +14,8 @@ namespace {
 
 const std::string kStoriesGguf = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 
-struct CliRun {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun orzo(const std::string& args) {
-  CliRun r;
-  FILE* p = ::popen(("'" + std::string(ORZO_CLI_PATH) + "' " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CliRun;
+using testing::orzo;
 
 TEST(Cli, BenchPrintsOneJsonObject) {
   const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 3 --prompt 20 --gen 5 --threads 2 --json");

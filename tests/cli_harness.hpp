@@ -1,0 +1,29 @@
+#pragma once
+// Runs the orzo binary as a user would and captures what it prints.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace orzo::testing {
+
+struct CliRun {
+  int status = -1;  // the exit code; -1 when killed by a signal
+  std::string out;
+};
+
+// `with_stderr`: capture stderr along with stdout; otherwise stderr is dropped.
+inline CliRun orzo(const std::string& args, bool with_stderr = true, const std::string& stdin_text = "") {
+  CliRun r;
+  std::string command = "'" + std::string(ORZO_CLI_PATH) + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  if (!stdin_text.empty()) command = "printf '%s' '" + stdin_text + "' | " + command;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace orzo::testing
