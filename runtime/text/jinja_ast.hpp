@@ -49,7 +49,7 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 enum class StmtKind {
   Text,      // text
-  Output,    // exprs: value
+  Output,    // exprs: value; constant: jinja2 folds the expression at compile time
   If,        // exprs: one condition per branch; bodies: one per branch, plus the else body
   For,       // targets: loop variables; exprs: iterable, filter (may be null); bodies: body, else body
   Set,       // targets: names (several: tuple unpacking); exprs: value
@@ -72,6 +72,7 @@ struct Stmt {
   std::vector<std::string> targets;
   std::vector<ExprPtr> exprs;
   std::vector<Body> bodies;
+  bool constant = false;
 };
 
 }  // namespace orzo::jinja

@@ -70,9 +70,9 @@ Value str_value(std::string s, Budget& budget) {
   return Value::string(std::move(s));
 }
 
-Value list_value(std::vector<Value> items, Budget& budget, bool tuple = false) {
+Value list_value(std::vector<Value> items, Budget& budget, Sequence seq = Sequence::List) {
   budget.list_of(items.size());
-  return Value::list(std::move(items), tuple);
+  return Value::list(std::move(items), seq);
 }
 
 Value string_list(const std::vector<std::string>& parts, Budget& budget) {
@@ -257,12 +257,13 @@ std::optional<Value> dict_method(const Value& self, const std::string& name, Bud
       std::vector<Value> out;
       for (const auto& [key, value] : d.dict_data().entries) {
         if (name == "items") {
-          out.push_back(Value::list({Value::string(key), value}, true));
+          out.push_back(Value::list({Value::string(key), value}, Sequence::Tuple));
         } else {
           out.push_back(name == "keys" ? Value::string(key) : value);
         }
       }
-      return list_value(std::move(out), b);
+      const Sequence view = name == "items" ? Sequence::DictItems : (name == "keys" ? Sequence::DictKeys : Sequence::DictValues);
+      return list_value(std::move(out), b, view);
     });
   }
   if (name == "get") {
@@ -303,12 +304,13 @@ std::optional<Value> list_method(const Value& self, const std::string& name, Bud
       return Value::integer(n);
     });
   }
-  if (name == "copy") {
+  if (name == "copy" && !self.is_tuple()) {
     return method([](const Value& l, const std::string& f, Args& args, Budget&) {
       Params p(f, args, {});
       return l;
     });
   }
+  if (self.is_tuple()) return std::nullopt;
   if (name == "append" || name == "clear" || name == "extend" || name == "insert" || name == "pop" || name == "remove" ||
       name == "reverse" || name == "sort") {
     throw ChatTemplateError("unsupported: list." + name + "() (the sandbox does not let templates modify a list)");
@@ -330,7 +332,9 @@ int64_t sequence_length(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return 0;
     case Kind::String: return static_cast<int64_t>(py::count_code_points(v.str()));
-    case Kind::List: return static_cast<int64_t>(v.items().size());
+    case Kind::List:
+      if (v.list_data().seq == Sequence::Generator) break;
+      return static_cast<int64_t>(v.items().size());
     case Kind::Dict: return static_cast<int64_t>(v.dict_data().entries.size());
     default: break;
   }
@@ -478,6 +482,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"float", [](const Value& in, Args& args, Budget&) {
          Params p("float", args, {"default"});
+         if (in.is_undefined()) fail_undefined(in);
          if (in.is_number()) return Value::number(in.as_double());
          if (in.is_string()) {
            if (const auto d = parse_py_float(in.str())) return Value::number(*d);
@@ -487,6 +492,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       {"int", [](const Value& in, Args& args, Budget&) {
          Params p("int", args, {"default", "base"});
          if (p.integer(1, 10) != 10) throw ChatTemplateError("unsupported: int filter with a base other than 10");
+         if (in.is_undefined()) fail_undefined(in);
          if (in.kind() == Kind::Float) return Value::integer(float_to_int(in.as_double()));
          if (in.is_number()) return Value::integer(in.as_int());
          if (in.is_string()) {
@@ -497,11 +503,11 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"items", [](const Value& in, Args& args, Budget& b) {
          Params p("items", args, {});
-         if (in.is_undefined()) return list_value({}, b);
+         if (in.is_undefined()) return list_value({}, b, Sequence::Generator);
          if (!in.is_dict()) throw ChatTemplateError("items filter: can only be applied to a mapping, not " + type_name(in));
          std::vector<Value> out;
-         for (const auto& [key, value] : in.dict_data().entries) out.push_back(Value::list({Value::string(key), value}, true));
-         return list_value(std::move(out), b);
+         for (const auto& [key, value] : in.dict_data().entries) out.push_back(Value::list({Value::string(key), value}, Sequence::Tuple));
+         return list_value(std::move(out), b, Sequence::Generator);
        }},
       {"join", [](const Value& in, Args& args, Budget& b) {
          Params p("join", args, {"d", "attribute"});
@@ -520,6 +526,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"last", [](const Value& in, Args& args, Budget&) {
          Params p("last", args, {});
+         if (in.is_list() && in.list_data().seq == Sequence::Generator) throw ChatTemplateError("last(): 'generator' object is not reversible");
          std::vector<Value> all = iterate(in);
          return all.empty() ? Value::undefined("last(): empty sequence") : all.back();
        }},
@@ -564,10 +571,10 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
              out.push_back(apply_filter(filter, item, call, b));
            }
          }
-         return list_value(std::move(out), b);
+         return list_value(std::move(out), b, Sequence::Generator);
        }},
-      {"reject", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("reject", in, args, false, false, b), b); }},
-      {"rejectattr", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("rejectattr", in, args, true, false, b), b); }},
+      {"reject", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("reject", in, args, false, false, b), b, Sequence::Generator); }},
+      {"rejectattr", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("rejectattr", in, args, true, false, b), b, Sequence::Generator); }},
       {"replace", [](const Value& in, Args& args, Budget& b) {
          Params p("replace", args, {"old", "new", "count"});
          const std::string s = to_str(in);
@@ -584,16 +591,19 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
            std::reverse(cps.begin(), cps.end());
            return str_value(py::encode_utf8(cps), b);
          }
-         if (!in.is_list()) throw ChatTemplateError("reverse filter: argument is not reversible: " + type_name(in));
-         std::vector<Value> items(in.items().rbegin(), in.items().rend());
-         return list_value(std::move(items), b);
+         if (!in.is_list() && !in.is_dict() && !in.is_undefined()) throw ChatTemplateError("reverse filter: argument is not reversible: " + type_name(in));
+         std::vector<Value> items = iterate(in);
+         std::reverse(items.begin(), items.end());
+         // reversed() gives an iterator; only a generator, which reversed() refuses, becomes a list.
+         const bool generator = in.is_list() && in.list_data().seq == Sequence::Generator;
+         return list_value(std::move(items), b, generator ? Sequence::List : Sequence::Generator);
        }},
       {"safe", [](const Value& in, Args& args, Budget& b) {
          Params p("safe", args, {});
          return str_value(to_str(in), b);
        }},
-      {"select", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("select", in, args, false, true, b), b); }},
-      {"selectattr", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("selectattr", in, args, true, true, b), b); }},
+      {"select", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("select", in, args, false, true, b), b, Sequence::Generator); }},
+      {"selectattr", [](const Value& in, Args& args, Budget& b) { return list_value(select_items("selectattr", in, args, true, true, b), b, Sequence::Generator); }},
       {"string", [](const Value& in, Args& args, Budget& b) {
          Params p("string", args, {});
          return str_value(to_str(in), b);
@@ -676,7 +686,7 @@ const std::map<std::string, TestFn, std::less<>>& tests() {
       {"number", [](const Value& v, Args&) { return v.is_number(); }},
       {"odd", [](const Value& v, Args&) { return odd_or_even(v, true); }},
       {"sameas", [](const Value& v, Args& args) { return same_as(v, Params("sameas", args, {"other"}).get(0)); }},
-      {"sequence", [](const Value& v, Args&) { return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict(); }},
+      {"sequence", [](const Value& v, Args&) { return v.is_undefined() || v.is_string() || v.is_indexable() || v.is_dict(); }},
       {"string", [](const Value& v, Args&) { return v.is_string(); }},
       {"true", [](const Value& v, Args&) { return v.kind() == Kind::Bool && v.as_bool(); }},
       {"undefined", [](const Value& v, Args&) { return v.is_undefined(); }},
@@ -726,13 +736,14 @@ Value make_namespace(const std::string& fn, Args& args, bool as_object) {
   auto ns = std::make_shared<ObjectData>();
   ns->type_name = "Namespace";
   ns->assignable = true;
-  for (auto& [name, value] : attrs) {
+  for (auto& attr : attrs) {
+    const std::string& name = attr.first;
     if (!name.empty() && name[0] == '_') throw ChatTemplateError("namespace(): underscore-prefixed attribute '" + name + "' is not allowed");
     auto it = std::find_if(ns->attrs.begin(), ns->attrs.end(), [&](const auto& a) { return a.first == name; });
     if (it != ns->attrs.end()) {
-      it->second = value;
+      it->second = attr.second;
     } else {
-      ns->attrs.emplace_back(name, value);
+      ns->attrs.push_back(attr);
     }
   }
   return Value::object(std::move(ns));
@@ -781,6 +792,7 @@ Value get_attr(const Value& object, const std::string& name, Budget& budget) {
     }
     case Kind::String: return string_method(object, name, budget);
     case Kind::List: {
+      if (!object.is_indexable()) break;
       if (auto m = list_method(object, name, budget)) return *m;
       return Value::undefined("'" + type_name(object) + " object' has no attribute '" + name + "'");
     }
@@ -798,7 +810,7 @@ Value get_item(const Value& object, const Value& key, Budget& budget) {
   const bool int_key = key.kind() == Kind::Int || key.kind() == Kind::Bool;
   if (object.is_dict() && key.is_string()) {
     if (const Value* v = object.dict_data().find(key.str())) return *v;
-  } else if ((object.is_list() || object.is_string()) && int_key) {
+  } else if ((object.is_indexable() || object.is_string()) && int_key) {
     const bool is_str = object.is_string();
     const std::u32string cps = is_str ? py::decode_utf8(object.str()) : std::u32string();
     const auto n = static_cast<int64_t>(is_str ? cps.size() : object.items().size());
@@ -814,7 +826,6 @@ Value get_item(const Value& object, const Value& key, Budget& budget) {
   }
   // jinja2 falls back to the attribute of that name, so d['items'] is the method when no such key exists.
   if (key.is_string()) return get_attr(object, key.str(), budget);
-  if (object.is_dict() && (key.is_list() && !key.is_tuple())) throw ChatTemplateError("unhashable type: 'list'");
   return Value::undefined("'" + type_name(object) + " object' has no item " + repr(key));
 }
 
@@ -826,11 +837,12 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
     for (const size_t i : slice_indices(static_cast<int64_t>(cps.size()), start, stop, step)) out.push_back(cps[i]);
     return str_value(py::encode_utf8(out), budget);
   }
-  if (object.is_list()) {
+  if (object.is_indexable()) {
     std::vector<Value> out;
     for (const size_t i : slice_indices(static_cast<int64_t>(object.items().size()), start, stop, step)) out.push_back(object.items()[i]);
-    return list_value(std::move(out), budget, object.is_tuple());
+    return list_value(std::move(out), budget, object.list_data().seq);
   }
+  // jinja2 compiles slices to plain Python subscripts, so unlike a[b] this is an error, not undefined.
   throw ChatTemplateError("'" + type_name(object) + "' object is not subscriptable");
 }
 

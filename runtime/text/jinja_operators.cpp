@@ -86,7 +86,7 @@ Value repeat(const Value& seq, int64_t times, Budget& budget) {
   std::vector<Value> out;
   out.reserve(len * n);
   for (size_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
-  return Value::list(std::move(out), seq.is_tuple());
+  return Value::list(std::move(out), seq.list_data().seq);
 }
 
 }  // namespace
@@ -133,16 +133,16 @@ Value binary_op(std::string_view op, const Value& a, const Value& b, Budget& bud
       budget.string_of(a.str().size() + b.str().size());
       return Value::string(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_indexable() && b.is_indexable() && a.is_tuple() == b.is_tuple()) {
       budget.list_of(a.items().size() + b.items().size());
       std::vector<Value> items = a.items();
       items.insert(items.end(), b.items().begin(), b.items().end());
-      return Value::list(std::move(items), a.is_tuple());
+      return Value::list(std::move(items), a.list_data().seq);
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && is_int_like(b)) return repeat(a, b.as_int(), budget);
-    if ((b.is_string() || b.is_list()) && is_int_like(a)) return repeat(b, a.as_int(), budget);
+    if ((a.is_string() || a.is_indexable()) && is_int_like(b)) return repeat(a, b.as_int(), budget);
+    if ((b.is_string() || b.is_indexable()) && is_int_like(a)) return repeat(b, a.as_int(), budget);
   }
   if (op == "%" && a.is_string()) throw ChatTemplateError("unsupported: printf-style string formatting with '%'");
   unsupported_operands(op, a, b);
@@ -171,7 +171,7 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Kind::Dict:
-      if (item.is_list() && !item.is_tuple()) throw ChatTemplateError("unhashable type: 'list'");
+      if (item.is_list() && !item.is_tuple()) throw ChatTemplateError("unhashable type: '" + type_name(item) + "'");
       if (item.is_dict()) throw ChatTemplateError("unhashable type: 'dict'");
       return item.is_string() && container.dict_data().find(item.str()) != nullptr;
     default: break;

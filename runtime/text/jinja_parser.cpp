@@ -126,6 +126,7 @@ class Parser {
         next();
         auto s = stmt(StmtKind::Output, t);
         s->exprs.push_back(parse_tuple());
+        s->constant = foldable(*s->exprs[0]);
         if (cur().type != TokenType::VariableEnd) fail(cur(), "expected end of print statement, got " + describe(cur()));
         next();
         body.push_back(std::move(s));
@@ -144,6 +145,18 @@ class Parser {
         fail(t, "unexpected " + describe(t));
       }
     }
+  }
+
+  // Whether jinja2's compiler evaluates this output expression at compile time: no variables,
+  // no calls and no context-dependent filters. It matters because folding goes through
+  // environment.getitem, so a bad literal slice becomes undefined instead of an error.
+  static bool foldable(const Expr& e) {
+    if (e.kind == ExprKind::Name || e.kind == ExprKind::Call) return false;
+    if (e.kind == ExprKind::Filter &&
+        (e.name == "map" || e.name == "select" || e.name == "reject" || e.name == "selectattr" || e.name == "rejectattr")) {
+      return false;
+    }
+    return std::all_of(e.children.begin(), e.children.end(), [](const ExprPtr& c) { return !c || foldable(*c); });
   }
 
   void parse_statement(Body& body) {

@@ -76,7 +76,13 @@ class Renderer {
     budget_.charge(1);
     switch (s.kind) {
       case StmtKind::Text: emit(s.text); return Flow::Normal;
-      case StmtKind::Output: emit(to_str(eval(*s.exprs[0]))); return Flow::Normal;
+      case StmtKind::Output: {
+        folding_ = s.constant;
+        Value v = eval(*s.exprs[0]);
+        folding_ = false;
+        emit(to_str(v));
+        return Flow::Normal;
+      }
       case StmtKind::If:
         for (size_t i = 0; i < s.exprs.size(); ++i) {
           if (truthy(eval(*s.exprs[i]))) return exec_body(s.bodies[i]);
@@ -254,7 +260,7 @@ class Renderer {
         std::vector<Value> items;
         for (const ExprPtr& c : e.children) items.push_back(eval(*c));
         budget_.list_of(items.size());
-        return Value::list(std::move(items), e.kind == ExprKind::Tuple);
+        return Value::list(std::move(items), e.kind == ExprKind::Tuple ? Sequence::Tuple : Sequence::List);
       }
       case ExprKind::Dict: {
         std::vector<std::pair<std::string, Value>> entries;
@@ -275,7 +281,13 @@ class Renderer {
         const Value object = eval(*e.children[0]);
         const Value start = eval_or_none(e.children[1]);
         const Value stop = eval_or_none(e.children[2]);
-        return slice(object, start, stop, eval_or_none(e.children[3]), budget_);
+        const Value step = eval_or_none(e.children[3]);
+        try {
+          return slice(object, start, stop, step, budget_);
+        } catch (const ChatTemplateError& err) {
+          if (folding_) return Value::undefined(err.what());
+          throw;
+        }
       }
       case ExprKind::Call: {
         const Value callee = eval(*e.children[0]);
@@ -343,6 +355,7 @@ class Renderer {
   std::vector<Scope*> scopes_;
   std::string* out_ = nullptr;
   int call_depth_ = 0;
+  bool folding_ = false;  // evaluating an output that jinja2 would have folded at compile time
 };
 
 }  // namespace

@@ -74,13 +74,13 @@ Value Value::string(std::string s) {
   return v;
 }
 
-Value Value::list(std::vector<Value> items, bool tuple) {
+Value Value::list(std::vector<Value> items, Sequence seq) {
   int child = 0;
   for (const Value& item : items) child = std::max(child, item.depth());
   auto data = std::make_shared<ListData>();
   data->depth = checked_depth(child);
   data->items = std::move(items);
-  data->tuple = tuple;
+  data->seq = seq;
   Value v;
   v.kind_ = Kind::List;
   v.data_ = std::shared_ptr<const ListData>(std::move(data));
@@ -90,13 +90,13 @@ Value Value::list(std::vector<Value> items, bool tuple) {
 Value Value::dict(std::vector<std::pair<std::string, Value>> entries) {
   auto data = std::make_shared<DictData>();
   int child = 0;
-  for (auto& [key, value] : entries) {
-    child = std::max(child, value.depth());
-    auto it = std::find_if(data->entries.begin(), data->entries.end(), [&](const auto& e) { return e.first == key; });
+  for (auto& entry : entries) {
+    child = std::max(child, entry.second.depth());
+    auto it = std::find_if(data->entries.begin(), data->entries.end(), [&](const auto& e) { return e.first == entry.first; });
     if (it != data->entries.end()) {
-      it->second = std::move(value);
+      it->second = std::move(entry.second);
     } else {
-      data->entries.emplace_back(std::move(key), std::move(value));
+      data->entries.push_back(std::move(entry));
     }
   }
   data->depth = checked_depth(child);
@@ -152,7 +152,16 @@ std::string type_name(const Value& v) {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return "str";
-    case Kind::List: return v.is_tuple() ? "tuple" : "list";
+    case Kind::List:
+      switch (v.list_data().seq) {
+        case Sequence::List: return "list";
+        case Sequence::Tuple: return "tuple";
+        case Sequence::Generator: return "generator";
+        case Sequence::DictKeys: return "dict_keys";
+        case Sequence::DictValues: return "dict_values";
+        case Sequence::DictItems: return "dict_items";
+      }
+      return "list";
     case Kind::Dict: return "dict";
     case Kind::Object: return v.object_data()->type_name;
     case Kind::Function: return "function";
@@ -168,7 +177,7 @@ bool truthy(const Value& v) {
     case Kind::Int: return v.as_int() != 0;
     case Kind::Float: return v.as_double() != 0.0;
     case Kind::String: return !v.str().empty();
-    case Kind::List: return !v.items().empty();
+    case Kind::List: return v.list_data().seq == Sequence::Generator || !v.items().empty();
     case Kind::Dict: return !v.dict_data().entries.empty();
     case Kind::Object:
     case Kind::Function: return true;
@@ -194,14 +203,19 @@ std::string repr(const Value& v) {
     case Kind::String: return py::repr(v.str());
     case Kind::List: {
       const ListData& l = v.list_data();
-      std::string out = l.tuple ? "(" : "[";
+      if (l.seq == Sequence::Generator) {
+        throw ChatTemplateError("unsupported: printing a generator (jinja2 prints its memory address); apply |list first");
+      }
+      const bool tuple = l.seq == Sequence::Tuple;
+      std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i > 0) out += ", ";
         out += repr(l.items[i]);
       }
-      if (l.tuple && l.items.size() == 1) out += ",";
-      out += l.tuple ? ")" : "]";
-      return out;
+      if (tuple && l.items.size() == 1) out += ",";
+      out += tuple ? ")" : "]";
+      if (l.seq == Sequence::List || tuple) return out;
+      return type_name(v) + "(" + out + ")";
     }
     case Kind::Dict: {
       std::string out = "{";
@@ -230,7 +244,18 @@ bool equals(const Value& a, const Value& b) {
     case Kind::None: return true;
     case Kind::String: return a.str() == b.str();
     case Kind::List: {
-      if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
+      const Sequence seq = a.list_data().seq;
+      if (seq != b.list_data().seq || a.items().size() != b.items().size()) return false;
+      if (seq == Sequence::Generator || seq == Sequence::DictValues) return &a.list_data() == &b.list_data();
+      if (seq == Sequence::DictKeys || seq == Sequence::DictItems) {
+        // Set-like views: equal when they hold the same elements in any order.
+        for (const Value& x : a.items()) {
+          bool found = false;
+          for (const Value& y : b.items()) found = found || equals(x, y);
+          if (!found) return false;
+        }
+        return true;
+      }
       for (size_t i = 0; i < a.items().size(); ++i) {
         if (!equals(a.items()[i], b.items()[i])) return false;
       }
@@ -268,7 +293,7 @@ int compare(const Value& a, const Value& b) {
     const int c = a.str().compare(b.str());
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_indexable() && b.is_indexable() && a.is_tuple() == b.is_tuple()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -363,6 +388,7 @@ void append_json(std::string& out, const Value& v, const JsonOptions& o, int lev
     }
     case Kind::String: append_json_string(out, v.str(), o.ensure_ascii); return;
     case Kind::List: {
+      if (!v.is_indexable()) break;
       const auto& items = v.items();
       if (items.empty()) {
         out += "[]";

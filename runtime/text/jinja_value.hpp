@@ -24,9 +24,14 @@ class Value;
 // Containers deeper than this are refused: printing, comparing and freeing them recurse.
 inline constexpr int kMaxValueDepth = 256;
 
+// Python's sequence-like types differ in how they print, compare and index, so a list value
+// remembers which one it stands for. Generators come from jinja2's lazy filters (map, select,
+// items, ...); the views from dict.keys()/values()/items().
+enum class Sequence { List, Tuple, Generator, DictKeys, DictValues, DictItems };
+
 struct ListData {
   std::vector<Value> items;
-  bool tuple = false;  // Python tuple: prints as (a, b)
+  Sequence seq = Sequence::List;
   int depth = 1;
 };
 
@@ -65,7 +70,7 @@ class Value {
   static Value integer(int64_t i);
   static Value number(double d);
   static Value string(std::string s);
-  static Value list(std::vector<Value> items, bool tuple = false);
+  static Value list(std::vector<Value> items, Sequence seq = Sequence::List);
   static Value dict(std::vector<std::pair<std::string, Value>> entries);  // later duplicates overwrite earlier ones
   static Value object(std::shared_ptr<ObjectData> object);
   static Value function(std::string name, std::function<Value(Args&)> call);
@@ -76,7 +81,9 @@ class Value {
   bool is_string() const { return kind_ == Kind::String; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
   bool is_list() const { return kind_ == Kind::List; }
-  bool is_tuple() const { return kind_ == Kind::List && list_data().tuple; }
+  bool is_tuple() const { return kind_ == Kind::List && list_data().seq == Sequence::Tuple; }
+  // A list or tuple: indexable, sliceable, concatenable (generators and dict views are not).
+  bool is_indexable() const { return kind_ == Kind::List && (list_data().seq == Sequence::List || list_data().seq == Sequence::Tuple); }
   bool is_dict() const { return kind_ == Kind::Dict; }
 
   bool as_bool() const { return std::get<bool>(data_); }
