@@ -762,8 +762,14 @@ Value apply_filter(const std::string& name, const Value& input, Args& args, Budg
 }
 
 bool apply_test(const std::string& name, const Value& input, Args& args) {
-  const auto it = tests().find(canonical_test(name));
+  const std::string_view canonical = canonical_test(name);
+  const auto it = tests().find(canonical);
   if (it == tests().end()) throw ChatTemplateError("unsupported test '" + name + "'");
+  static const std::string_view kWithArgument[] = {"divisibleby", "eq", "ge", "gt", "in", "le", "lt", "ne", "sameas"};
+  const bool takes_argument = std::find(std::begin(kWithArgument), std::end(kWithArgument), canonical) != std::end(kWithArgument);
+  if (!takes_argument && (!args.positional.empty() || !args.keyword.empty())) {
+    throw ChatTemplateError("test '" + name + "' takes no arguments");
+  }
   return it->second(input, args);
 }
 

@@ -141,7 +141,6 @@ class Renderer {
     }
     if (items.empty()) return exec_body(s.bodies[1]);
     const auto n = static_cast<int64_t>(items.size());
-    const Value cycle = Value::function("loop.cycle", [](Args&) -> Value { throw ChatTemplateError("unsupported: loop.cycle()"); });
     for (int64_t i = 0; i < n; ++i) {
       budget_.charge(2);  // an iteration costs about two evaluation steps' time
       auto loop = std::make_shared<ObjectData>();
@@ -159,7 +158,11 @@ class Renderer {
           {"depth", Value::integer(1)},
           {"previtem", i > 0 ? items[idx - 1] : Value::undefined("there is no previous item")},
           {"nextitem", i + 1 < n ? items[idx + 1] : Value::undefined("there is no next item")},
-          {"cycle", cycle},
+          {"cycle", Value::function("loop.cycle", [i](Args& args) {
+             if (!args.keyword.empty()) throw ChatTemplateError("loop.cycle() takes no keyword arguments");
+             if (args.positional.empty()) throw ChatTemplateError("loop.cycle() needs at least one item to cycle through");
+             return args.positional[static_cast<size_t>(i) % args.positional.size()];
+           })},
       };
       Scope scope;
       scope["loop"] = Value::object(std::move(loop));
