@@ -233,6 +233,12 @@ TEST(ChatTemplateInterpreter, HostileTemplatesHitLimitsQuickly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
+// A namespace can be made to contain itself; the sanitizer build's leak checker watches this.
+TEST(ChatTemplateInterpreter, SelfReferenceDoesNotLeak) {
+  EXPECT_EQ(render("{% set ns = namespace(l=[]) %}{% set ns.l = [ns] %}{% for x in [ns] %}{% set ns.loop = loop %}{% endfor %}{{ ns.l | length }}"),
+            "1");
+}
+
 TEST(ChatTemplate, ApplyChatTemplateConventions) {
   const ChatTemplate tmpl(
       "{% for m in messages %}{{ m.role }}:{{ m | tojson }};{% endfor %}{{ tools is none }}{{ add_generation_prompt }}{{ bos_token }}{{ eos_token }}{{ x }}");

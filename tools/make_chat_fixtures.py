@@ -279,6 +279,7 @@ INTERPRETER = [
     ("{% set x = 5 %}{{ x }}{% set x %}{% endset %}[{{ x }}]", {}),
     ("{% set ns = namespace(a=1) %}{% set ns.b = 2 %}{{ ns.a }}{{ ns.b }}{{ ns.c is defined }}", {}),
     ("{% set s = 'str' %}{% set s.attr = 1 %}", {}),
+    ("{% for m in ['a', 'b'] %}<{% generation %}{{ m }}{% endgeneration %}>{% endfor %}", {}),
     ("{{ range(3) | list }}{{ range(1, 7, 2) | list }}{% for i in range(3, 0, -1) %}{{ i }}{% endfor %}{{ dict(a=1, b='x') }}", {}),
     ("{{ raise_exception('custom failure: ' ~ 42) }}", {}),
     # Python types behind jinja2's values: dict views, generators from lazy filters, compile-time folding

@@ -852,7 +852,7 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
   throw ChatTemplateError("'" + type_name(object) + "' object is not subscriptable");
 }
 
-std::vector<std::pair<std::string, Value>> make_globals(Budget& budget) {
+std::vector<std::pair<std::string, Value>> make_globals(Budget& budget, std::vector<std::shared_ptr<ObjectData>>& namespaces) {
   std::vector<std::pair<std::string, Value>> g;
   g.emplace_back("range", Value::function("range", [&budget](Args& args) {
     if (!args.keyword.empty()) throw ChatTemplateError("range() takes no keyword arguments");
@@ -870,7 +870,11 @@ std::vector<std::pair<std::string, Value>> make_globals(Budget& budget) {
     }
     return list_value(std::move(out), budget);
   }));
-  g.emplace_back("namespace", Value::function("namespace", [](Args& args) { return make_namespace("namespace", args, true); }));
+  g.emplace_back("namespace", Value::function("namespace", [&namespaces](Args& args) {
+    Value ns = make_namespace("namespace", args, true);
+    namespaces.push_back(ns.object_data());
+    return ns;
+  }));
   g.emplace_back("dict", Value::function("dict", [](Args& args) { return make_namespace("dict", args, false); }));
   g.emplace_back("raise_exception", Value::function("raise_exception", [](Args& args) -> Value {
     Params p("raise_exception", args, {"message"});

@@ -4,6 +4,7 @@
 // installs (namespace, raise_exception, strftime_now, dict) plus range, and jinja2's rules for
 // `a.b` and `a[b]` lookups. A name outside the implemented subset is refused, never guessed at.
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,9 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
 // Iterating a value as a for loop does: list items, dict keys, string characters; undefined is empty.
 std::vector<Value> iterate(const Value& v);
 
-std::vector<std::pair<std::string, Value>> make_globals(Budget& budget);
+// Every namespace() the template creates is appended to `namespaces`: being mutable, they are
+// the only values that can end up containing themselves, and the renderer clears them at the
+// end to break such reference cycles.
+std::vector<std::pair<std::string, Value>> make_globals(Budget& budget, std::vector<std::shared_ptr<ObjectData>>& namespaces);
 
 }  // namespace orzo::jinja

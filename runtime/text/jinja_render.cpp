@@ -18,9 +18,14 @@ class PositionedError : public ChatTemplateError {
 class Renderer {
  public:
   explicit Renderer(const RenderLimits& limits) : budget_(limits) {}
+  ~Renderer() {
+    for (const auto& ns : namespaces_) ns->attrs.clear();
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   std::string run(const Body& body, const std::vector<std::pair<std::string, Value>>& variables) {
-    for (auto& [name, value] : make_globals(budget_)) globals_[name] = value;
+    for (auto& [name, value] : make_globals(budget_, namespaces_)) globals_[name] = value;
     for (const auto& [name, value] : variables) root_[name] = value;
     scopes_ = {&root_};
     std::string out;
@@ -353,6 +358,7 @@ class Renderer {
   }
 
   Budget budget_;
+  std::vector<std::shared_ptr<ObjectData>> namespaces_;
   Scope globals_;
   Scope root_;
   std::vector<Scope*> scopes_;
