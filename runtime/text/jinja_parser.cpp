@@ -180,6 +180,7 @@ class Parser {
       // HF's {% generation %} only marks assistant text for masks; the text renders unchanged.
       expect_block_end();
       Body inner = parse_body({"endgeneration"});
+      next();
       expect_block_end();
       for (auto& s : inner) body.push_back(std::move(s));
     } else if (name.rfind("end", 0) == 0 || name == "elif" || name == "else") {
