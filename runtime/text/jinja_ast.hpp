@@ -44,12 +44,14 @@ struct Expr {
   std::vector<std::string> ops;  // Compare: == != < <= > >= in notin
   bool negated = false;
   int depth = 1;  // height of this subtree
+  // No variables, calls or context-dependent filters below: jinja2 evaluates it at compile time.
+  bool constant = true;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class StmtKind {
   Text,      // text
-  Output,    // exprs: value; constant: jinja2 folds the expression at compile time
+  Output,    // exprs: value
   If,        // exprs: one condition per branch; bodies: one per branch, plus the else body
   For,       // targets: loop variables; exprs: iterable, filter (may be null); bodies: body, else body
   Set,       // targets: names (several: tuple unpacking); exprs: value
@@ -72,7 +74,6 @@ struct Stmt {
   std::vector<std::string> targets;
   std::vector<ExprPtr> exprs;
   std::vector<Body> bodies;
-  bool constant = false;
 };
 
 }  // namespace orzo::jinja

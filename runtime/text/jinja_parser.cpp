@@ -85,6 +85,7 @@ class Parser {
   // parser, so depth is tracked per node as well.
   void add(Expr& parent, ExprPtr child) {
     if (child) {
+      parent.constant = parent.constant && child->constant;
       parent.depth = std::max(parent.depth, child->depth + 1);
       if (parent.depth > kMaxSyntaxDepth) {
         throw ChatTemplateError(std::to_string(parent.line) + ":" + std::to_string(parent.col) + ": expression nested deeper than " +
@@ -97,6 +98,7 @@ class Parser {
   ExprPtr node(ExprKind kind, const Token& at) const {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
+    e->constant = kind != ExprKind::Name && kind != ExprKind::Call;
     e->line = at.line;
     e->col = at.col;
     return e;
@@ -126,7 +128,6 @@ class Parser {
         next();
         auto s = stmt(StmtKind::Output, t);
         s->exprs.push_back(parse_tuple());
-        s->constant = foldable(*s->exprs[0]);
         if (cur().type != TokenType::VariableEnd) fail(cur(), "expected end of print statement, got " + describe(cur()));
         next();
         body.push_back(std::move(s));
@@ -145,18 +146,6 @@ class Parser {
         fail(t, "unexpected " + describe(t));
       }
     }
-  }
-
-  // Whether jinja2's compiler evaluates this output expression at compile time: no variables,
-  // no calls and no context-dependent filters. It matters because folding goes through
-  // environment.getitem, so a bad literal slice becomes undefined instead of an error.
-  static bool foldable(const Expr& e) {
-    if (e.kind == ExprKind::Name || e.kind == ExprKind::Call) return false;
-    if (e.kind == ExprKind::Filter &&
-        (e.name == "map" || e.name == "select" || e.name == "reject" || e.name == "selectattr" || e.name == "rejectattr")) {
-      return false;
-    }
-    return std::all_of(e.children.begin(), e.children.end(), [](const ExprPtr& c) { return !c || foldable(*c); });
   }
 
   void parse_statement(Body& body) {
@@ -604,6 +593,9 @@ class Parser {
         auto f = node(ExprKind::Filter, at);
         f->name = expect_name();
         if (!has_filter(f->name)) fail(name_tok, "unsupported filter '" + f->name + "'");
+        // jinja2 never folds the filters that take the render context.
+        static const char* const kContextFilters[] = {"map", "select", "reject", "selectattr", "rejectattr"};
+        f->constant = std::none_of(std::begin(kContextFilters), std::end(kContextFilters), [&](const char* n) { return f->name == n; });
         add(*f, std::move(e));
         if (is_op("(")) parse_arguments(*f);
         e = std::move(f);

@@ -1,5 +1,7 @@
 #include "runtime/text/jinja_render.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "runtime/text/chat_template_error.hpp"
@@ -82,10 +84,9 @@ class Renderer {
     switch (s.kind) {
       case StmtKind::Text: emit(s.text); return Flow::Normal;
       case StmtKind::Output: {
-        folding_ = s.constant;
-        Value v = eval(*s.exprs[0]);
-        folding_ = false;
-        emit(to_str(v));
+        const Expr& e = *s.exprs[0];
+        std::optional<Value> folded = e.constant ? fold(e) : std::nullopt;
+        emit(to_str(folded ? *folded : eval(e)));
         return Flow::Normal;
       }
       case StmtKind::If:
@@ -127,6 +128,38 @@ class Renderer {
       case StmtKind::Continue: return Flow::Continue;
     }
     return Flow::Normal;
+  }
+
+  // jinja2 evaluates constant expressions at compile time, through environment.getitem even for
+  // slices, so there a bad literal slice gives undefined instead of an error. A failure while
+  // folding leaves the expression to run time, where errors surface. Constant expressions have no
+  // side effects, so evaluating one twice is safe. nullopt: not folded.
+  std::optional<Value> fold(const Expr& e) {
+    folding_ = true;
+    try {
+      Value v = eval_node(e);
+      folding_ = false;
+      return v;
+    } catch (const ChatTemplateError&) {
+      folding_ = false;
+    }
+    return std::nullopt;
+  }
+
+  // The optimizer only substitutes folded values that Python can write back as a literal.
+  static bool has_safe_repr(const Value& v) {
+    switch (v.kind()) {
+      case Kind::None:
+      case Kind::Bool:
+      case Kind::Int:
+      case Kind::Float:
+      case Kind::String: return true;
+      case Kind::List:
+        return v.is_indexable() && std::all_of(v.items().begin(), v.items().end(), has_safe_repr);
+      case Kind::Dict:
+        return std::all_of(v.dict_data().entries.begin(), v.dict_data().entries.end(), [](const auto& kv) { return has_safe_repr(kv.second); });
+      default: return false;
+    }
   }
 
   Flow exec_for(const Stmt& s) {
@@ -248,6 +281,10 @@ class Renderer {
 
   Value eval(const Expr& e) {
     budget_.charge(1);
+    if (e.constant && !folding_ && e.kind != ExprKind::Literal) {
+      std::optional<Value> folded = fold(e);
+      if (folded && has_safe_repr(*folded)) return *folded;
+    }
     try {
       return eval_node(e);
     } catch (const ChatTemplateRaised&) {
@@ -293,7 +330,7 @@ class Renderer {
         try {
           return slice(object, start, stop, step, budget_);
         } catch (const ChatTemplateError& err) {
-          if (folding_) return Value::undefined(err.what());
+          if (folding_ && !object.is_undefined()) return Value::undefined(err.what());
           throw;
         }
       }
