@@ -12,6 +12,13 @@
 
 namespace orzo::jinja {
 
+// Going over a RenderLimits bound. Distinct so that nothing that defers errors (lazy filters)
+// can swallow it.
+class LimitExceeded : public ChatTemplateError {
+ public:
+  using ChatTemplateError::ChatTemplateError;
+};
+
 struct RenderLimits {
   uint64_t max_steps = 10'000'000;       // evaluation steps (about 3 s); each container element and 64 string bytes built count one
   size_t max_string_bytes = 64u << 20;   // largest string (the output included)
@@ -28,13 +35,13 @@ class Budget {
   void charge(uint64_t steps) {
     steps_ += steps;
     if (steps_ > limits_.max_steps) {
-      throw ChatTemplateError("template exceeded its budget of " + std::to_string(limits_.max_steps) + " evaluation steps");
+      throw LimitExceeded("template exceeded its budget of " + std::to_string(limits_.max_steps) + " evaluation steps");
     }
   }
   // Call before building a string of `bytes` bytes.
   void string_of(size_t bytes) {
     if (bytes > limits_.max_string_bytes) {
-      throw ChatTemplateError("template built a string over the limit of " + std::to_string(limits_.max_string_bytes) + " bytes");
+      throw LimitExceeded("template built a string over the limit of " + std::to_string(limits_.max_string_bytes) + " bytes");
     }
     charge(bytes / 64);
   }
@@ -46,7 +53,7 @@ class Budget {
   // Call before building a list or dict of `items` entries.
   void list_of(size_t items) {
     if (items > limits_.max_list_items) {
-      throw ChatTemplateError("template built a list over the limit of " + std::to_string(limits_.max_list_items) + " items");
+      throw LimitExceeded("template built a list over the limit of " + std::to_string(limits_.max_list_items) + " items");
     }
     charge(items);
   }

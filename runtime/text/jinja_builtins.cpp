@@ -476,7 +476,6 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"first", [](const Value& in, Args& args, Budget&) {
          Params p("first", args, {});
-         if (in.is_list()) return in.items().empty() ? Value::undefined("first(): empty sequence") : in.items().front();
          std::vector<Value> all = iterate(in);
          return all.empty() ? Value::undefined("first(): empty sequence") : all.front();
        }},
@@ -755,10 +754,23 @@ bool has_filter(std::string_view name) { return filters().count(canonical_filter
 bool has_test(std::string_view name) { return tests().count(canonical_test(name)) > 0; }
 
 Value apply_filter(const std::string& name, const Value& input, Args& args, Budget& budget) {
-  const auto it = filters().find(canonical_filter(name));
+  const std::string_view canonical = canonical_filter(name);
+  const auto it = filters().find(canonical);
   if (it == filters().end()) throw ChatTemplateError("unsupported filter '" + name + "'");
   budget.charge(1);
-  return it->second(input, args, budget);
+  // jinja2's map, select, reject, selectattr, rejectattr and items return generators: map and the
+  // select family yield nothing for a falsy input without looking at their arguments, and every
+  // error surfaces only when the generator is consumed. The work is done now, the error kept.
+  static const std::string_view kLazy[] = {"items", "map", "reject", "rejectattr", "select", "selectattr"};
+  if (std::find(std::begin(kLazy), std::end(kLazy), canonical) == std::end(kLazy)) return it->second(input, args, budget);
+  if (canonical != "items" && !truthy(input)) return Value::list({}, Sequence::Generator);
+  try {
+    return it->second(input, args, budget);
+  } catch (const LimitExceeded&) {
+    throw;
+  } catch (const ChatTemplateError& e) {
+    return Value::failed_generator(e.what());
+  }
 }
 
 bool apply_test(const std::string& name, const Value& input, Args& args) {
@@ -776,7 +788,9 @@ bool apply_test(const std::string& name, const Value& input, Args& args) {
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return {};
-    case Kind::List: return v.items();
+    case Kind::List:
+      if (!v.list_data().error.empty()) throw ChatTemplateError(v.list_data().error);
+      return v.items();
     case Kind::String: return chars_of(v.str());
     case Kind::Dict: {
       std::vector<Value> keys;

@@ -166,6 +166,7 @@ bool contains(const Value& container, const Value& item) {
       if (!item.is_string()) throw ChatTemplateError("'in <string>' requires string as left operand, not " + type_name(item));
       return container.str().find(item.str()) != std::string::npos;
     case Kind::List:
+      if (!container.list_data().error.empty()) throw ChatTemplateError(container.list_data().error);
       for (const Value& v : container.items()) {
         if (equals(v, item)) return true;
       }

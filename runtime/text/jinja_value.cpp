@@ -106,6 +106,16 @@ Value Value::dict(std::vector<std::pair<std::string, Value>> entries) {
   return v;
 }
 
+Value Value::failed_generator(std::string error) {
+  auto data = std::make_shared<ListData>();
+  data->seq = Sequence::Generator;
+  data->error = std::move(error);
+  Value v;
+  v.kind_ = Kind::List;
+  v.data_ = std::shared_ptr<const ListData>(std::move(data));
+  return v;
+}
+
 Value Value::object(std::shared_ptr<ObjectData> object) {
   Value v;
   v.kind_ = Kind::Object;

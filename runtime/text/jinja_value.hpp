@@ -33,6 +33,7 @@ struct ListData {
   std::vector<Value> items;
   Sequence seq = Sequence::List;
   int depth = 1;
+  std::string error;  // a generator whose computation failed: consuming it raises this
 };
 
 struct DictData {
@@ -72,6 +73,8 @@ class Value {
   static Value string(std::string s);
   static Value list(std::vector<Value> items, Sequence seq = Sequence::List);
   static Value dict(std::vector<std::pair<std::string, Value>> entries);  // later duplicates overwrite earlier ones
+  // jinja2's lazy filters fail only when their generator is consumed.
+  static Value failed_generator(std::string error);
   static Value object(std::shared_ptr<ObjectData> object);
   static Value function(std::string name, std::function<Value(Args&)> call);
 
