@@ -237,8 +237,9 @@ std::string repr(const Value& v) {
       }
       return out + "}";
     }
-    case Kind::Object:
-    case Kind::Function: break;
+    case Kind::Function:
+      throw ChatTemplateError("unsupported: converting the function '" + v.function_data().name + "' to text (jinja2 prints its memory address)");
+    case Kind::Object: break;
   }
   throw ChatTemplateError("unsupported: converting a " + type_name(v) + " object to text");
 }
