@@ -237,6 +237,7 @@ TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
   engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
   ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
   engine->generate(greedy("b", {2}, 10), c.callbacks("b"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 1; }));  // b before x
   engine->generate(greedy("x", {3}, 10), c.callbacks("x"));
   ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 2; }));
   gate.set(true);

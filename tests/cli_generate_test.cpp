@@ -3,10 +3,12 @@
 // line and a non-zero exit.
 
 #include "tests/cli_harness.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 namespace orzo {
@@ -25,7 +27,7 @@ std::string transformers_text() {
 
 TEST(CliGenerate, GreedyStoryEqualsTransformersFromGgufAndHfDirectory) {
   const std::string expected = transformers_text() + "\n";
-  for (const std::string model : {kStories + "/stories260K.gguf", kStories + "/hf"}) {
+  for (const std::string& model : {kStories + "/stories260K.gguf", kStories + "/hf"}) {
     const CliRun r = orzo("generate -m '" + model + "' -p 'Once upon a time' --temperature 0 -n 64 -t 1", false);
     ASSERT_EQ(r.status, 0) << model;
     EXPECT_EQ(r.out, expected) << model;
@@ -64,6 +66,42 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
     EXPECT_NE(r.status, -1) << c.args << ": killed by a signal";
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << " printed: " << r.out;
   }
+}
+
+}  // namespace
+}  // namespace orzo
+
+namespace orzo {
+namespace {
+
+// stories260K with a chat template added: a tiny chat model whose replies generate can check.
+class CliChat : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+      std::filesystem::create_symlink(kStories + "/hf/" + f, dir_ / f);
+    std::ifstream in(kStories + "/hf/tokenizer_config.json");
+    auto config = nlohmann::json::parse(in);
+    config["chat_template"] =
+        "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}"
+        "{% endif %}{% endfor %}";
+    std::ofstream(path("tokenizer_config.json")) << config.dump();
+  }
+};
+
+TEST_F(CliChat, EachTurnIsTheTemplateOfTheWholeConversationGenerated) {
+  const std::string flags = " --temperature 0 -n 12 -t 1";
+  const CliRun chat = orzo("chat -m '" + dir_.string() + "'" + flags, false, "Once upon a time\\n The end.\\n/exit\\n");
+  ASSERT_EQ(chat.status, 0) << chat.out;
+  const CliRun first = orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time'" + flags, false);
+  ASSERT_EQ(first.status, 0);
+  const std::string reply = first.out.substr(0, first.out.size() - 1);
+  const CliRun second = orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time" + reply +
+                                 "</s> The end.'" + flags,
+                             false);
+  ASSERT_EQ(second.status, 0);
+  EXPECT_EQ(chat.out, first.out + second.out);
 }
 
 }  // namespace

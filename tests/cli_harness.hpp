@@ -13,10 +13,11 @@ struct CliRun {
 };
 
 // `with_stderr`: capture stderr along with stdout; otherwise stderr is dropped.
+// `stdin_text` goes through printf %b, so a C++ "\\n" (backslash, n) is a newline there.
 inline CliRun orzo(const std::string& args, bool with_stderr = true, const std::string& stdin_text = "") {
   CliRun r;
   std::string command = "'" + std::string(ORZO_CLI_PATH) + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  if (!stdin_text.empty()) command = "printf '%s' '" + stdin_text + "' | " + command;
+  if (!stdin_text.empty()) command = "printf '%b' '" + stdin_text + "' | " + command;
   FILE* p = ::popen(command.c_str(), "r");
   if (!p) return r;
   char buf[4096];
