@@ -43,7 +43,8 @@ std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std
 std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOptions& options) {
   std::unique_ptr<Engine> engine(new Engine(sys));
   engine->model_ = Model::load(options.model);
-  engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));
+  if (options.load_tokenizer)
+    engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));
   const auto& cfg = engine->model_->config();
   const auto stages = parse_placement(options.placement, static_cast<int32_t>(cfg.num_layers));
 
@@ -55,9 +56,10 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.kv_blocks = options.kv_blocks > 0 ? options.kv_blocks : auto_kv_blocks(cfg, options, b.max_model_len);
   b.vocab_size = static_cast<int32_t>(cfg.vocab_size);
   b.eos_token_ids = cfg.eos_token_ids;
-  for (auto id : engine->tokenizer_->eos_ids())
-    if (std::find(b.eos_token_ids.begin(), b.eos_token_ids.end(), id) == b.eos_token_ids.end())
-      b.eos_token_ids.push_back(id);
+  if (engine->tokenizer_)
+    for (auto id : engine->tokenizer_->eos_ids())
+      if (std::find(b.eos_token_ids.begin(), b.eos_token_ids.end(), id) == b.eos_token_ids.end())
+        b.eos_token_ids.push_back(id);
   b.step_timeout = options.step_timeout;
 
   std::vector<std::unique_ptr<LayerBackend>> backends;

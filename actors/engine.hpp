@@ -37,6 +37,7 @@ struct EngineOptions {
   bool prefix_caching = true;
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
+  bool load_tokenizer = true;         // false: sessions must give prompt ids (benchmarks)
 };
 
 class Engine {

@@ -115,6 +115,7 @@ void run_actor_bench(const BenchOptions& o) {
     e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
     e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
     e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
+    e.load_tokenizer = false;  // prompts are ids, as in the bare bench
     engine = Engine::start(sys, e);
     vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
   }
