@@ -67,21 +67,21 @@ class Collector {
   size_t completed_ = 0;
 };
 
-// The batcher's counters, asked for synchronously.
-inline BatcherStats stats_of(caf::actor_system& sys, const batcher_actor& batcher) {
+// A reply from the batcher, asked for synchronously (a default value if none comes).
+template <class Reply, class Atom>
+Reply ask(caf::actor_system& sys, const batcher_actor& batcher, Atom atom) {
   caf::scoped_actor self{sys};
-  BatcherStats out;
-  self->request(batcher, std::chrono::seconds(10), stats_atom::value)
-      .receive([&](BatcherStats& s) { out = std::move(s); }, [&](caf::error&) {});
+  Reply out;
+  self->request(batcher, std::chrono::seconds(10), atom).receive([&](Reply& r) { out = std::move(r); }, [&](caf::error&) {});
   return out;
 }
 
+inline BatcherStats stats_of(caf::actor_system& sys, const batcher_actor& batcher) {
+  return ask<BatcherStats>(sys, batcher, stats_atom::value);
+}
+
 inline ModelHealth health_of(caf::actor_system& sys, const batcher_actor& batcher) {
-  caf::scoped_actor self{sys};
-  ModelHealth out;
-  self->request(batcher, std::chrono::seconds(10), health_atom::value)
-      .receive([&](ModelHealth& h) { out = std::move(h); }, [&](caf::error&) {});
-  return out;
+  return ask<ModelHealth>(sys, batcher, health_atom::value);
 }
 
 }  // namespace orzo::testing

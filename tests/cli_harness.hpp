@@ -2,6 +2,8 @@
 // Runs the orzo binary as a user would and captures what it prints.
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
 
@@ -25,6 +27,14 @@ inline CliRun orzo(const std::string& args, bool with_stderr = true, const std::
   const int status = ::pclose(p);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Bad input: a non-zero exit (not a signal) and a message that contains `expect`.
+inline void expect_refused(const std::string& args, const std::string& expect) {
+  const CliRun r = orzo(args);
+  EXPECT_NE(r.status, 0) << args;
+  EXPECT_NE(r.status, -1) << args << ": killed by a signal";
+  EXPECT_NE(r.out.find(expect), std::string::npos) << args << " printed: " << r.out;
 }
 
 }  // namespace orzo::testing
