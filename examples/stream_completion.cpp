@@ -25,12 +25,14 @@ namespace {
 
 using namespace orzo;
 
-// The application's own actor: prints the text, and on the Completion reports and exits.
-client_actor::behavior_type printer(client_actor::pointer self) {
+// The application's own actor: prints the text to `out`, and on the Completion reports and
+// exits. (It takes `out` rather than nothing also because CAF 0.17 dereferences a null
+// pointer when it spawns a function actor without arguments.)
+client_actor::behavior_type printer(client_actor::pointer self, std::FILE* out) {
   return {
-      [](TextChunk& chunk) {
-        std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
-        std::fflush(stdout);
+      [out](TextChunk& chunk) {
+        std::fwrite(chunk.text.data(), 1, chunk.text.size(), out);
+        std::fflush(out);
       },
       [self](Completion& done) {
         std::fprintf(stderr, "\n[%s: %d prompt tokens, %d generated]\n", to_string(done.reason), done.usage.prompt_tokens,
@@ -76,7 +78,7 @@ int run(int argc, char** argv) {
     batcher = local->batcher();
     tokenizer = local->tokenizer();
   }
-  auto client = sys.spawn(printer);
+  auto client = sys.spawn(printer, stdout);
   spawn_session(sys, batcher, tokenizer, std::move(request), client);
   caf::scoped_actor self{sys};
   self->wait_for(client);
