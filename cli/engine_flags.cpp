@@ -36,6 +36,8 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--max-num-batched-tokens", engine.scheduler.max_num_batched_tokens, "Tokens per step at most")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd.add_flag("--worker-threads", engine.worker_threads,
+               "Give every worker a thread of its own instead of sharing the actor scheduler's");
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("-n,--max-tokens", max_tokens, "Tokens to generate at most")->check(CLI::Range(1, 1 << 24))->capture_default_str();

@@ -24,19 +24,28 @@ using testing::stats_of;
 
 constexpr int32_t kVocab = 64;
 
-// Holds every step until opened, so tests can line requests up deterministically.
+// Holds steps until opened, so tests can line requests up deterministically.
 struct Gate {
   std::mutex mutex;
   std::condition_variable cv;
   bool open = true;
+  int credits = 0;  // steps still let through while closed
   void set(bool value) {
     std::lock_guard<std::mutex> lock(mutex);
     open = value;
     cv.notify_all();
   }
+  // Closes, letting `steps` more steps through first.
+  void allow(int steps) {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = false;
+    credits = steps;
+    cv.notify_all();
+  }
   void pass() {
     std::unique_lock<std::mutex> lock(mutex);
-    cv.wait(lock, [&] { return open; });
+    cv.wait(lock, [&] { return open || credits > 0; });
+    if (!open) --credits;
   }
 };
 
@@ -72,10 +81,11 @@ BatcherOptions options(int32_t kv_blocks = 256) {
   return o;
 }
 
-std::unique_ptr<Engine> start(caf::actor_system& sys, BatcherOptions o, Gate* gate = nullptr, int throw_on_step = -1) {
+std::unique_ptr<Engine> start(caf::actor_system& sys, BatcherOptions o, Gate* gate = nullptr, int throw_on_step = -1,
+                              bool own_threads = false) {
   std::vector<std::unique_ptr<LayerBackend>> stages;
   stages.push_back(std::make_unique<TestBackend>(o.kv_blocks, gate, throw_on_step));
-  return Engine::start_with(sys, std::move(stages), std::move(o));
+  return Engine::start_with(sys, std::move(stages), std::move(o), own_threads);
 }
 
 SessionRequest greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_tokens) {
@@ -123,6 +133,14 @@ TEST_F(Actors, StreamsTokensThenOneCompletion) {
   EXPECT_EQ(o.completions[0].usage.generated_tokens, 10);
   EXPECT_EQ(o.chunks_after_completion, 0);
   EXPECT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).kv_blocks_used == 0; }));
+}
+
+TEST_F(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
+  auto engine = start(sys, options(), nullptr, -1, /*own_threads=*/true);
+  Collector c;
+  for (int i = 0; i < 8; ++i) engine->generate(greedy("r" + std::to_string(i), {i}, 12), c.callbacks("r" + std::to_string(i)));
+  ASSERT_TRUE(c.wait(8));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(c.outcomes().at("r" + std::to_string(i)).tokens, counting(i, 12)) << i;
 }
 
 TEST_F(Actors, EosStopIdsMinTokensAndIgnoreEos) {
@@ -199,13 +217,16 @@ TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
   Collector c;
   auto long_request = greedy("long", {1}, 400);
   long_request.limits.ignore_eos = true;
+  gate.allow(3);  // the fourth step is held while the cancel arrives
   auto session = engine->generate(long_request, c.callbacks("long"));
-  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens >= 3; }));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens == 3; }));
   caf::anon_send(session, cancel_atom::value);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  gate.set(true);
   ASSERT_TRUE(c.wait(1));
   auto o = c.outcomes().at("long");
   EXPECT_EQ(o.completions.at(0).reason, FinishReason::cancelled);
-  EXPECT_LT(o.tokens.size(), 400u);
+  EXPECT_EQ(o.tokens, counting(1, 3));  // the held step's token is not delivered
   EXPECT_TRUE(eventually([&] {
     auto s = stats_of(sys, engine->batcher());
     return s.kv_blocks_used == 0 && s.running == 0;
@@ -213,13 +234,17 @@ TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
 }
 
 TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
-  auto engine = start(sys, options());
+  Gate gate;
+  auto engine = start(sys, options(), &gate);
   Collector c;
   auto doomed = greedy("doomed", {1}, 400);
   doomed.limits.ignore_eos = true;
+  gate.allow(3);  // the fourth step is held while the session dies
   auto session = engine->generate(doomed, c.callbacks("doomed"));
-  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens >= 3; }));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens == 3; }));
   caf::anon_send_exit(session, caf::exit_reason::kill);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  gate.set(true);
   EXPECT_TRUE(eventually([&] {
     auto s = stats_of(sys, engine->batcher());
     return s.kv_blocks_used == 0 && s.running == 0 && s.finished[static_cast<size_t>(FinishReason::cancelled)] == 1;
