@@ -205,7 +205,9 @@ void run_actor_bench(const BenchOptions& o) {
                       {"steps_per_s", steps / total_s},
                       {"us_per_step", total_s / steps * 1e6},
                       {"tokens_delivered_per_s", delivered / total_s},
-                      {"decode_tps", decode_s > 0 ? decode_tokens / decode_s : 0.0}};
+                      {"decode_tps", decode_s > 0 ? decode_tokens / decode_s : 0.0},
+                      // Once every session decodes, each step delivers one token to each.
+                      {"decode_us_per_step", decode_tokens > 0 ? decode_s / (decode_tokens / o.batch) * 1e6 : 0.0}};
   if (!ttft.empty()) {
     j["ttft_p50_ms"] = percentile(ttft, 0.5) * 1e3;
     j["ttft_p99_ms"] = percentile(ttft, 0.99) * 1e3;
@@ -213,9 +215,10 @@ void run_actor_bench(const BenchOptions& o) {
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s backend, batch %d, prompt %d, gen %d: %.0f steps in %.3f s (%.1f us/step), %.0f tokens/s delivered, decode %.1f tokens/s\n",
+    std::printf("%s backend, batch %d, prompt %d, gen %d: %.0f steps in %.3f s (%.1f us/step), %.0f tokens/s delivered; "
+                "decode: %.1f tokens/s, %.1f us/step\n",
                 o.backend.c_str(), o.batch, o.prompt, o.gen, steps, total_s, total_s / steps * 1e6, delivered / total_s,
-                j["decode_tps"].get<double>());
+                j["decode_tps"].get<double>(), j["decode_us_per_step"].get<double>());
     if (!ttft.empty())
       std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
                   j["ttft_p99_ms"].get<double>(), ttft.size());
