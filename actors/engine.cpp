@@ -27,17 +27,18 @@ int32_t auto_kv_blocks(const ModelConfig& cfg, const EngineOptions& o, int32_t m
   return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), per_context + 1));
 }
 
-// One step is in flight at a time, so at most one stage computes at once: with two or more
-// scheduler threads, one is always free for the batcher and the sessions.
-WorkerThread worker_thread(caf::actor_system& sys, bool own_threads) {
-  return own_threads || sys.scheduler().num_workers() < 2 ? WorkerThread::own : WorkerThread::scheduler;
+// One step is in flight at a time, so at most one stage computes at once and blocks one
+// scheduler thread; sharing waits for two more, one for the batcher, one for the sessions.
+WorkerThread resolve(WorkerThread choice, caf::actor_system& sys) {
+  if (choice != WorkerThread::automatic) return choice;
+  return sys.scheduler().num_workers() >= 3 ? WorkerThread::scheduler : WorkerThread::own;
 }
 
 std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
-                                         const std::vector<std::string>& devices, bool own_threads) {
+                                         const std::vector<std::string>& devices, WorkerThread choice) {
   std::vector<worker_actor> workers(backends.size());
   worker_actor next;
-  const auto thread = worker_thread(sys, own_threads);
+  const auto thread = resolve(choice, sys);
   for (size_t i = backends.size(); i-- > 0;) {
     workers[i] = spawn_worker(sys, std::move(backends[i]), devices[i], next, thread);
     next = workers[i];
@@ -84,17 +85,17 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
     devices.push_back("cpu:" + std::to_string(stage.device_index) + " layers " + std::to_string(stage.layers.begin) +
                       "-" + std::to_string(stage.layers.end));
   }
-  engine->workers_ = spawn_pipeline(sys, std::move(backends), devices, options.worker_threads);
+  engine->workers_ = spawn_pipeline(sys, std::move(backends), devices, options.worker_thread);
   engine->batcher_ = spawn_batcher(sys, std::move(b), engine->workers_);
   return engine;
 }
 
 std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> stages,
-                                           BatcherOptions options, bool worker_threads) {
+                                           BatcherOptions options, WorkerThread worker_thread) {
   std::unique_ptr<Engine> engine(new Engine(sys));
   std::vector<std::string> devices;
   for (size_t i = 0; i < stages.size(); ++i) devices.push_back("stage " + std::to_string(i));
-  engine->workers_ = spawn_pipeline(sys, std::move(stages), devices, worker_threads);
+  engine->workers_ = spawn_pipeline(sys, std::move(stages), devices, worker_thread);
   engine->batcher_ = spawn_batcher(sys, std::move(options), engine->workers_);
   return engine;
 }

@@ -5,6 +5,7 @@
 
 #include "actors/batcher.hpp"
 #include "actors/session.hpp"
+#include "actors/worker.hpp"
 #include "protocol/interfaces.hpp"
 #include "runtime/engine/scheduler.hpp"
 
@@ -38,7 +39,7 @@ struct EngineOptions {
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
   bool load_tokenizer = true;         // false: sessions must give prompt ids (benchmarks)
-  bool worker_threads = false;        // true: every worker on a thread of its own (see WorkerThread)
+  WorkerThread worker_thread = WorkerThread::automatic;  // see actors/worker.hpp
 };
 
 class Engine {
@@ -49,7 +50,8 @@ class Engine {
   // The same runtime over backends the caller made (the null backend, test doubles): one
   // stage per backend, in order. No tokenizer: sessions must give prompt ids.
   static std::unique_ptr<Engine> start_with(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> stages,
-                                            BatcherOptions options, bool worker_threads = false);
+                                            BatcherOptions options,
+                                            WorkerThread worker_thread = WorkerThread::automatic);
 
   ~Engine();  // stops the actors
   Engine(const Engine&) = delete;

@@ -80,9 +80,8 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
 worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
                           worker_actor next, WorkerThread thread) {
   std::shared_ptr<LayerBackend> shared(std::move(backend));
-  if (thread == WorkerThread::own)
-    return sys.spawn<caf::detached>(worker, std::move(shared), std::move(device), std::move(next));
-  return sys.spawn(worker, std::move(shared), std::move(device), std::move(next));
+  if (thread == WorkerThread::scheduler) return sys.spawn(worker, std::move(shared), std::move(device), std::move(next));
+  return sys.spawn<caf::detached>(worker, std::move(shared), std::move(device), std::move(next));
 }
 
 }  // namespace orzo

@@ -17,12 +17,15 @@ class LayerBackend;
 // Where a worker runs. A step blocks the thread that runs it, so a worker either gets a
 // thread of its own (the choice for a worker that waits on a device) or shares the actor
 // system's scheduler threads, which saves the two thread wake-ups per step that a hand-off to
-// a thread of its own costs (~20 µs of a step here). Sharing is only safe while another
-// scheduler thread stays free for the batcher and the sessions.
-enum class WorkerThread { own, scheduler };
+// a thread of its own costs (~20 µs of a step on the 2-core test VM). Sharing needs spare
+// scheduler threads for the batcher and the sessions: on 2 cores it doubled the time to first
+// token of requests arriving under load (docs/BENCHMARKS.md). `automatic` shares only when
+// the scheduler has at least three threads.
+enum class WorkerThread { automatic, own, scheduler };
 
 // Spawns a worker over `backend`. `next` is the following stage, or an invalid handle when
-// this worker is the last and samples. The worker owns the backend.
+// this worker is the last and samples. The worker owns the backend. `thread` is own or
+// scheduler (automatic is the Engine's to resolve; here it means own).
 worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
                           worker_actor next, WorkerThread thread);
 

@@ -12,7 +12,9 @@
    over the whole job, prefill included, on both sides. (The actors' "decode" figure starts
    when the last session sees its first token, which a session can see late while the batcher
    runs ahead, so only whole-job rates are compared.)
-3. Time to first token of new requests arriving while 63 others decode (stories260K).
+3. Time to first token of new requests arriving while 63 others decode (stories260K), with
+   workers on threads of their own and on the scheduler's, alternately, 3 runs each.
+Items 1 and 2's actor rows are also run both ways where it matters (1: both; 2: the default).
 Prints a markdown table for docs/BENCHMARKS.md.
 """
 import argparse
@@ -58,9 +60,10 @@ def main():
                         "--out", small], check=True)
 
     null = []
-    for batch in (1, 64, 256):
-        null.append(best([orzo_bench(a.build, "--backend", "null", "--batch", batch, "--prompt", 16, "--gen", 4096)
-                          for _ in range(5)], "tokens_delivered_per_s"))
+    for thread in ("shared", "own"):
+        for batch in (1, 64, 256):
+            null.append(best([orzo_bench(a.build, "--backend", "null", "--worker-thread", thread, "--batch", batch,
+                                         "--prompt", 16, "--gen", 4096) for _ in range(5)], "tokens_delivered_per_s"))
 
     paired = []
     for name, model, gen in (("stories260K", STORIES, 128), ("small-f16", small, 16)):
@@ -74,25 +77,28 @@ def main():
             s = max(r["tokens_delivered_per_s"] for r in actors)
             paired.append({"model": name, "batch": batch, "bare_tps": b, "actors_tps": s, "ratio": s / b})
 
-    ttft = orzo_bench(a.build, "--actors", "-m", STORIES, "--batch", 63, "--prompt", 32, "--gen", 400,
-                      "--ttft-probes", 50)
+    ttft = [orzo_bench(a.build, "--actors", "-m", STORIES, "--batch", 63, "--prompt", 32, "--gen", 400,
+                       "--ttft-probes", 50, "--worker-thread", thread) for _ in range(3) for thread in ("own", "shared")]
     result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
               "null_backend": null, "actors_vs_bare": paired, "ttft_while_63_decode": ttft}
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
 
-    print("| null backend, batch | steps/s | µs per step | tokens delivered/s |")
-    print("|---|---|---|---|")
+    print("| null backend: workers | batch | steps/s | µs per step | tokens delivered/s |")
+    print("|---|---|---|---|---|")
     for r in null:
-        print(f"| {r['batch']} | {r['steps_per_s']:,.0f} | {r['us_per_step']:.1f} | {r['tokens_delivered_per_s']:,.0f} |")
+        print(f"| {r['worker_thread']} | {r['batch']} | {r['steps_per_s']:,.0f} | {r['us_per_step']:.1f} | "
+              f"{r['tokens_delivered_per_s']:,.0f} |")
     print()
     print("| model | sessions | bare forward pass, tokens/s | through the actors, tokens/s | actors / bare |")
     print("|---|---|---|---|---|")
     for r in paired:
         print(f"| {r['model']} | {r['batch']} | {r['bare_tps']:,.1f} | {r['actors_tps']:,.1f} | {r['ratio']:.3f} |")
     print()
-    print(f"TTFT of new requests while 63 decode (stories260K, 32-token prompts, 50 probes): "
-          f"p50 {ttft['ttft_p50_ms']:.2f} ms, p99 {ttft['ttft_p99_ms']:.2f} ms")
+    print("| TTFT while 63 decode (stories260K, 50 probes): workers | p50 ms | p99 ms |")
+    print("|---|---|---|")
+    for r in ttft:
+        print(f"| {r['worker_thread']} | {r['ttft_p50_ms']:.2f} | {r['ttft_p99_ms']:.2f} |")
 
 
 if __name__ == "__main__":

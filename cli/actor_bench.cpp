@@ -2,6 +2,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
+#include "cli/engine_flags.hpp"
 #include "runtime/model.hpp"
 #include "runtime/null_backend.hpp"
 
@@ -104,7 +105,7 @@ void run_actor_bench(const BenchOptions& o) {
     b.prefix_caching = false;
     std::vector<std::unique_ptr<LayerBackend>> stages;
     stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
-    engine = Engine::start_with(sys, std::move(stages), std::move(b));
+    engine = Engine::start_with(sys, std::move(stages), std::move(b), parse_worker_thread(o.worker_thread));
   } else {
     if (o.model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
     EngineOptions e;
@@ -116,6 +117,7 @@ void run_actor_bench(const BenchOptions& o) {
     e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
     e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
     e.load_tokenizer = false;  // prompts are ids, as in the bare bench
+    e.worker_thread = parse_worker_thread(o.worker_thread);
     engine = Engine::start(sys, e);
     vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
   }
@@ -195,6 +197,7 @@ void run_actor_bench(const BenchOptions& o) {
   const double delivered = static_cast<double>(tally.tokens.load());
   const double decode_tokens = delivered - static_cast<double>(tally.tokens_at_all_started);
   nlohmann::json j = {{"backend", o.backend},
+                      {"worker_thread", o.worker_thread},
                       {"model", o.model},
                       {"placement", o.placement},
                       {"batch", o.batch},

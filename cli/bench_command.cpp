@@ -176,6 +176,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--actors", o->actors, "Run the sequences as sessions through the batcher and workers");
   cmd->add_option("--placement", o->placement, "Workers and their layers, with --actors")->capture_default_str();
+  cmd->add_option("--worker-thread", o->worker_thread, "With --actors: own, shared or auto, as for generate")
+      ->check(CLI::IsMember({"auto", "own", "shared"}))
+      ->capture_default_str();
   cmd->add_option("--ttft-probes", o->ttft_probes,
                   "With --actors: new requests sent one by one while the batch decodes, for TTFT percentiles")
       ->check(CLI::Range(0, 100000));

@@ -11,6 +11,7 @@ struct BenchOptions {
   bool actors = false;
   std::string placement = "cpu";
   int ttft_probes = 0;
+  std::string worker_thread = "auto";  // with --actors: own, shared or auto (see WorkerThread)
   int batch = 1;
   int prompt = 128;
   int gen = 32;

@@ -36,8 +36,11 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--max-num-batched-tokens", engine.scheduler.max_num_batched_tokens, "Tokens per step at most")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd.add_flag("--worker-threads", engine.worker_threads,
-               "Give every worker a thread of its own instead of sharing the actor scheduler's");
+  cmd.add_option("--worker-thread", worker_thread,
+                 "own: every worker on a thread of its own; shared: on the actor scheduler's threads; "
+                 "auto: shared from 3 scheduler threads up")
+      ->check(CLI::IsMember({"auto", "own", "shared"}))
+      ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("-n,--max-tokens", max_tokens, "Tokens to generate at most")->check(CLI::Range(1, 1 << 24))->capture_default_str();
@@ -51,8 +54,15 @@ void EngineFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
 }
 
+WorkerThread parse_worker_thread(const std::string& name) {
+  if (name == "own") return WorkerThread::own;
+  if (name == "shared") return WorkerThread::scheduler;
+  return WorkerThread::automatic;
+}
+
 EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
+  o.worker_thread = parse_worker_thread(worker_thread);
   if (model.empty()) {
     o.model = default_model();
     std::fprintf(stderr,

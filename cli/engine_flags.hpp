@@ -25,11 +25,15 @@ struct EngineFlags {
   int64_t seed = -1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  std::string worker_thread = "auto";
 
   void add_to(CLI::App& cmd);
   // Fills engine.model, saying on stderr which model it is when it is the default one.
   EngineOptions engine_options();
   SessionRequest session_request(std::string id) const;
 };
+
+// "own", "shared" or "auto", as --worker-thread takes them.
+WorkerThread parse_worker_thread(const std::string& name);
 
 }  // namespace orzo::cli

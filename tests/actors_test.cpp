@@ -82,10 +82,10 @@ BatcherOptions options(int32_t kv_blocks = 256) {
 }
 
 std::unique_ptr<Engine> start(caf::actor_system& sys, BatcherOptions o, Gate* gate = nullptr, int throw_on_step = -1,
-                              bool own_threads = false) {
+                              WorkerThread thread = WorkerThread::scheduler) {
   std::vector<std::unique_ptr<LayerBackend>> stages;
   stages.push_back(std::make_unique<TestBackend>(o.kv_blocks, gate, throw_on_step));
-  return Engine::start_with(sys, std::move(stages), std::move(o), own_threads);
+  return Engine::start_with(sys, std::move(stages), std::move(o), thread);
 }
 
 SessionRequest greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_tokens) {
@@ -136,7 +136,7 @@ TEST_F(Actors, StreamsTokensThenOneCompletion) {
 }
 
 TEST_F(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
-  auto engine = start(sys, options(), nullptr, -1, /*own_threads=*/true);
+  auto engine = start(sys, options(), nullptr, -1, WorkerThread::own);
   Collector c;
   for (int i = 0; i < 8; ++i) engine->generate(greedy("r" + std::to_string(i), {i}, 12), c.callbacks("r" + std::to_string(i)));
   ASSERT_TRUE(c.wait(8));
