@@ -28,10 +28,12 @@ int32_t auto_kv_blocks(const ModelConfig& cfg, const EngineOptions& o, int32_t m
 }
 
 // One step is in flight at a time, so at most one stage computes at once and blocks one
-// scheduler thread; sharing waits for two more, one for the batcher, one for the sessions.
+// scheduler thread. Automatic sharing waits for two more, one for the batcher, one for the
+// sessions; even when asked for, sharing the only scheduler thread would stall the batcher.
 WorkerThread resolve(WorkerThread choice, caf::actor_system& sys) {
-  if (choice != WorkerThread::automatic) return choice;
-  return sys.scheduler().num_workers() >= 3 ? WorkerThread::scheduler : WorkerThread::own;
+  const auto threads = sys.scheduler().num_workers();
+  if (choice == WorkerThread::automatic) return threads >= 3 ? WorkerThread::scheduler : WorkerThread::own;
+  return choice == WorkerThread::scheduler && threads < 2 ? WorkerThread::own : choice;
 }
 
 std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
