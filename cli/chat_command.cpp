@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/stream_to_stdout.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/tokenizer.hpp"
 
@@ -11,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <future>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -30,24 +30,10 @@ std::string reply(Engine& engine, const EngineFlags& flags, const std::string& p
   auto request = flags.session_request("chat-" + std::to_string(turn));
   request.prompt = prompt;
   request.add_special_tokens = false;  // the template wrote BOS and every marker itself
-  std::promise<Completion> done;
   std::string text;
-  SessionCallbacks callbacks;
-  callbacks.on_text = [&](TextChunk& chunk) {
-    text += chunk.text;
-    std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
-    std::fflush(stdout);
-  };
-  callbacks.on_done = [&](Completion& c) { done.set_value(c); };
-  engine.generate(std::move(request), std::move(callbacks));
-  const Completion c = done.get_future().get();
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  if (c.reason == FinishReason::error) {
-    std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());
-    return {};
-  }
-  return text;
+  const Completion c =
+      stream_to_stdout(engine, std::move(request), [&](const TextChunk& chunk) { text += chunk.text; });
+  return c.reason == FinishReason::error ? std::string() : text;
 }
 
 int run_chat(ChatFlags& flags) {

@@ -3,13 +3,13 @@
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/stream_to_stdout.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <future>
 #include <memory>
 #include <stdexcept>
 
@@ -36,27 +36,14 @@ int run_generate(GenerateFlags& flags) {
   request.prompt = flags.prompt;
   request.add_special_tokens = !flags.no_special;
 
-  std::promise<Completion> done;
   const auto start = Clock::now();
   Clock::time_point first{};
-  SessionCallbacks callbacks;
-  callbacks.on_text = [&](TextChunk& chunk) {
+  const Completion c = stream_to_stdout(*engine, std::move(request), [&](const TextChunk& chunk) {
     if (first == Clock::time_point{} && !chunk.tokens.empty()) first = Clock::now();
-    std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
-    std::fflush(stdout);
-  };
-  callbacks.on_done = [&](Completion& c) { done.set_value(c); };
-  engine->generate(std::move(request), std::move(callbacks));
-  const Completion c = done.get_future().get();
+  });
   const auto end = Clock::now();
   engine->shutdown();
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-
-  if (c.reason == FinishReason::error) {
-    std::fprintf(stderr, "orzo: error: %s: %s\n", to_string(c.error), c.message.c_str());
-    return 1;
-  }
+  if (c.reason == FinishReason::error) return 1;
   const auto& u = c.usage;
   const double prefill = first == Clock::time_point{} ? seconds(end - start) : seconds(first - start);
   const double decode = first == Clock::time_point{} ? 0.0 : seconds(end - first);
