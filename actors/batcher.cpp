@@ -18,12 +18,12 @@
 namespace orzo {
 namespace {
 
-// One admitted request, from register to finished.
+// One admitted request, from register to finished. Its prompt and generated tokens live in
+// `seq` only (request.prompt is emptied on admission).
 struct Live {
   GenerationRequest request;
   session_actor session;
   Sequence seq;
-  int32_t generated = 0;
   bool sampler_started = false;  // the sampling worker knows this sequence
   bool in_step = false;          // part of the step in flight
   bool cancelled = false;        // stopped while in the step: ends when the step returns
@@ -52,6 +52,8 @@ struct BatcherState {
 
 using batcher_pointer = batcher_actor::stateful_pointer<BatcherState>;
 
+int32_t generated(const Live& l) { return l.seq.num_tokens() - l.seq.prompt_len; }
+
 FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = ErrorCode::none,
                        std::string message = {}) {
   FinishedEvent ev;
@@ -59,7 +61,7 @@ FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = Err
   ev.reason = reason;
   ev.error = error;
   ev.message = std::move(message);
-  ev.usage = Usage{l.seq.prompt_len, l.seq.num_cached, l.generated};
+  ev.usage = Usage{l.seq.prompt_len, l.seq.num_cached, generated(l)};
   return ev;
 }
 
@@ -123,13 +125,14 @@ void queue_step(batcher_pointer self) {
 
 std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l, int32_t token) {
   const auto& limits = l.request.limits;
-  if (l.generated >= limits.min_tokens) {
+  const int32_t n = generated(l);
+  if (n >= limits.min_tokens) {
     const auto& eos = st.options.eos_token_ids;
     if (!limits.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return FinishReason::eos;
     const auto& stops = limits.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::stop;
   }
-  if (l.generated >= limits.max_tokens) return FinishReason::length;
+  if (n >= limits.max_tokens) return FinishReason::length;
   if (static_cast<int32_t>(l.seq.tokens.size()) >= st.options.max_model_len) return FinishReason::length;
   return std::nullopt;
 }
@@ -163,7 +166,9 @@ StepRequest build_step(BatcherState& st) {
     batch.add_chunk(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos, chunk.sample);
     if (!l.sampler_started) {
       l.sampler_started = true;
-      req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling, l.request.prompt});
+      const auto& tokens = chunk.seq->tokens;
+      req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling,
+                                          std::vector<int32_t>(tokens.begin(), tokens.begin() + chunk.seq->prompt_len)});
     }
   }
   req.released = std::move(st.released);
@@ -191,9 +196,8 @@ void deliver(batcher_pointer self, const StepResult& result) {
       continue;
     }
     l.seq.tokens.push_back(s.token);
-    ++l.generated;
     ++st.stats.generated_tokens;
-    self->send(l.session, TokenEvent{l.request.id, s.token, l.generated - 1, s.logprob, s.top_logprobs});
+    self->send(l.session, TokenEvent{l.request.id, s.token, generated(l) - 1, s.logprob, s.top_logprobs});
     if (auto reason = finish_reason(st, l, s.token)) finish(self, id, *reason);
   }
 }
@@ -261,8 +265,8 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
   auto l = std::make_unique<Live>();
   l->seq.id = st.next_seq++;
-  l->seq.tokens = req.prompt;
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
+  l->seq.tokens = req.prompt;
   l->seq.priority = req.priority;
   // A sequence that outgrew the whole pool could never finish, and would hold up every
   // admission behind it.
@@ -275,6 +279,7 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
                   "the waiting queue is full (" + std::to_string(st.options.scheduler.max_waiting) + " requests)");
   st.stats.prompt_tokens += req.prompt.size();
   l->session = std::move(session);
+  req.prompt = {};  // the sequence holds the tokens from here on
   l->request = std::move(req);
   self->monitor(l->session);
   const auto id = l->seq.id;
