@@ -59,6 +59,9 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' -n 5000", "exceeds the context length"},
       {"generate -m '" + kStories + "/stories260K.gguf' --placement cpu:0-9", "placement"},
       {"chat -m '" + kStories + "/stories260K.gguf'", "no chat template"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
+      {"bench --backend gpu --batch 2", "--backend"},
+      {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }
