@@ -1,0 +1,85 @@
+#pragma once
+// The bodies of POST /v1/completions, /v1/chat/completions, /tokenize and /detokenize,
+// parsed and checked field by field into plain structs. Nothing here knows HTTP or actors:
+// a request is valid or an ApiError (status 400, naming the field) says why not.
+//
+// Field names, types, ranges and defaults follow the OpenAI API, plus the extensions vLLM
+// users rely on (top_k, min_p, repetition_penalty, min_tokens, ignore_eos, stop_token_ids,
+// include_stop_str_in_output, skip_special_tokens, add_special_tokens). Unknown fields are
+// refused, as OpenAI does, so a misspelt parameter is not silently ignored; fields a client
+// library sends that change nothing (user, metadata, ...) are accepted. Fields whose meaning
+// orzo does not implement (tools, response_format other than text, best_of > n, suffix, ...)
+// are refused by name rather than ignored.
+
+#include "protocol/sampling_params.hpp"
+#include "server/api_error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace orzo {
+
+// One prompt of /v1/completions: text, or token ids given directly.
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> ids;
+  bool is_ids = false;
+};
+
+struct GenerateParams {
+  std::string model;                       // as given; the handler checks it
+  int32_t n = 1;                           // choices per prompt, 1..128
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+  std::optional<int32_t> max_tokens;       // absent: completions 16, chat up to the context
+  int32_t min_tokens = 0;
+  SamplingParams sampling;                 // temperature, top_p, top_k, min_p, penalties, logit_bias, seed, logprobs
+  std::vector<std::string> stop;           // at most 16, none empty
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop = false;               // include_stop_str_in_output
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;
+};
+
+struct CompletionRequest {
+  GenerateParams params;
+  std::vector<PromptInput> prompts;        // one or more; none empty
+  bool echo = false;
+  std::optional<bool> add_special_tokens;  // absent: true
+};
+
+struct ChatRequest {
+  GenerateParams params;
+  nlohmann::ordered_json messages;         // array of {role, content}; content may be a list of text parts
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;     // mutually exclusive with add_generation_prompt
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+  bool add_special_tokens = false;         // the template writes BOS itself
+};
+
+struct TokenizeRequest {
+  std::string model;                       // optional; empty when absent
+  std::optional<std::string> prompt;       // either prompt ...
+  nlohmann::ordered_json messages;         // ... or messages (through the chat template)
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+// Each throws ApiError (400, type invalid_request_error, param = the field) on malformed
+// JSON, a wrong type, an out-of-range value, an unknown or unsupported field.
+CompletionRequest parse_completion_request(std::string_view body);
+ChatRequest parse_chat_request(std::string_view body);
+TokenizeRequest parse_tokenize_request(std::string_view body);
+DetokenizeRequest parse_detokenize_request(std::string_view body);
+
+}  // namespace orzo

@@ -1,0 +1,64 @@
+#pragma once
+// The JSON orzo answers with, shaped as OpenAI's: whole responses for stream=false, and the
+// chunks of a Server-Sent-Events stream for stream=true. Pure formatting: the handler
+// decides what goes in, these write it out. Strings are dumped with invalid UTF-8 replaced
+// (a token's bytes may be part of a character), never throwing.
+
+#include "runtime/text/decode_table.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace orzo {
+
+// A choice's finish, as OpenAI names it: "stop" (EOS, stop token or string), "length",
+// "abort" (cancelled), "error".
+struct ResponseUsage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+// What one choice produced so far (a chunk) or in all (a whole response).
+struct ChoiceOutput {
+  int32_t index = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;     // empty unless asked for
+  bool has_logprobs = false;              // asked for: write "logprobs": {...} even when empty
+  int32_t text_offset = 0;                // completions logprobs: where `text` starts in the choice's whole text
+  std::optional<std::string> finish_reason;  // null until the last chunk
+};
+
+struct ResponseHeader {
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+// The vocabulary's bytes per token turn ids into the "token" strings and "bytes" arrays of
+// logprobs; null when no logprobs are written.
+std::string completion_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices,
+                                const ResponseUsage& usage, const DecodeTable* vocab);
+std::string completion_chunk(const ResponseHeader& h, const ChoiceOutput& choice, const DecodeTable* vocab);
+
+std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices, const ResponseUsage& usage,
+                          const DecodeTable* vocab);
+// first: the choice's first chunk, whose delta carries "role": "assistant".
+std::string chat_chunk(const ResponseHeader& h, const ChoiceOutput& choice, bool first, const DecodeTable* vocab);
+
+// The last chunk of a stream with stream_options.include_usage: "choices": [] and the usage.
+std::string usage_chunk(const ResponseHeader& h, bool chat, const ResponseUsage& usage);
+
+// One SSE event: "data: " + json + "\n\n"; and the stream's end, "data: [DONE]\n\n".
+std::string sse_event(const std::string& json);
+inline const char* sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace orzo
