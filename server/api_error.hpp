@@ -10,10 +10,10 @@
 namespace orzo {
 
 struct ApiError : std::runtime_error {
-  ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = {},
-           std::string code = {})
-      : std::runtime_error(std::move(message)), status(status), type(std::move(type)), param(std::move(param)),
-        code(std::move(code)) {}
+  ApiError(int http_status, std::string message, std::string error_type = "invalid_request_error",
+           std::string error_param = {}, std::string error_code = {})
+      : std::runtime_error(std::move(message)), status(http_status), type(std::move(error_type)),
+        param(std::move(error_param)), code(std::move(error_code)) {}
 
   int status;         // HTTP status: 400, 401, 404, 405, 413, 429, 500, 503, ...
   std::string type;   // "invalid_request_error", "authentication_error", "rate_limit_error", "server_error"
