@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -27,6 +28,8 @@ struct Live {
   bool sampler_started = false;  // the sampling worker knows this sequence
   bool in_step = false;          // part of the step in flight
   bool cancelled = false;        // stopped while in the step: ends when the step returns
+  std::chrono::steady_clock::time_point admitted = std::chrono::steady_clock::now();
+  int64_t queue_us = 0;          // admission to its first step
 };
 
 struct BatcherState {
@@ -61,7 +64,7 @@ FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = Err
   ev.reason = reason;
   ev.error = error;
   ev.message = std::move(message);
-  ev.usage = Usage{l.seq.prompt_len, l.seq.num_cached, generated(l)};
+  ev.usage = Usage{l.seq.prompt_len, l.seq.num_cached, generated(l), l.queue_us};
   return ev;
 }
 
@@ -166,6 +169,7 @@ StepRequest build_step(BatcherState& st) {
     batch.add_chunk(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos, chunk.sample);
     if (!l.sampler_started) {
       l.sampler_started = true;
+      l.queue_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - l.admitted).count();
       const auto& tokens = chunk.seq->tokens;
       req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling,
                                           std::vector<int32_t>(tokens.begin(), tokens.begin() + chunk.seq->prompt_len)});

@@ -53,6 +53,7 @@ std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std
 std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOptions& options) {
   std::unique_ptr<Engine> engine(new Engine(sys));
   engine->model_ = Model::load(options.model);
+  if (options.on_load_progress) engine->model_->page_in(options.on_load_progress);
   if (options.load_tokenizer)
     engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));
   const auto& cfg = engine->model_->config();

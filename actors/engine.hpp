@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct EngineOptions {
   caf::timespan step_timeout = std::chrono::minutes(10);
   bool load_tokenizer = true;         // false: sessions must give prompt ids (benchmarks)
   WorkerThread worker_thread = WorkerThread::automatic;  // see actors/worker.hpp
+  // Called while the weights are read in (bytes done, bytes in all); none: they are paged
+  // in lazily by the first steps.
+  std::function<void(size_t done, size_t total)> on_load_progress;
 };
 
 class Engine {

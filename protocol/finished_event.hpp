@@ -55,6 +55,7 @@ struct Usage {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;     // prompt tokens whose KV came from the prefix cache
   int32_t generated_tokens = 0;
+  int64_t queue_us = 0;          // admission to the first step that ran it, in microseconds
 };
 
 struct FinishedEvent {
@@ -67,7 +68,7 @@ struct FinishedEvent {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Usage& x) {
-  return f(caf::meta::type_name("usage"), x.prompt_tokens, x.cached_tokens, x.generated_tokens);
+  return f(caf::meta::type_name("usage"), x.prompt_tokens, x.cached_tokens, x.generated_tokens, x.queue_us);
 }
 
 template <class Inspector>

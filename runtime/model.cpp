@@ -175,6 +175,23 @@ size_t Model::weight_bytes_per_token() const {
   return bytes;
 }
 
+void Model::page_in(const std::function<void(size_t done, size_t total)>& progress) const {
+  auto tensors = layer_matrices();
+  tensors.push_back(&embedding_);
+  if (lm_head_.data != embedding_.data) tensors.push_back(&lm_head_);
+  size_t total = 0, done = 0;
+  for (const auto* t : tensors) total += t->nbytes;
+  constexpr size_t kPage = 4096;
+  for (const auto* t : tensors) {
+    const auto* bytes = static_cast<const volatile unsigned char*>(t->data);
+    unsigned char sink = 0;
+    for (size_t i = 0; i < t->nbytes; i += kPage) sink = static_cast<unsigned char>(sink ^ bytes[i]);
+    (void)sink;
+    done += t->nbytes;
+    if (progress) progress(done, total);
+  }
+}
+
 int64_t Model::layer_parameters() const {
   int64_t n = 0;
   for (const auto* t : layer_matrices()) n += t->numel();

@@ -2,6 +2,7 @@
 // A loaded model: its configuration and views of every weight, kept in the mapped files.
 // Built from an HF directory (config.json + safetensors) or a GGUF file; tensor names,
 // shapes and dtypes are checked here once so the forward pass can trust them.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ class Model {
   // Weights of the layers' matrices: every token costs 2 flops for each. (The LM head adds
   // 2 x vocab x hidden for each row that produces logits.)
   int64_t layer_parameters() const;
+  // Reads every weight once so the mapped pages are resident before the first request needs
+  // them, reporting bytes done after each tensor.
+  void page_in(const std::function<void(size_t done, size_t total)>& progress) const;
 
  private:
   class Builder;

@@ -121,7 +121,7 @@ TEST_F(Protocol, StepRequestCarriesHiddenStatesExactly) {
 }
 
 TEST_F(Protocol, EndsAndChunksKeepEveryField) {
-  FinishedEvent f{"r", FinishReason::length, ErrorCode::overloaded, "why", Usage{5, 3, 2}};
+  FinishedEvent f{"r", FinishReason::length, ErrorCode::overloaded, "why", Usage{5, 3, 2, 1234}};
   const auto g = round_trip(sys, f);
   EXPECT_EQ(g.request_id, "r");
   EXPECT_EQ(g.reason, FinishReason::length);
