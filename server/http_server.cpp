@@ -4,6 +4,7 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -30,7 +31,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
                  const std::atomic<bool>& draining)
-      : stream_(std::move(socket)), options_(options), handler_(handler), draining_(draining) {}
+      : stream_(std::move(socket)), deadline_(stream_.get_executor()), options_(options), handler_(handler),
+        draining_(draining) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
@@ -88,7 +90,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void read_header() {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
-    stream_.expires_after(options_.timeout);
+    arm_deadline();
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -111,6 +113,19 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     read_body();
   }
 
+  // Beast's own stream timeout closes the socket, which would leave no way to answer 408:
+  // this deadline only cancels the read.
+  void arm_deadline() {
+    timed_out_ = false;
+    deadline_.expires_after(options_.timeout);
+    deadline_.async_wait([self = shared_from_this(), id = exchange_id_](beast::error_code ec) {
+      if (ec || id != self->exchange_id_ || self->in_exchange_ || self->closed_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
   void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
@@ -122,7 +137,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                              "invalid_request_error", {}, "request_too_large"));
     if (ec == http::error::header_limit)
       return refuse(ApiError(431, "the request's headers are too large"));
-    if (ec == beast::error::timeout) {
+    if (timed_out_) {
       // A client that started a request and stalled hears why; a silent idle one is just closed.
       if (parser_ && parser_->got_some())
         return refuse(ApiError(408, "the request did not arrive within " +
@@ -161,7 +176,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     finishing_ = false;
     streaming_ = false;
     keep_alive_ = keep_alive && !draining_.load();
-    stream_.expires_never();  // answers may take as long as generation takes
+    deadline_.cancel();  // answers may take as long as generation takes
   }
 
   // A request is being answered, so the client has nothing to send (pipelining aside): the
@@ -229,10 +244,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     outbox_.clear();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    deadline_.cancel();
     stream_.close();
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer deadline_;
+  bool timed_out_ = false;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
   const std::atomic<bool>& draining_;
