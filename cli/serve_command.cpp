@@ -22,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unistd.h>
 
 namespace orzo::cli {
 namespace {
@@ -64,11 +65,15 @@ class StopSignal {
 
 struct Interrupted {};
 
-// A progress bar on stderr, redrawn when the percentage moves; interrupts a long load when
-// the server is asked to stop.
+// A progress bar on a terminal's stderr, redrawn when the percentage moves (elsewhere, as in
+// a log file, one line at the end); interrupts a long load when the server is asked to stop.
 std::function<void(size_t, size_t)> progress_bar(StopSignal& stop) {
-  return [&stop, last = -1](size_t done, size_t total) mutable {
+  return [&stop, last = -1, tty = isatty(STDERR_FILENO) == 1](size_t done, size_t total) mutable {
     if (stop.raised()) throw Interrupted{};
+    if (!tty) {
+      if (done == total) std::fprintf(stderr, "loaded weights: %.1f MiB\n", static_cast<double>(total) / (1 << 20));
+      return;
+    }
     const int percent = total ? static_cast<int>(done * 100 / total) : 100;
     if (percent == last) return;
     last = percent;

@@ -11,6 +11,12 @@
 namespace orzo {
 namespace {
 
+int32_t code_points(const std::string& utf8) {
+  int32_t n = 0;
+  for (unsigned char b : utf8) n += (b & 0xC0) != 0x80;
+  return n;
+}
+
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 const char* finish_reason_name(FinishReason reason) {
@@ -53,7 +59,10 @@ CompletionJob::CompletionJob(JobSetup setup, std::shared_ptr<HttpExchange> excha
 void CompletionJob::start(Engine& engine, std::vector<SessionRequest> requests) {
   choices_.resize(requests.size());
   remaining_ = requests.size();
-  for (size_t i = 0; i < requests.size(); ++i) choices_[i].text = setup_.echo.at(i / static_cast<size_t>(setup_.n));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    choices_[i].text = setup_.echo.at(i / static_cast<size_t>(setup_.n));
+    choices_[i].chars = code_points(choices_[i].text);
+  }
   // The job lives while any session can still call back.
   auto self = shared_from_this();
   exchange_->on_disconnect([weak = std::weak_ptr<CompletionJob>(self)] {
@@ -93,15 +102,16 @@ void CompletionJob::on_text(size_t index, TextChunk& chunk) {
   ChoiceOutput out;
   out.index = static_cast<int32_t>(index);
   out.has_logprobs = setup_.logprobs;
-  out.text_offset = static_cast<int32_t>(c.text.size());
+  out.text_offset = c.chars;
   if (setup_.logprobs)
     for (size_t t = 0; t < chunk.tokens.size(); ++t) {
-      TokenLogprob lp{chunk.tokens[t], t < chunk.logprobs.size() ? chunk.logprobs[t].v : 0.0f, {}};
+      ChoiceLogprob lp{chunk.tokens[t], t < chunk.logprobs.size() ? chunk.logprobs[t].v : 0.0f, {}};
       if (t < chunk.top_logprobs.size())
         for (const auto& top : chunk.top_logprobs[t]) lp.top.emplace_back(top.token, top.logprob.v);
       out.logprobs.push_back(std::move(lp));
     }
   c.text += chunk.text;
+  c.chars += code_points(chunk.text);
   if (!setup_.stream) {
     c.logprobs.insert(c.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
     return;
@@ -133,7 +143,7 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     if (result.reason == FinishReason::error) exchange_->write(sse_event(error_body(api_error(result))));
     ChoiceOutput last;
     last.index = static_cast<int32_t>(index);
-    last.text_offset = static_cast<int32_t>(c.text.size());
+    last.text_offset = c.chars;
     if (c.first_chunk) last.text = c.text;  // an echo with nothing generated after it
     last.finish_reason = finish_reason_name(result.reason);
     send_chunk(index, std::move(last));

@@ -47,7 +47,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  private:
   struct Choice {
     std::string text;                      // all of it so far (echo included)
-    std::vector<TokenLogprob> logprobs;
+    int32_t chars = 0;                     // code points in `text`: logprobs' text_offset counts these
+    std::vector<ChoiceLogprob> logprobs;
     bool first_chunk = true;
     bool done = false;
     Completion completion;

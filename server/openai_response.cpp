@@ -61,7 +61,7 @@ Json completion_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
   Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(),
        text_offset = Json::array();
   int32_t offset = c.text_offset;
-  for (const TokenLogprob& t : c.logprobs) {
+  for (const ChoiceLogprob& t : c.logprobs) {
     const std::string& text = token_text(*vocab, t.token);
     tokens.push_back(text);
     token_logprobs.push_back(logprob_number(t.logprob));
@@ -93,7 +93,7 @@ Json chat_token(const DecodeTable& vocab, int32_t id, float logprob) {
 Json chat_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
   if (!c.has_logprobs || vocab == nullptr) return nullptr;
   Json content = Json::array();
-  for (const TokenLogprob& t : c.logprobs) {
+  for (const ChoiceLogprob& t : c.logprobs) {
     Json entry = chat_token(*vocab, t.token, t.logprob);
     Json top = Json::array();
     for (const auto& [id, logprob] : t.top) top.push_back(chat_token(*vocab, id, logprob));

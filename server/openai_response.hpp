@@ -21,7 +21,7 @@ struct ResponseUsage {
   int32_t cached_tokens = 0;
 };
 
-struct TokenLogprob {
+struct ChoiceLogprob {
   int32_t token = 0;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;  // most likely first
@@ -31,7 +31,7 @@ struct TokenLogprob {
 struct ChoiceOutput {
   int32_t index = 0;
   std::string text;
-  std::vector<TokenLogprob> logprobs;     // empty unless asked for
+  std::vector<ChoiceLogprob> logprobs;     // empty unless asked for
   bool has_logprobs = false;              // asked for: write "logprobs": {...} even when empty
   // Completions logprobs: where `text` starts in the choice's whole text, in characters
   // (Unicode code points, as OpenAI and Python count); each token's text_offset follows on.

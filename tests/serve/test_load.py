@@ -21,6 +21,7 @@ def stream_text(port, prompt, max_tokens, **extra):
     for ev in stream_events(f):
         text += ev["choices"][0]["text"]
         finish = ev["choices"][0]["finish_reason"] or finish
+    f.close()
     s.close()
     return text, finish
 
@@ -70,7 +71,8 @@ class Disconnect(unittest.TestCase):
                 events = stream_events(f)
                 next(events), next(events)
             self.assertGreater(server.metric("orzo:num_requests_running"), 0)
-            for s, _, _ in socks:
+            for s, _, f in socks:
+                f.close()  # the file holds the descriptor open too
                 s.close()
             dropped = time.time()
             self.assertTrue(wait_for(lambda: server.metric("orzo:num_requests_running") == 0 and
@@ -123,6 +125,7 @@ class Shutdown(unittest.TestCase):
             chunks = [first] + rest
             self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "length")
             self.assertEqual(server.proc.wait(20), 0)
+            f.close()
             s.close()
 
     def test_past_the_grace_period_requests_are_cancelled(self):
@@ -137,6 +140,7 @@ class Shutdown(unittest.TestCase):
             chunks = list(events)
             self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "abort")
             self.assertEqual(server.proc.wait(20), 0)
+            f.close()
             s.close()
 
 

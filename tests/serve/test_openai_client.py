@@ -10,7 +10,7 @@ from harness import CHAT_TEMPLATE, Server
 
 KEY = "test-key"
 # transformers' greedy continuation of "Once upon a time" on stories260K.
-GREEDY = ", there was a little girl named Lily. She loved to play outside in the park."
+GREEDY = ", there was a little girl named Lily. She loved to play outside"
 PROMPT_IDS = [1, 403, 407, 261, 378]  # <s> Once upon a time
 
 
