@@ -11,8 +11,11 @@
 
 #include <caf/all.hpp>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -49,13 +52,21 @@ orzo::client_actor::behavior_type collector(orzo::client_actor::stateful_pointer
   };
 }
 
+int parse_max_tokens(const char* arg) {
+  char* end = nullptr;
+  const long n = std::strtol(arg, &end, 10);
+  if (end == arg || *end != '\0' || n < 1 || n > std::numeric_limits<int32_t>::max()) {
+    throw std::invalid_argument("MAX_TOKENS must be a positive integer, got '" + std::string(arg) + "'");
+  }
+  return static_cast<int>(n);
+}
+
 int run(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s MODEL PROMPT MAX_TOKENS\n", argv[0]);
     return 2;
   }
-  const int max_tokens = std::stoi(argv[3]);
-  if (max_tokens < 1) throw std::invalid_argument("MAX_TOKENS must be at least 1, got " + std::string(argv[3]));
+  const int max_tokens = parse_max_tokens(argv[3]);
 
   // The application's own system: orzo's settings (its message types registered, the
   // scheduler sized to the machine) go in next to whatever else the application configures.
