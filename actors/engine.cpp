@@ -89,6 +89,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
                       "-" + std::to_string(stage.layers.end));
   }
   engine->workers_ = spawn_pipeline(sys, std::move(backends), devices, options.worker_thread);
+  engine->max_model_len_ = b.max_model_len;
   engine->batcher_ = spawn_batcher(sys, std::move(b), engine->workers_);
   return engine;
 }
@@ -99,6 +100,7 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   std::vector<std::string> devices;
   for (size_t i = 0; i < stages.size(); ++i) devices.push_back("stage " + std::to_string(i));
   engine->workers_ = spawn_pipeline(sys, std::move(stages), devices, worker_thread);
+  engine->max_model_len_ = options.max_model_len;
   engine->batcher_ = spawn_batcher(sys, std::move(options), engine->workers_);
   return engine;
 }
