@@ -2,7 +2,7 @@
 """The OpenAI server's benchmark of record: `orzo serve` on stories260K, loaded by
 bench/serve_bench (a C++ client in the style of `vllm bench serve`).
 
-    python3 bench/run_serve.py [--build build] [--pairs 3] [--out bench/results/serve.json]
+    python3 bench/run_serve.py [--build build] [--pairs 5] [-t 1] [--out bench/results/serve.json]
 
 1. Concurrency sweep: 1, 4, 16 and 64 streams in flight, 4 requests per stream, each a
    prompt of 32 random token ids (distinct, so the prefix cache has nothing to reuse) and
@@ -18,8 +18,11 @@ bench/serve_bench (a C++ client in the style of `vllm bench serve`).
        token (generated tokens from /metrics) minus the actor bench's per token (its CPU
        time, less that of a 1-session 1-token run: process start, model load, warm-up);
      - wall: (server job time - actor job time) / tokens.
-   Both sides use the same compute threads (-t). The client's own CPU per token is also
-   recorded: on a small machine it competes with the server.
+   Both sides use the same compute threads (-t, default 1: on a small shared machine, two
+   compute threads that meet at a barrier every step wait out each other's time slices, and
+   both the time and the CPU per token then measure the machine's load rather than the code).
+   The client's own CPU per token is also recorded: on a small machine it competes with the
+   server. Medians over the pairs are reported.
 """
 import argparse
 import json
@@ -188,7 +191,7 @@ def pairs(build, threads, count):
     return out
 
 
-def plot(rows, paired, path):
+def plot(rows, paired, threads, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -200,15 +203,18 @@ def plot(rows, paired, path):
               label=f"orzo bench --actors, {SESSIONS} sessions (median)")
     left.set_xlabel("concurrent requests")
     left.set_ylabel("output tokens/s")
+    left.set_ylim(bottom=0)
     left.legend(fontsize=8)
     right.plot(conc, [r["median_ttft_ms"] for r in rows], "o-")
     right.set_xlabel("concurrent requests")
     right.set_ylabel("TTFT p50 (ms)")
+    right.set_ylim(bottom=0)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xticks(conc, [str(c) for c in conc])
         ax.grid(alpha=0.3)
-    fig.suptitle(f"stories260K, {PROMPT_LEN} prompt + {GEN} generated tokens per request, {os.cpu_count()} CPUs")
+    fig.suptitle(f"stories260K, {PROMPT_LEN} prompt + {GEN} generated tokens per request, "
+                 f"{threads or os.cpu_count()} compute thread(s), {os.cpu_count()} CPUs")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -218,8 +224,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serve.json"))
     ap.add_argument("--png", default=os.path.join(ROOT, "bench", "results", "serve_throughput.png"))
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("-t", "--threads", type=int, default=0, help="compute threads, both sides (0: one per core)")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("-t", "--threads", type=int, default=1, help="compute threads, both sides (0: one per core)")
     a = ap.parse_args()
 
     rows = sweep(a.build, a.threads)
@@ -227,14 +233,15 @@ def main():
     med = {k: statistics.median(p[k] for p in paired)
            for k in ("ratio", "cpu_overhead_us_per_token", "wall_overhead_us_per_token", "client_cpu_us_per_token",
                      "serve_tps", "actors_tps")}
-    result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "load_average_after": os.getloadavg()},
               "job": {"model": "stories260K", "prompt_tokens": PROMPT_LEN, "max_tokens": GEN, "ignore_eos": True,
                       "temperature": 0, "threads": a.threads},
               "sweep": rows, "serve_vs_actors": paired, "serve_vs_actors_median": med}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
-    plot(rows, paired, a.png)
+    plot(rows, paired, a.threads, a.png)
 
     print("| concurrency | requests | output tok/s | total tok/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms "
           "| ITL p50 ms | E2E p50 ms | failed |")
