@@ -22,7 +22,6 @@
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -520,8 +519,7 @@ int run(const Options& o) {
   // the server up; its numbers are not part of the result.
   Options probe = o;
   probe.num_prompts = 1;
-  auto [checked, probe_s] = LoadGenerator(io, endpoint, probe, {request_body(o, model, prompts.back(), o.seed)}).run();
-  static_cast<void>(probe_s);
+  const auto checked = LoadGenerator(io, endpoint, probe, {request_body(o, model, prompts.back(), o.seed)}).run().first;
   if (!checked[0].ok) throw std::runtime_error("the test request failed: " + checked[0].error);
 
   std::vector<std::string> bodies;
