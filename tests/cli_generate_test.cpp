@@ -62,6 +62,11 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
+      {"serve -m /nonexistent/model.gguf --port 0", "/nonexistent/model.gguf"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --host 1.2.3.4.5 --port 0", "not an IP address"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 70000", "--port"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --chat-template /nonexistent.jinja", "/nonexistent.jinja"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --max-queue 0", "--max-queue"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }
