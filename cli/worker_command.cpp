@@ -96,7 +96,10 @@ int run_worker(const WorkerFlags& flags) {
   auto backend = std::make_unique<CpuBackend>(model, o);
   const std::string device = "cpu:0 layers " + flags.layers + " (pid " + std::to_string(::getpid()) + ")";
   const WorkerInfo info{device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end), backend->kv_blocks()};
-  auto worker = spawn_worker(sys, std::move(backend), device, worker_actor{}, WorkerThread::own);
+  // On the scheduler's threads, which this process has to itself: a detached actor's thread
+  // waits for the actor to be destroyed, and once its handle has crossed to the batcher's
+  // node, the middleman holds it until after that wait, so shutdown would hang.
+  auto worker = spawn_worker(sys, std::move(backend), device, worker_actor{}, WorkerThread::scheduler);
   try {
     ask<caf::ok_atom>(self, batcher, "the batcher at " + at + " refused the worker", join_atom::value, worker, info);
   } catch (...) {

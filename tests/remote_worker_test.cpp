@@ -1,9 +1,9 @@
-// A pipeline across processes: the batcher and the worker for layers [0,2) of stories260K
+// Pipelines and clients across processes: the batcher and the worker for layers [0,2) of stories260K
 // run here, `orzo worker --layers 2-5` joins from a second process through the CAF
 // middleman, and a client may run in a third. Checks that greedy outputs equal the
 // single-process run's, and that a killed, frozen (SIGSTOP) or replaced worker fails the
 // requests it held with worker_lost, turns the model unhealthy, and that serving resumes
-// when a worker joins again.
+// when a worker joins again; and that a killed client process gives its KV blocks back.
 
 #include "actor_harness.hpp"
 #include "child_process.hpp"
@@ -38,8 +38,11 @@ const std::string kModel = std::string(ORZO_SHARED_DIR) + "/models/stories260K/s
 constexpr std::chrono::milliseconds kConnectionTimeout{1000};
 constexpr std::chrono::milliseconds kHeartbeat{200};
 
-const std::vector<std::string> kPrompts = {"Once upon a time", "The cat sat", "Lily and Ben went to the park",
-                                           "One day, a little bird"};
+// The last is long enough for whole KV blocks of its prompt to enter the prefix cache.
+const std::vector<std::string> kPrompts = {
+    "Once upon a time", "The cat sat", "Lily and Ben went to the park",
+    "One day, a little girl named Lily went to the park with her mom. She saw a big tree with a swing. She ran to "
+    "the swing and sat on it. Her mom pushed her high in the sky. Lily laughed and said"};
 
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
@@ -61,7 +64,7 @@ SessionRequest greedy(const std::string& id, const std::string& prompt, int32_t 
   return r;
 }
 
-class RemoteWorker : public testing::TempDirTest {
+class AcrossProcesses : public testing::TempDirTest {
  protected:
   void SetUp() override {
     TempDirTest::SetUp();
@@ -158,7 +161,7 @@ std::string run_command(const std::string& command, int& status) {
   return out;
 }
 
-TEST_F(RemoteWorker, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
+TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   EngineOptions single;
   single.model = kModel;
   single.threads = 1;
@@ -193,7 +196,7 @@ TEST_F(RemoteWorker, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   EXPECT_EQ(text, reference_text);
 }
 
-TEST_F(RemoteWorker, JoinsOnlyAMissingStageOfExactlyItsRange) {
+TEST_F(AcrossProcesses, JoinsOnlyAMissingStageOfExactlyItsRange) {
   start_engine();
   auto wrong = start_worker("1-5");
   EXPECT_EQ(wrong->wait(), 1);
@@ -210,7 +213,7 @@ TEST_F(RemoteWorker, JoinsOnlyAMissingStageOfExactlyItsRange) {
   EXPECT_TRUE(eventually([&] { return !healthy(); }));
 }
 
-TEST_F(RemoteWorker, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
+TEST_F(AcrossProcesses, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
   start_engine();
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
@@ -218,6 +221,7 @@ TEST_F(RemoteWorker, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
 
   Collector c;
   start_long_requests(c, 6);
+  ASSERT_GT(stats_of(*sys_, engine_->batcher()).prefix_hit_tokens, 0u);  // the long prompt's blocks are cached
   worker->signal(SIGKILL);
   expect_all_lost(c, 6);
   const auto h = health_of(*sys_, engine_->batcher());
@@ -237,7 +241,7 @@ TEST_F(RemoteWorker, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
   EXPECT_EQ(generate_all(*engine_, 32), before);
 }
 
-TEST_F(RemoteWorker, AFrozenWorkerIsLostWithinTheConnectionTimeout) {
+TEST_F(AcrossProcesses, AFrozenWorkerIsLostWithinTheConnectionTimeout) {
   start_engine();
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
@@ -247,6 +251,8 @@ TEST_F(RemoteWorker, AFrozenWorkerIsLostWithinTheConnectionTimeout) {
   const auto stopped = Clock::now();
   expect_all_lost(c, 4);
   const auto detected = Clock::now() - stopped;
+  std::printf("frozen worker detected after %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(detected).count()));
   // One connection timeout, plus up to a heartbeat for the check to run, plus slack for a
   // loaded machine.
   EXPECT_LT(detected, kConnectionTimeout + kHeartbeat + std::chrono::milliseconds(1000));
@@ -258,6 +264,36 @@ TEST_F(RemoteWorker, AFrozenWorkerIsLostWithinTheConnectionTimeout) {
   ASSERT_TRUE(eventually([&] { return healthy(); })) << again->output();
   const auto tokens = generate_all(*engine_, 16);
   for (const auto& t : tokens) EXPECT_EQ(t.size(), 16u);
+}
+
+TEST_F(AcrossProcesses, TheWorkerExitsWhenTheBatcherGoesAway) {
+  start_engine();
+  auto worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
+  engine_->shutdown();
+  EXPECT_EQ(worker->wait(), 1);
+  const std::string out = worker->output();
+  EXPECT_NE(out.find("orzo worker: the batcher at 127.0.0.1:" + std::to_string(port_) + " went away"), std::string::npos)
+      << out;
+}
+
+TEST_F(AcrossProcesses, AKilledClientProcessFreesItsBlocks) {
+  start_engine("cpu");
+  ChildProcess client({ORZO_STREAM_COMPLETION_PATH, kModel, "Once upon a time", "400", "127.0.0.1:" + std::to_string(port_)},
+                      path("client.log"));
+  ASSERT_TRUE(eventually([&] {
+    const auto s = stats_of(*sys_, engine_->batcher());
+    return s.running == 1 && s.kv_blocks_used > 0 && s.generated_tokens >= 2;
+  })) << client.output();
+  client.signal(SIGKILL);
+  EXPECT_EQ(client.wait(), -SIGKILL);
+  EXPECT_TRUE(eventually([&] {
+    const auto s = stats_of(*sys_, engine_->batcher());
+    return s.running == 0 && s.kv_blocks_used == 0;
+  }));
+  const auto s = stats_of(*sys_, engine_->batcher());
+  EXPECT_LT(s.generated_tokens, 400u);  // it was cut short, not run to its end
+  EXPECT_EQ(s.finished.at(static_cast<size_t>(FinishReason::cancelled)), 1u);
 }
 
 // A loopback port nobody listens on: bound, read back, released.
@@ -273,7 +309,7 @@ uint16_t unused_port() {
   return ntohs(addr.sin_port);
 }
 
-TEST_F(RemoteWorker, WorkerRefusesABatcherItCannotReach) {
+TEST_F(AcrossProcesses, WorkerRefusesABatcherItCannotReach) {
   port_ = unused_port();
   const uint16_t port = port_;
   auto worker = start_worker();
