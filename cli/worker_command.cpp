@@ -1,5 +1,6 @@
 #include "cli/worker_command.hpp"
 
+#include "actors/remote.hpp"
 #include "actors/system_config.hpp"
 #include "actors/worker.hpp"
 #include "protocol/errors.hpp"
@@ -9,7 +10,6 @@
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -29,6 +29,7 @@ struct WorkerFlags {
   int threads = 0;
   int heartbeat_ms = 1000;
   int timeout_ms = 5000;
+  TlsFiles tls;
 };
 
 std::atomic<bool> g_stop{false};
@@ -78,9 +79,9 @@ int run_worker(const WorkerFlags& flags) {
   caf::actor_system_config cfg;
   configure_actor_system(cfg, 0,
                          Liveness{std::chrono::milliseconds(flags.heartbeat_ms), std::chrono::milliseconds(flags.timeout_ms)});
-  cfg.load<caf::io::middleman>();
+  load_middleman(cfg, flags.tls);
   caf::actor_system sys{cfg};
-  auto remote = sys.middleman().remote_actor<batcher_actor>(where.host, where.port);
+  auto remote = connect_to_batcher(sys, where.host, where.port);
   if (!remote) throw std::runtime_error("cannot reach the batcher at " + at + ": " + sys.render(remote.error()));
   const batcher_actor batcher = *remote;
   caf::scoped_actor self{sys};
@@ -138,6 +139,10 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--connection-timeout-ms", flags->timeout_ms, "Drop a silent batcher connection after this long")
       ->check(CLI::Range(2, 3600000))
       ->capture_default_str();
+  cmd->add_option("--tls-cert", flags->tls.certificate, "Connect over TLS with this PEM certificate (with --tls-key, --tls-ca)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", flags->tls.key, "The certificate's PEM private key")->check(CLI::ExistingFile);
+  cmd->add_option("--tls-ca", flags->tls.ca_file, "PEM CA that signed the batcher's certificate")->check(CLI::ExistingFile);
   cmd->callback([flags] {
     if (const int rc = run_worker(*flags); rc != 0) throw CLI::RuntimeError(rc);
   });

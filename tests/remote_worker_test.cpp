@@ -10,6 +10,7 @@
 #include "temp_dir.hpp"
 
 #include "actors/engine.hpp"
+#include "actors/remote.hpp"
 
 #include <arpa/inet.h>
 #include <caf/io/all.hpp>
@@ -68,15 +69,24 @@ class AcrossProcesses : public testing::TempDirTest {
  protected:
   void SetUp() override {
     TempDirTest::SetUp();
-    configure_actor_system(cfg_, 2, Liveness{kHeartbeat, kConnectionTimeout});
-    cfg_.load<caf::io::middleman>();
-    sys_ = std::make_unique<caf::actor_system>(cfg_);
+    boot({});
   }
   void TearDown() override {
+    halt();
+    TempDirTest::TearDown();
+  }
+  void boot(const TlsFiles& tls) {
+    halt();
+    cfg_ = std::make_unique<caf::actor_system_config>();
+    configure_actor_system(*cfg_, 2, Liveness{kHeartbeat, kConnectionTimeout});
+    load_middleman(*cfg_, tls);
+    sys_ = std::make_unique<caf::actor_system>(*cfg_);
+  }
+  void halt() {
     if (engine_) engine_->shutdown();
     engine_.reset();
     sys_.reset();
-    TempDirTest::TearDown();
+    cfg_.reset();
   }
 
   // Process 1 (this one): the batcher and the local worker for layers [0,2), published on
@@ -87,18 +97,18 @@ class AcrossProcesses : public testing::TempDirTest {
     o.threads = 1;
     o.placement = placement;
     engine_ = Engine::start(*sys_, o);
-    auto port = sys_->middleman().publish(engine_->batcher(), 0, "127.0.0.1", true);
+    auto port = publish_batcher(*sys_, engine_->batcher(), 0);
     ASSERT_TRUE(port) << sys_->render(port.error());
     port_ = *port;
   }
 
   // Process 2: `orzo worker` for `layers`.
-  std::unique_ptr<ChildProcess> start_worker(const std::string& layers = "2-5") {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{ORZO_CLI_PATH, "worker", "--connect", "127.0.0.1:" + std::to_string(port_), "--layers",
-                                 layers, "-m", kModel, "-t", "1", "--heartbeat-ms", std::to_string(kHeartbeat.count()),
-                                 "--connection-timeout-ms", std::to_string(kConnectionTimeout.count())},
-        path("worker-" + std::to_string(++workers_started_) + ".log"));
+  std::unique_ptr<ChildProcess> start_worker(const std::string& layers = "2-5", const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args{ORZO_CLI_PATH, "worker", "--connect", "127.0.0.1:" + std::to_string(port_), "--layers",
+                                  layers, "-m", kModel, "-t", "1", "--heartbeat-ms", std::to_string(kHeartbeat.count()),
+                                  "--connection-timeout-ms", std::to_string(kConnectionTimeout.count())};
+    args.insert(args.end(), more.begin(), more.end());
+    return std::make_unique<ChildProcess>(args, path("worker-" + std::to_string(++workers_started_) + ".log"));
   }
 
   bool healthy() { return health_of(*sys_, engine_->batcher()).healthy; }
@@ -143,7 +153,7 @@ class AcrossProcesses : public testing::TempDirTest {
     }
   }
 
-  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system_config> cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::unique_ptr<Engine> engine_;
   uint16_t port_ = 0;
@@ -294,6 +304,37 @@ TEST_F(AcrossProcesses, AKilledClientProcessFreesItsBlocks) {
   const auto s = stats_of(*sys_, engine_->batcher());
   EXPECT_LT(s.generated_tokens, 400u);  // it was cut short, not run to its end
   EXPECT_EQ(s.finished.at(static_cast<size_t>(FinishReason::cancelled)), 1u);
+}
+
+const std::string kTls = std::string(ORZO_FIXTURES_DIR) + "/tls/";
+
+std::vector<std::string> tls_flags(const std::string& who) {
+  return {"--tls-cert", kTls + who + "-cert.pem", "--tls-key", kTls + who + "-key.pem", "--tls-ca", kTls + "node-cert.pem"};
+}
+
+TEST_F(AcrossProcesses, OverTlsOnlyAWorkerWithATrustedCertificateJoins) {
+  boot(TlsFiles{kTls + "node-cert.pem", kTls + "node-key.pem", kTls + "node-cert.pem"});
+  start_engine();
+  auto plain = start_worker();
+  EXPECT_EQ(plain->wait(), 1);
+  EXPECT_NE(plain->output().find("cannot reach the batcher"), std::string::npos) << plain->output();
+  auto stranger = start_worker("2-5", tls_flags("stranger"));
+  EXPECT_EQ(stranger->wait(), 1);
+  EXPECT_NE(stranger->output().find("cannot reach the batcher"), std::string::npos) << stranger->output();
+  EXPECT_FALSE(healthy());
+
+  auto trusted = start_worker("2-5", tls_flags("node"));
+  ASSERT_TRUE(eventually([&] { return healthy(); })) << trusted->output();
+  const auto tokens = generate_all(*engine_, 16);
+  for (const auto& t : tokens) EXPECT_EQ(t.size(), 16u);
+}
+
+TEST(Tls, PartialCertificatesAreRefused) {
+  caf::actor_system_config cfg;
+  EXPECT_THROW(load_middleman(cfg, TlsFiles{kTls + "node-cert.pem", "", kTls + "node-cert.pem"}), std::invalid_argument);
+  EXPECT_THROW(load_middleman(cfg, TlsFiles{"", "", kTls + "node-cert.pem"}), std::invalid_argument);
+  EXPECT_THROW(load_middleman(cfg, TlsFiles{kTls + "missing.pem", kTls + "node-key.pem", kTls + "node-cert.pem"}),
+               std::invalid_argument);
 }
 
 // A loopback port nobody listens on: bound, read back, released.
