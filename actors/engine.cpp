@@ -108,6 +108,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   }
   auto pipeline = spawn_pipeline(sys, std::move(backends), layers, devices, options.worker_thread);
   engine->workers_ = local_workers(pipeline);
+  engine->max_model_len_ = b.max_model_len;
   engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
   return engine;
 }
@@ -123,6 +124,7 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   }
   auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread);
   engine->workers_ = local_workers(pipeline);
+  engine->max_model_len_ = options.max_model_len;
   engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));
   return engine;
 }

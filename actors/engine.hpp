@@ -65,6 +65,7 @@ class Engine {
   const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones
   std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
   std::shared_ptr<const Model> model() const { return model_; }
+  int32_t max_model_len() const { return max_model_len_; }  // prompt + generated tokens at most
 
   session_actor generate(SessionRequest request, client_actor client);
   session_actor generate(SessionRequest request, SessionCallbacks callbacks);
@@ -79,6 +80,7 @@ class Engine {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<worker_actor> workers_;
   batcher_actor batcher_;
+  int32_t max_model_len_ = 0;
 };
 
 }  // namespace orzo

@@ -26,6 +26,11 @@ std::string default_model() {
 }  // namespace
 
 void EngineFlags::add_to(CLI::App& cmd) {
+  add_engine_to(cmd);
+  add_sampling_to(cmd);
+}
+
+void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: a built-in random-weight model)");
   cmd.add_option("--placement", engine.placement, "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2")
       ->capture_default_str();
@@ -43,6 +48,9 @@ void EngineFlags::add_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
+}
+
+void EngineFlags::add_sampling_to(CLI::App& cmd) {
   cmd.add_option("-n,--max-tokens", max_tokens, "Tokens to generate at most")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   cmd.add_option("--temperature", temperature, "0 for greedy")->check(CLI::Range(0.0, 100.0))->capture_default_str();
   cmd.add_option("--top-k", top_k, "0: off")->check(CLI::Range(0, 1 << 24))->capture_default_str();

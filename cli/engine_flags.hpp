@@ -27,7 +27,9 @@ struct EngineFlags {
   bool ignore_eos = false;
   std::string worker_thread = "auto";
 
-  void add_to(CLI::App& cmd);
+  void add_to(CLI::App& cmd);          // both of the below
+  void add_engine_to(CLI::App& cmd);   // model, placement, threads, batching, KV cache
+  void add_sampling_to(CLI::App& cmd);  // one request's sampling and limits
   // Fills engine.model, saying on stderr which model it is when it is the default one.
   EngineOptions engine_options();
   SessionRequest session_request(std::string id) const;

@@ -7,6 +7,7 @@
 #include "cli/bench_command.hpp"
 #include "cli/chat_command.hpp"
 #include "cli/generate_command.hpp"
+#include "cli/serve_command.hpp"
 #include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   orzo::cli::add_generate_command(app);
   orzo::cli::add_chat_command(app);
   orzo::cli::add_bench_command(app);
+  orzo::cli::add_serve_command(app);
   orzo::cli::add_worker_command(app);
   try {
     app.parse(argc, argv);

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
 
-packages=(build-essential cmake ninja-build ccache git
+packages=(build-essential cmake ninja-build ccache git curl
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev libpcre2-dev libicu-dev pkg-config
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
@@ -19,6 +19,9 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The end-to-end server tests drive `orzo serve` with the official openai client (PyPI).
+python3 -c "import openai" 2>/dev/null || python3 -m pip install -q -r tests/serve/requirements.txt
 
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"

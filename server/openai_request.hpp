@@ -55,7 +55,9 @@ struct CompletionRequest {
 
 struct ChatRequest {
   GenerateParams params;
-  nlohmann::ordered_json messages;         // array of {role, content}; content may be a list of text parts
+  // Array of {role, content, [name, tool_call_id, reasoning_content, ...]}: content is a string
+  // (text parts joined by "\n") or null (assistant only); keys given as null are dropped.
+  nlohmann::ordered_json messages;
   bool add_generation_prompt = true;
   bool continue_final_message = false;     // mutually exclusive with add_generation_prompt
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
@@ -65,8 +67,8 @@ struct ChatRequest {
 struct TokenizeRequest {
   std::string model;                       // optional; empty when absent
   std::optional<std::string> prompt;       // either prompt ...
-  nlohmann::ordered_json messages;         // ... or messages (through the chat template)
-  bool add_special_tokens = true;
+  nlohmann::ordered_json messages;         // ... or messages (through the chat template); null when absent
+  bool add_special_tokens = true;          // absent: true for a prompt, false for messages (the template writes BOS)
   bool add_generation_prompt = true;
 };
 
@@ -76,7 +78,9 @@ struct DetokenizeRequest {
 };
 
 // Each throws ApiError (400, type invalid_request_error, param = the field) on malformed
-// JSON, a wrong type, an out-of-range value, an unknown or unsupported field.
+// JSON, a wrong type, an out-of-range value, an unknown or unsupported field. A null field
+// means its default. Within messages, param is the path ("messages[2].content[0].type").
+// JSON nested deeper than 64 levels is refused as malformed: templates and copies recurse.
 CompletionRequest parse_completion_request(std::string_view body);
 ChatRequest parse_chat_request(std::string_view body);
 TokenizeRequest parse_tokenize_request(std::string_view body);

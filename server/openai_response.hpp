@@ -21,7 +21,7 @@ struct ResponseUsage {
   int32_t cached_tokens = 0;
 };
 
-struct TokenLogprob {
+struct ChoiceLogprob {
   int32_t token = 0;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;  // most likely first
@@ -31,9 +31,11 @@ struct TokenLogprob {
 struct ChoiceOutput {
   int32_t index = 0;
   std::string text;
-  std::vector<TokenLogprob> logprobs;     // empty unless asked for
+  std::vector<ChoiceLogprob> logprobs;     // empty unless asked for
   bool has_logprobs = false;              // asked for: write "logprobs": {...} even when empty
-  int32_t text_offset = 0;                // completions logprobs: where `text` starts in the choice's whole text
+  // Completions logprobs: where `text` starts in the choice's whole text, in characters
+  // (Unicode code points, as OpenAI and Python count); each token's text_offset follows on.
+  int32_t text_offset = 0;
   std::optional<std::string> finish_reason;  // null until the last chunk
 };
 
@@ -44,7 +46,8 @@ struct ResponseHeader {
 };
 
 // The vocabulary's bytes per token turn ids into the "token" strings and "bytes" arrays of
-// logprobs; null when no logprobs are written.
+// logprobs (ids outside it read as ""); null when no logprobs are written. A logprob of
+// -inf, which JSON cannot write, is written as -9999.0, as vLLM does.
 std::string completion_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices,
                                 const ResponseUsage& usage, const DecodeTable* vocab);
 std::string completion_chunk(const ResponseHeader& h, const ChoiceOutput& choice, const DecodeTable* vocab);

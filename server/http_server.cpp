@@ -1,0 +1,346 @@
+#include "server/http_server.hpp"
+
+#include "server/api_error.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <optional>
+#include <stdexcept>
+#include <sys/socket.h>
+
+namespace orzo {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  HttpConnection(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
+                 const std::atomic<bool>& draining)
+      : stream_(std::move(socket)), deadline_(stream_.get_executor()), options_(options), handler_(handler),
+        draining_(draining) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  }
+
+  // The exchange's operations, each run on the strand for exchange `id`.
+  void run(uint64_t id, std::function<void(HttpConnection&)> op) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), id, op = std::move(op)] {
+      if (self->live(id)) op(*self);
+    });
+  }
+  void post(std::function<void()> f) { net::post(stream_.get_executor(), std::move(f)); }
+
+  void respond(int status, const std::string& body, const HttpHeaders& headers, const std::string& content_type) {
+    std::string out = status_line(status);
+    out += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
+    out += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
+    out += body;
+    finishing_ = true;
+    enqueue(std::move(out));
+  }
+
+  void start_stream(const std::string& content_type) {
+    std::string out = status_line(200);
+    out += "Content-Type: " + content_type + "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+    out += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
+    streaming_ = true;
+    enqueue(std::move(out));
+  }
+
+  void write_chunk(const std::string& data) {
+    if (!streaming_ || data.empty()) return;
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    enqueue(size + data + "\r\n");
+  }
+
+  void finish_stream() {
+    if (!streaming_) return;
+    finishing_ = true;
+    enqueue("0\r\n\r\n");
+  }
+
+  void set_on_disconnect(std::function<void()> callback) { on_disconnect_ = std::move(callback); }
+
+ private:
+  bool live(uint64_t id) const { return in_exchange_ && id == exchange_id_ && !closed_ && !finishing_; }
+
+  std::string status_line(int status) const {
+    return "HTTP/1.1 " + std::to_string(status) + " " +
+           std::string(http::obsolete_reason(static_cast<http::status>(status))) + "\r\nServer: orzo\r\n";
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->body_limit(options_.max_body_bytes);
+    arm_deadline();
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    const auto& req = parser_->get();
+    if (const auto length = parser_->content_length(); length && *length > options_.max_body_bytes)
+      return refuse(ApiError(413, "the request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
+                             "invalid_request_error", {}, "request_too_large"));
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      auto self = shared_from_this();
+      auto line = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      net::async_write(stream_, net::buffer(*line), [self, line](beast::error_code wec, size_t) {
+        if (wec) return self->close();
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  // Beast's own stream timeout closes the socket, which would leave no way to answer 408:
+  // this deadline only cancels the read.
+  void arm_deadline() {
+    timed_out_ = false;
+    deadline_.expires_after(options_.timeout);
+    deadline_.async_wait([self = shared_from_this(), id = exchange_id_](beast::error_code ec) {
+      if (ec || id != self->exchange_id_ || self->in_exchange_ || self->closed_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
+  void read_body() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit)
+      return refuse(ApiError(413, "the request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
+                             "invalid_request_error", {}, "request_too_large"));
+    if (ec == http::error::header_limit)
+      return refuse(ApiError(431, "the request's headers are too large"));
+    if (timed_out_) {
+      // A client that started a request and stalled hears why; a silent idle one is just closed.
+      if (parser_ && parser_->got_some())
+        return refuse(ApiError(408, "the request did not arrive within " +
+                                        std::to_string(options_.timeout.count()) + " ms"));
+      return close();
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() && ec != http::error::end_of_stream)
+      return refuse(ApiError(400, "malformed HTTP request: " + ec.message()));
+    close();
+  }
+
+  // An error answered before any handler saw the request; the connection closes after it.
+  void refuse(const ApiError& error) {
+    begin_exchange(false);
+    respond(error.status, error_body(error), {}, "application/json");
+  }
+
+  void on_request(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    HttpRequest request = parser_->release();
+    begin_exchange(request.keep_alive());
+    watch_for_disconnect();
+    auto exchange = std::make_shared<HttpExchange>(shared_from_this(), exchange_id_);
+    try {
+      handler_(request, exchange);
+    } catch (const ApiError& e) {
+      respond(e.status, error_body(e), {}, "application/json");
+    } catch (const std::exception& e) {
+      respond(500, error_body(ApiError(500, e.what(), "server_error")), {}, "application/json");
+    }
+  }
+
+  void begin_exchange(bool keep_alive) {
+    ++exchange_id_;
+    in_exchange_ = true;
+    finishing_ = false;
+    streaming_ = false;
+    keep_alive_ = keep_alive && !draining_.load();
+    deadline_.cancel();  // answers may take as long as generation takes
+  }
+
+  // A request is being answered, so the client has nothing to send (pipelining aside): the
+  // socket turning readable means it closed, or reset. Waiting on it costs nothing per token.
+  void watch_for_disconnect() {
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this(), id = exchange_id_](beast::error_code ec) {
+                                  if (ec || id != self->exchange_id_ || !self->in_exchange_ || self->closed_) return;
+                                  char c;
+                                  const auto n = ::recv(self->stream_.socket().native_handle(), &c, 1,
+                                                        MSG_PEEK | MSG_DONTWAIT);
+                                  if (n > 0) return;  // a pipelined request: read once this one is answered
+                                  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                                    return self->watch_for_disconnect();
+                                  self->client_gone();
+                                });
+  }
+
+  void client_gone() {
+    if (closed_) return;
+    auto callback = std::move(on_disconnect_);
+    on_disconnect_ = nullptr;
+    close();
+    if (callback && in_exchange_) callback();
+  }
+
+  void enqueue(std::string data) {
+    if (closed_) return;
+    outbox_.push_back(std::move(data));
+    if (!writing_) write_next();
+  }
+
+  // Everything queued goes out in one write: under load many tokens share a syscall.
+  void write_next() {
+    if (outbox_.empty()) {
+      if (finishing_) end_exchange();
+      return;
+    }
+    writing_ = true;
+    sending_.clear();
+    for (auto& s : outbox_) sending_ += s;
+    outbox_.clear();
+    net::async_write(stream_, net::buffer(sending_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->writing_ = false;
+      if (ec) return self->client_gone();
+      self->write_next();
+    });
+  }
+
+  void end_exchange() {
+    in_exchange_ = false;
+    on_disconnect_ = nullptr;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // the disconnect watch
+    if (!keep_alive_) {
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      return close();
+    }
+    read_header();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    outbox_.clear();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    deadline_.cancel();
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  net::steady_timer deadline_;
+  bool timed_out_ = false;
+  const HttpServerOptions& options_;
+  const HttpHandler& handler_;
+  const std::atomic<bool>& draining_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<std::string> outbox_;
+  std::string sending_;
+  bool writing_ = false;
+  uint64_t exchange_id_ = 0;
+  bool in_exchange_ = false;
+  bool finishing_ = false;  // the answer is complete once the outbox drains
+  bool streaming_ = false;
+  bool keep_alive_ = false;
+  bool closed_ = false;
+  std::function<void()> on_disconnect_;
+};
+
+void HttpExchange::respond(int status, std::string body, HttpHeaders headers, std::string content_type) {
+  connection_->run(id_, [body = std::move(body), headers = std::move(headers),
+                         content_type = std::move(content_type), status](HttpConnection& c) {
+    c.respond(status, body, headers, content_type);
+  });
+}
+
+void HttpExchange::start_stream(std::string content_type) {
+  connection_->run(id_, [content_type = std::move(content_type)](HttpConnection& c) { c.start_stream(content_type); });
+}
+
+void HttpExchange::write(std::string data) {
+  connection_->run(id_, [data = std::move(data)](HttpConnection& c) { c.write_chunk(data); });
+}
+
+void HttpExchange::finish() {
+  connection_->run(id_, [](HttpConnection& c) { c.finish_stream(); });
+}
+
+void HttpExchange::on_disconnect(std::function<void()> callback) {
+  connection_->run(id_, [callback = std::move(callback)](HttpConnection& c) mutable {
+    c.set_on_disconnect(std::move(callback));
+  });
+}
+
+void HttpExchange::post(std::function<void()> f) { connection_->post(std::move(f)); }
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : options_(std::move(options)), handler_(std::move(handler)), acceptor_(context_) {
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options_.host, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + where + ": '" + options_.host + "' is not an IP address");
+  const tcp::endpoint endpoint{address, options_.port};
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+  accept();
+  for (int i = 0; i < std::max(1, options_.threads); ++i) threads_.emplace_back([this] { context_.run(); });
+}
+
+void HttpServer::accept() {
+  acceptor_.async_accept(net::make_strand(context_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      socket.set_option(tcp::no_delay(true), ec);
+      std::make_shared<HttpConnection>(std::move(socket), options_, handler_, draining_)->start();
+    }
+    accept();
+  });
+}
+
+void HttpServer::stop_accepting() {
+  draining_ = true;
+  net::post(context_, [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+  });
+}
+
+void HttpServer::stop() {
+  context_.stop();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+}  // namespace orzo

@@ -1,0 +1,327 @@
+#include "server/openai_api.hpp"
+
+#include "actors/engine.hpp"
+#include "runtime/text/chat_template.hpp"
+#include "runtime/text/tokenizer.hpp"
+#include "server/api_error.hpp"
+#include "server/completion_job.hpp"
+#include "server/openai_request.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string_view>
+#include <utility>
+
+namespace orzo {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+struct Route {
+  std::string_view path;
+  std::string_view method;
+  bool needs_key;  // model routes; /health and /metrics stay open for probes and scrapers
+};
+
+constexpr Route kRoutes[] = {
+    {"/v1/completions", "POST", true}, {"/v1/chat/completions", "POST", true}, {"/v1/models", "GET", true},
+    {"/tokenize", "POST", true},       {"/detokenize", "POST", true},          {"/health", "GET", false},
+    {"/metrics", "GET", false},
+};
+
+// Same time whatever the key's prefix: a wrong key does not leak how much of it matched.
+bool same_key(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0;
+}
+
+// Asks the batcher from outside any actor: a short-lived actor makes the request, so the
+// I/O thread never blocks on it.
+template <class Reply, class Atom>
+void ask_batcher(caf::actor_system& sys, const batcher_actor& batcher, std::function<void(Reply*, std::string)> done) {
+  sys.spawn(
+      [](caf::event_based_actor* self, batcher_actor target, std::function<void(Reply*, std::string)> reply) {
+        self->request(target, std::chrono::seconds(5), Atom::value)
+            .then([reply](Reply& r) { reply(&r, {}); },
+                  [reply, self](caf::error& e) { reply(nullptr, self->system().render(e)); });
+      },
+      batcher, std::move(done));
+}
+
+std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids, const Tokenizer& tokenizer, const char* param) {
+  for (auto id : ids)
+    if (id < 0 || id >= tokenizer.vocab_size())
+      throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                              std::to_string(tokenizer.vocab_size()) + ")",
+                     "invalid_request_error", param);
+  return ids;
+}
+
+}  // namespace
+
+OpenAIApi::OpenAIApi(caf::actor_system& sys, ApiOptions options)
+    : sys_(sys), options_(std::move(options)), metrics_(std::make_shared<ServerMetrics>(options_.served_model_name)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {
+  char prefix[20];
+  std::snprintf(prefix, sizeof prefix, "%08x", static_cast<unsigned>(std::random_device{}()));
+  id_prefix_ = prefix;
+}
+
+OpenAIApi::~OpenAIApi() = default;
+
+void OpenAIApi::serve(Engine& engine) {
+  const std::string& source =
+      options_.chat_template.empty() && engine.tokenizer() ? engine.tokenizer()->chat_template() : options_.chat_template;
+  if (!source.empty()) chat_template_ = std::make_unique<ChatTemplate>(source);
+  engine_ = &engine;
+}
+
+Engine& OpenAIApi::engine() const {
+  Engine* e = engine_.load();
+  if (!e) throw ApiError(503, "the model is still loading", "server_error", {}, "unavailable");
+  return *e;
+}
+
+void OpenAIApi::handle(HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view method(request.method_string().data(), request.method_string().size());
+  const Route* route = nullptr;
+  for (const auto& r : kRoutes)
+    if (r.path == path) route = &r;
+  if (!route) throw ApiError(404, "no route " + std::string(path), "invalid_request_error", {}, "not_found");
+  if (method != route->method) {
+    exchange->respond(405,
+                      error_body(ApiError(405, std::string(method) + " is not allowed on " + std::string(path),
+                                          "invalid_request_error", {}, "method_not_allowed")),
+                      {{"Allow", std::string(route->method)}});
+    return;
+  }
+  if (route->needs_key && !options_.api_key.empty()) {
+    const auto auth = request[boost::beast::http::field::authorization];
+    const std::string_view given(auth.data(), auth.size());
+    constexpr std::string_view bearer = "Bearer ";
+    if (given.empty())
+      throw ApiError(401, "no API key given: send it as 'Authorization: Bearer KEY'", "invalid_request_error", {},
+                     "invalid_api_key");
+    if (given.substr(0, bearer.size()) != bearer || !same_key(given.substr(bearer.size()), options_.api_key))
+      throw ApiError(401, "incorrect API key", "invalid_request_error", {}, "invalid_api_key");
+  }
+  if (path == "/health") return health(std::move(exchange));
+  if (path == "/metrics") return metrics(std::move(exchange));
+  if (path == "/v1/models") return models(*exchange);
+  if (path == "/tokenize") return tokenize(request, *exchange);
+  if (path == "/detokenize") return detokenize(request, *exchange);
+  completions(request, std::move(exchange), path == "/v1/chat/completions");
+}
+
+void OpenAIApi::check_model(const std::string& model) const {
+  if (model != options_.served_model_name)
+    throw ApiError(404, "the model '" + model + "' does not exist; this server serves '" + options_.served_model_name + "'",
+                   "invalid_request_error", "model", "model_not_found");
+}
+
+namespace {
+
+// The conversation as the chat template renders it, ready to tokenize.
+std::string render_chat(const ChatTemplate* tmpl, const Tokenizer& tokenizer, const ordered_json& messages,
+                        bool add_generation_prompt, bool continue_final_message, const ordered_json& kwargs) {
+  if (!tmpl)
+    throw ApiError(400, "this model has no chat template: use /v1/completions, or start the server with --chat-template",
+                   "invalid_request_error", "messages");
+  try {
+    std::string text = apply_chat_template(*tmpl, messages, add_generation_prompt && !continue_final_message,
+                                           tokenizer.bos_token(), tokenizer.eos_token(), kwargs);
+    if (continue_final_message) {
+      // As transformers does: the text ends where the last message's content ends, so the
+      // model continues that message instead of closing it.
+      const auto& last = messages.back();
+      if (last.value("role", "") != "assistant" || !last.contains("content") || !last["content"].is_string())
+        throw ApiError(400, "continue_final_message needs a final assistant message with text content",
+                       "invalid_request_error", "continue_final_message");
+      const auto content = last["content"].get<std::string>();
+      const auto at = text.rfind(content);
+      if (content.empty() || at == std::string::npos)
+        throw ApiError(400, "the chat template does not reproduce the final message's content",
+                       "invalid_request_error", "continue_final_message");
+      text.resize(at + content.size());
+    }
+    return text;
+  } catch (const ChatTemplateRaised& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "messages");
+  } catch (const ChatTemplateError& e) {
+    throw ApiError(400, std::string("the chat template failed on these messages: ") + e.what(),
+                   "invalid_request_error", "messages");
+  }
+}
+
+}  // namespace
+
+void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
+  if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
+  Engine& eng = engine();
+  const auto tokenizer = eng.tokenizer();
+  if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
+
+  GenerateParams params;
+  std::vector<std::vector<int32_t>> prompts;
+  JobSetup setup;
+  setup.chat = chat;
+  const char* prompt_param = chat ? "messages" : "prompt";
+  bool add_special = true;
+  if (chat) {
+    ChatRequest req = parse_chat_request(request.body());
+    params = std::move(req.params);
+    const std::string text = render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt,
+                                         req.continue_final_message, req.template_kwargs);
+    prompts.push_back(tokenizer->encode(text, req.add_special_tokens));
+    setup.echo.emplace_back();
+  } else {
+    CompletionRequest req = parse_completion_request(request.body());
+    params = std::move(req.params);
+    if (req.echo && params.sampling.logprobs)
+      throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
+                     "invalid_request_error", "echo");
+    add_special = req.add_special_tokens.value_or(true);
+    for (const auto& p : req.prompts) {
+      prompts.push_back(p.is_ids ? checked_ids(p.ids, *tokenizer, "prompt") : tokenizer->encode(p.text, add_special));
+      setup.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer->decode(p.ids, false) : p.text);
+    }
+  }
+  check_model(params.model);
+
+  const int32_t context = eng.max_model_len();
+  std::vector<SessionRequest> sessions;
+  const std::string id = id_prefix_ + std::to_string(next_id_++);
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto len = static_cast<int32_t>(prompts[p].size());
+    if (len == 0) throw ApiError(400, "the prompt is empty", "invalid_request_error", prompt_param);
+    if (len >= context)
+      throw ApiError(400,
+                     "this model's maximum context length is " + std::to_string(context) + " tokens, and the " +
+                         (chat ? "messages have " : "prompt has ") + std::to_string(len),
+                     "invalid_request_error", prompt_param, "context_length_exceeded");
+    const int32_t max_tokens = params.max_tokens.value_or(chat ? context - len : 16);
+    if (len + max_tokens > context)
+      throw ApiError(400,
+                     "this model's maximum context length is " + std::to_string(context) + " tokens; you asked for " +
+                         std::to_string(len + max_tokens) + " (" + std::to_string(len) + " in the " +
+                         (chat ? "messages" : "prompt") + ", " + std::to_string(max_tokens) + " in the completion)",
+                     "invalid_request_error", "max_tokens", "context_length_exceeded");
+    if (params.min_tokens > max_tokens)
+      throw ApiError(400, "min_tokens exceeds max_tokens", "invalid_request_error", "min_tokens");
+    setup.prompt_tokens.push_back(len);
+    for (int32_t j = 0; j < params.n; ++j) {
+      SessionRequest s;
+      s.id = id + "-" + std::to_string(sessions.size());
+      s.prompt_ids = prompts[p];
+      s.sampling = params.sampling;
+      // n choices from one seed must still differ, and each stays reproducible.
+      if (s.sampling.seed) s.sampling.seed = *s.sampling.seed + static_cast<uint64_t>(j);
+      s.limits.max_tokens = max_tokens;
+      s.limits.min_tokens = params.min_tokens;
+      s.limits.stop_token_ids = params.stop_token_ids;
+      s.limits.ignore_eos = params.ignore_eos;
+      s.stop = params.stop;
+      s.include_stop = params.include_stop;
+      s.skip_special_tokens = params.skip_special_tokens;
+      sessions.push_back(std::move(s));
+    }
+  }
+  setup.header = ResponseHeader{(chat ? "chatcmpl-" : "cmpl-") + id,
+                                std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count(),
+                                options_.served_model_name};
+  setup.stream = params.stream;
+  setup.include_usage = params.include_usage;
+  setup.logprobs = params.sampling.logprobs;
+  setup.n = params.n;
+
+  auto job = std::make_shared<CompletionJob>(std::move(setup), exchange, metrics_, tokenizer,
+                                             [jobs = jobs_](CompletionJob* j) {
+                                               std::lock_guard lock(jobs->mutex);
+                                               jobs->live.erase(j);
+                                             });
+  {
+    std::lock_guard lock(jobs_->mutex);
+    jobs_->live.emplace(job.get(), job);
+  }
+  job->start(eng, std::move(sessions));
+}
+
+void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
+  Engine& eng = engine();
+  const TokenizeRequest req = parse_tokenize_request(request.body());
+  if (!req.model.empty()) check_model(req.model);
+  const auto tokenizer = eng.tokenizer();
+  std::vector<int32_t> ids;
+  if (req.prompt)
+    ids = tokenizer->encode(*req.prompt, req.add_special_tokens);
+  else
+    ids = tokenizer->encode(
+        render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt, false,
+                    ordered_json::object()),
+        false);
+  ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.max_model_len()}, {"tokens", ids}};
+  exchange.respond(200, dump(body));
+}
+
+void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
+  Engine& eng = engine();
+  const DetokenizeRequest req = parse_detokenize_request(request.body());
+  if (!req.model.empty()) check_model(req.model);
+  const auto& tokenizer = *eng.tokenizer();
+  exchange.respond(200, dump({{"prompt", tokenizer.decode(checked_ids(req.tokens, tokenizer, "tokens"), false)}}));
+}
+
+void OpenAIApi::models(HttpExchange& exchange) const {
+  Engine& eng = engine();
+  const ordered_json model = {{"id", options_.served_model_name}, {"object", "model"},
+                              {"created", created_},                {"owned_by", "orzo"},
+                              {"root", options_.model_path},        {"max_model_len", eng.max_model_len()}};
+  exchange.respond(200, dump({{"object", "list"}, {"data", ordered_json::array({model})}}));
+}
+
+void OpenAIApi::health(std::shared_ptr<HttpExchange> exchange) {
+  Engine* eng = engine_.load();
+  if (!eng) return exchange->respond(503, dump({{"status", "loading"}}));
+  ask_batcher<ModelHealth, health_atom>(sys_, eng->batcher(), [exchange](ModelHealth* h, std::string error) {
+    if (h && h->healthy) return exchange->respond(200, dump({{"status", "ok"}}));
+    exchange->respond(503, dump({{"status", "unhealthy"}, {"detail", h ? h->detail : error}}));
+  });
+}
+
+void OpenAIApi::metrics(std::shared_ptr<HttpExchange> exchange) {
+  constexpr const char* type = "text/plain; version=0.0.4; charset=utf-8";
+  Engine* eng = engine_.load();
+  if (!eng) return exchange->respond(200, metrics_->render(BatcherStats{}), {}, type);
+  ask_batcher<BatcherStats, stats_atom>(sys_, eng->batcher(), [metrics = metrics_, exchange](BatcherStats* s,
+                                                                                          std::string error) {
+    if (!s)
+      return exchange->respond(503, error_body(ApiError(503, "the batcher did not answer: " + error, "server_error")));
+    exchange->respond(200, metrics->render(*s), {}, type);
+  });
+}
+
+void OpenAIApi::drain() { draining_ = true; }
+
+void OpenAIApi::cancel_all() {
+  std::lock_guard lock(jobs_->mutex);
+  for (auto& [ptr, weak] : jobs_->live)
+    if (auto job = weak.lock()) job->cancel();
+}
+
+size_t OpenAIApi::in_flight() const {
+  std::lock_guard lock(jobs_->mutex);
+  return jobs_->live.size();
+}
+
+}  // namespace orzo

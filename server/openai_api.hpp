@@ -1,0 +1,78 @@
+#pragma once
+// The endpoints of `orzo serve`: routing, authentication, and the work of each route —
+// /v1/completions and /v1/chat/completions (prompts and chat templates turned into token ids
+// here, then one session per choice: see CompletionJob), /v1/models, /tokenize,
+// /detokenize, /health and /metrics. The API is up before the model: until serve() hands it
+// an engine, /health says 503 and model routes refuse.
+
+#include "server/http_server.hpp"
+#include "server/metrics.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace caf {
+class actor_system;
+}
+
+namespace orzo {
+
+class ChatTemplate;
+class CompletionJob;
+class Engine;
+
+struct ApiOptions {
+  std::string served_model_name;  // what requests name in "model"
+  std::string model_path;         // reported as the model's root
+  std::string api_key;            // empty: no authentication
+  std::string chat_template;      // overrides the model's; empty: the model's own
+};
+
+class OpenAIApi {
+ public:
+  OpenAIApi(caf::actor_system& sys, ApiOptions options);
+  ~OpenAIApi();
+
+  // The model is loaded: requests go to `engine`, which must outlive every request.
+  // Throws ChatTemplateError when the chat template does not parse.
+  void serve(Engine& engine);
+  // Every route answers here, on the connection's strand.
+  void handle(HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
+
+  void drain();        // shutting down: new generation requests get 503
+  void cancel_all();   // ends every request in flight now
+  size_t in_flight() const;
+
+ private:
+  void completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat);
+  void tokenize(const HttpRequest& request, HttpExchange& exchange);
+  void detokenize(const HttpRequest& request, HttpExchange& exchange);
+  void models(HttpExchange& exchange) const;
+  void health(std::shared_ptr<HttpExchange> exchange);
+  void metrics(std::shared_ptr<HttpExchange> exchange);
+  void check_model(const std::string& model) const;
+  Engine& engine() const;
+
+  // Requests in flight, by job. Shared with the jobs, which may end after the API is gone.
+  struct Jobs {
+    std::mutex mutex;
+    std::unordered_map<CompletionJob*, std::weak_ptr<CompletionJob>> live;
+  };
+
+  caf::actor_system& sys_;
+  ApiOptions options_;
+  std::shared_ptr<ServerMetrics> metrics_;
+  std::atomic<Engine*> engine_{nullptr};
+  std::unique_ptr<ChatTemplate> chat_template_;
+  int64_t created_;
+  std::string id_prefix_;
+  std::atomic<uint64_t> next_id_{0};
+  std::atomic<bool> draining_{false};
+  std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
+};
+
+}  // namespace orzo

@@ -1,0 +1,501 @@
+#include "server/openai_request.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <type_traits>
+
+namespace orzo {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Deeper JSON than this is refused while parsing: templates, copies and dumps of the
+// messages and chat_template_kwargs recurse, and no real request nests this far.
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxStops = 16;
+constexpr int64_t kMaxN = 128;
+constexpr int64_t kMaxTopLogprobs = 20;
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+[[noreturn]] void refuse(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, "invalid_request_error", param);
+}
+
+std::string type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::binary: return "binary";
+    case Json::value_t::discarded: return "nothing";
+    default: return "a number";
+  }
+}
+
+std::string format_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
+// A value as it appears in an error message, cut short so a huge string cannot bloat it.
+std::string shown(const Json& v) {
+  std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  constexpr size_t kMaxShown = 40;
+  if (text.size() > kMaxShown) text = text.substr(0, kMaxShown) + "...";
+  return text;
+}
+
+Json parse_object(std::string_view body) {
+  const Json::parser_callback_t limit_depth = [](int depth, Json::parse_event_t event, Json&) {
+    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    if (opens && depth >= kMaxDepth) refuse("", "invalid JSON: nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    return true;
+  };
+  Json body_json;
+  try {
+    body_json = Json::parse(body.begin(), body.end(), limit_depth);
+  } catch (const Json::exception& e) {
+    // A syntax error or a number too large for a double (out_of_range.406); nlohmann
+    // prefixes its messages with "[json.exception.parse_error.101] ".
+    std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
+    refuse("", "invalid JSON: " + what);
+  }
+  if (!body_json.is_object()) refuse("", "the request body must be a JSON object, got " + type_name(body_json));
+  return body_json;
+}
+
+// ---- typed readers: each takes the value and where it sits, for errors ----
+
+// The field an error names in `param`, and how its message names the value: the field
+// itself, or one element of it ("stop[2]", "logit_bias[\"7\"]").
+struct Where {
+  Where(const std::string& field) : param(field), label(field) {}  // implicit: a field names itself
+  Where(std::string field, std::string element) : param(std::move(field)), label(std::move(element)) {}
+  std::string param;
+  std::string label;
+};
+
+std::string element(const std::string& label, size_t i) { return label + "[" + std::to_string(i) + "]"; }
+
+[[noreturn]] void refuse(const Where& at, const std::string& what) { refuse(at.param, at.label + " " + what); }
+
+bool read_bool(const Json& v, const Where& at) {
+  if (!v.is_boolean()) refuse(at, "must be a boolean, got " + type_name(v));
+  return v.get<bool>();
+}
+
+std::string read_string(const Json& v, const Where& at) {
+  if (!v.is_string()) refuse(at, "must be a string, got " + type_name(v));
+  return v.get<std::string>();
+}
+
+const Json& read_object(const Json& v, const Where& at) {
+  if (!v.is_object()) refuse(at, "must be an object, got " + type_name(v));
+  return v;
+}
+
+const Json& read_array(const Json& v, const Where& at) {
+  if (!v.is_array()) refuse(at, "must be an array, got " + type_name(v));
+  return v;
+}
+
+// An interval of reals; open at the low end when lo_open ("(0, 1]").
+struct Range {
+  double lo;
+  double hi;
+  bool lo_open = false;
+};
+
+float read_float(const Json& v, const Where& at, Range range) {
+  if (!v.is_number()) refuse(at, "must be a number, got " + type_name(v));
+  const double x = v.get<double>();
+  const bool above_lo = range.lo_open ? x > range.lo : x >= range.lo;
+  if (!std::isfinite(x) || !above_lo || x > range.hi) {
+    refuse(at, std::string("must be in ") + (range.lo_open ? "(" : "[") + format_number(range.lo) + ", " +
+                   format_number(range.hi) + "], got " + shown(v));
+  }
+  return static_cast<float>(x);
+}
+
+// Integers as JSON writes them; a float with no fractional part (16.0) is the same number.
+// Values outside [lo, hi] are refused; hi = the type's max reads as "no upper bound". hi >= 0.
+template <class T>
+T read_integer(const Json& v, const Where& at, T lo, T hi = std::numeric_limits<T>::max()) {
+  if (!v.is_number()) refuse(at, "must be an integer, got " + type_name(v));
+  bool in_range = false;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d != std::floor(d)) refuse(at, "must be an integer, got " + shown(v));
+    // hi + 1 is a power of two for every bound used here, so exact as a double.
+    in_range = d >= static_cast<double>(lo) && d < static_cast<double>(hi) + 1.0;
+  } else if (v.is_number_unsigned() || v.get<int64_t>() >= 0) {
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else {
+    in_range = std::is_signed_v<T> && v.get<int64_t>() >= static_cast<int64_t>(lo);
+  }
+  if (!in_range) {
+    const std::string bounds = hi == std::numeric_limits<T>::max()
+                                   ? ">= " + std::to_string(lo)
+                                   : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    refuse(at, "must be an integer " + bounds + ", got " + shown(v));
+  }
+  return v.is_number_float() ? static_cast<T>(v.get<double>()) : v.get<T>();
+}
+
+std::vector<int32_t> read_token_ids(const Json& v, const Where& at) {
+  std::vector<int32_t> ids;
+  for (const Json& id : read_array(v, at)) ids.push_back(read_integer<int32_t>(id, {at.param, element(at.label, ids.size())}, 0));
+  return ids;
+}
+
+// ---- field tables ----
+
+// What reads one top-level field; `name` is the field's key, for errors.
+using FieldReader = std::function<void(const Json& value, const std::string& name)>;
+using FieldTable = std::map<std::string, FieldReader, std::less<>>;
+
+// Runs each field's reader; null means "the default" for every known field, so it is
+// skipped; an unknown key is refused with OpenAI's wording.
+void read_fields(const Json& body, const FieldTable& table) {
+  for (const auto& [key, value] : body.items()) {
+    const auto reader = table.find(key);
+    if (reader == table.end()) refuse(key, "Unrecognized request argument supplied: " + key);
+    if (!value.is_null()) reader->second(value, key);
+  }
+}
+
+void require(const Json& body, const char* name) {
+  const auto it = body.find(name);
+  if (it == body.end() || it->is_null()) refuse(name, std::string(name) + " is required");
+}
+
+// Accepted for compatibility with client libraries, checked for type, otherwise ignored.
+void add_ignored_string(FieldTable& table, const char* name) {
+  table[name] = [](const Json& v, const std::string& n) { read_string(v, n); };
+}
+
+[[noreturn]] void unsupported(const std::string& name, const std::string& why) {
+  refuse(name, name + " is not supported" + (why.empty() ? std::string() : ": " + why));
+}
+
+// ---- fields shared by completions and chat ----
+
+// Cross-field facts the readers record and finish_generate() checks once all fields are in.
+struct GenerateChecks {
+  bool stream_options = false;
+  std::optional<int32_t> best_of;
+};
+
+std::vector<std::string> read_stop(const Json& v, const std::string& name) {
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().empty()) refuse(name, name + " must not be empty");
+    return {v.get<std::string>()};
+  }
+  if (!v.is_array()) refuse(name, name + " must be a string or an array of strings, got " + type_name(v));
+  if (v.size() > kMaxStops) refuse(name, name + " may hold at most " + std::to_string(kMaxStops) + " strings");
+  std::vector<std::string> stop;
+  for (const Json& s : v) {
+    const Where at{name, element(name, stop.size())};
+    stop.push_back(read_string(s, at));
+    if (stop.back().empty()) refuse(at, "must not be empty");
+  }
+  return stop;
+}
+
+// Keys are token ids in canonical decimal ("42", not "042" or "+42"), so two keys never
+// name the same token.
+std::vector<std::pair<int32_t, float>> read_logit_bias(const Json& v, const std::string& name) {
+  std::vector<std::pair<int32_t, float>> bias;
+  for (const auto& [key, value] : read_object(v, name).items()) {
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    const bool canonical = digits && (key.size() == 1 || key[0] != '0');
+    if (!canonical || std::stoll(key) > kInt32Max) {
+      refuse(name, name + " keys must be token ids in decimal, got " + shown(Json(key)));
+    }
+    bias.emplace_back(static_cast<int32_t>(std::stoll(key)), read_float(value, {name, name + "[\"" + key + "\"]"}, {-100, 100}));
+  }
+  return bias;
+}
+
+void add_generate_fields(FieldTable& t, GenerateParams& p, GenerateChecks& checks) {
+  SamplingParams& s = p.sampling;
+  t["model"] = [&p](const Json& v, const std::string& n) { p.model = read_string(v, n); };
+  t["max_tokens"] = [&p](const Json& v, const std::string& n) { p.max_tokens = read_integer<int32_t>(v, n, 1); };
+  t["min_tokens"] = [&p](const Json& v, const std::string& n) { p.min_tokens = read_integer<int32_t>(v, n, 0); };
+  t["n"] = [&p](const Json& v, const std::string& n) { p.n = read_integer<int32_t>(v, n, 1, kMaxN); };
+  t["best_of"] = [&checks](const Json& v, const std::string& n) { checks.best_of = read_integer<int32_t>(v, n, 1); };
+  t["stream"] = [&p](const Json& v, const std::string& n) { p.stream = read_bool(v, n); };
+  t["stream_options"] = [&p, &checks](const Json& v, const std::string& n) {
+    checks.stream_options = true;
+    for (const auto& [key, value] : read_object(v, n).items()) {
+      const std::string path = n + "." + key;
+      if (key != "include_usage") refuse(path, "Unrecognized request argument supplied: " + path);
+      if (!value.is_null()) p.include_usage = read_bool(value, path);
+    }
+  };
+  t["temperature"] = [&s](const Json& v, const std::string& n) { s.temperature = read_float(v, n, {0, 2}); };
+  t["top_p"] = [&s](const Json& v, const std::string& n) { s.top_p = read_float(v, n, {0, 1, true}); };
+  t["top_k"] = [&s](const Json& v, const std::string& n) {
+    const int32_t k = read_integer<int32_t>(v, n, -1);
+    s.top_k = k < 0 ? 0 : k;  // -1 (vLLM) and 0 (HF) both mean off
+  };
+  t["min_p"] = [&s](const Json& v, const std::string& n) { s.min_p = read_float(v, n, {0, 1}); };
+  t["frequency_penalty"] = [&s](const Json& v, const std::string& n) { s.frequency_penalty = read_float(v, n, {-2, 2}); };
+  t["presence_penalty"] = [&s](const Json& v, const std::string& n) { s.presence_penalty = read_float(v, n, {-2, 2}); };
+  t["repetition_penalty"] = [&s](const Json& v, const std::string& n) {
+    s.repetition_penalty = read_float(v, n, {0, 10, true});
+  };
+  // Negative seeds are refused rather than wrapped: two different seeds must not draw alike.
+  t["seed"] = [&s](const Json& v, const std::string& n) { s.seed = read_integer<uint64_t>(v, n, 0); };
+  t["logit_bias"] = [&s](const Json& v, const std::string& n) { s.logit_bias = read_logit_bias(v, n); };
+  t["stop"] = [&p](const Json& v, const std::string& n) { p.stop = read_stop(v, n); };
+  t["stop_token_ids"] = [&p](const Json& v, const std::string& n) { p.stop_token_ids = read_token_ids(v, n); };
+  t["include_stop_str_in_output"] = [&p](const Json& v, const std::string& n) { p.include_stop = read_bool(v, n); };
+  t["ignore_eos"] = [&p](const Json& v, const std::string& n) { p.ignore_eos = read_bool(v, n); };
+  t["skip_special_tokens"] = [&p](const Json& v, const std::string& n) { p.skip_special_tokens = read_bool(v, n); };
+  add_ignored_string(t, "user");
+}
+
+void finish_generate(const GenerateParams& p, const GenerateChecks& checks) {
+  if (checks.stream_options && !p.stream) refuse("stream_options", "stream_options is only allowed when stream is true");
+  if (checks.best_of && *checks.best_of != p.n) {
+    unsupported("best_of", "only best_of equal to n (orzo returns every candidate, it does not rank them)");
+  }
+  if (p.max_tokens && p.min_tokens > *p.max_tokens) {
+    refuse("min_tokens", "min_tokens (" + std::to_string(p.min_tokens) + ") must not exceed max_tokens (" +
+                             std::to_string(*p.max_tokens) + ")");
+  }
+}
+
+// ---- completions ----
+
+std::vector<PromptInput> read_prompts(const Json& v, const std::string& name) {
+  const auto text_prompt = [](const Json& s, const Where& at) {
+    PromptInput prompt;
+    prompt.text = read_string(s, at);
+    if (prompt.text.empty()) refuse(at, "must not be empty");
+    return prompt;
+  };
+  const auto ids_prompt = [](const Json& ids, const Where& at) {
+    PromptInput prompt;
+    prompt.ids = read_token_ids(ids, at);
+    prompt.is_ids = true;
+    if (prompt.ids.empty()) refuse(at, "must not be empty");
+    return prompt;
+  };
+  if (v.is_string()) return {text_prompt(v, name)};
+  if (!v.is_array()) refuse(name, name + " must be a string or an array, got " + type_name(v));
+  if (v.empty()) refuse(name, name + " must not be empty");
+  const Json& first = v.front();
+  if (first.is_number()) return {ids_prompt(v, name)};
+  if (!first.is_string() && !first.is_array()) {
+    refuse(name, name + " must be a string, an array of strings, an array of token ids or an array of such arrays");
+  }
+  std::vector<PromptInput> prompts;
+  for (const Json& item : v) {
+    const Where at{name, element(name, prompts.size())};
+    if (item.type() != first.type()) refuse(at, "must be " + type_name(first) + " like " + name + "[0]");
+    prompts.push_back(first.is_string() ? text_prompt(item, at) : ids_prompt(item, at));
+  }
+  return prompts;
+}
+
+// ---- chat messages ----
+
+constexpr const char* kRoles[] = {"system", "user", "assistant", "tool", "developer"};
+
+// A content given as parts becomes the parts' texts joined by "\n", as vLLM does, so the
+// template sees a plain string whichever way the client wrote it.
+std::string read_content_parts(const Json& parts, const std::string& name) {
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string at = name + "[" + std::to_string(i) + "]";
+    const Json& part = read_object(parts[i], at);
+    const auto type = part.find("type");
+    if (type == part.end()) refuse(at + ".type", at + ".type is required");
+    const std::string kind = read_string(*type, at + ".type");
+    if (kind != "text") unsupported(at + ".type", "content parts of type " + shown(*type) + " (only \"text\")");
+    for (const auto& [key, value] : part.items()) {
+      if (key != "type" && key != "text") refuse(at + "." + key, "Unrecognized request argument supplied: " + at + "." + key);
+    }
+    const auto part_text = part.find("text");
+    if (part_text == part.end()) refuse(at + ".text", at + ".text is required");
+    if (i > 0) text += '\n';
+    text += read_string(*part_text, at + ".text");
+  }
+  return text;
+}
+
+Json read_message(const Json& m, const std::string& at) {
+  read_object(m, at);
+  const auto role = m.find("role");
+  if (role == m.end() || role->is_null()) refuse(at + ".role", at + ".role is required");
+  const std::string role_name = read_string(*role, at + ".role");
+  if (std::find(std::begin(kRoles), std::end(kRoles), role_name) == std::end(kRoles)) {
+    refuse(at + ".role", at + ".role must be one of system, user, assistant, tool, developer; got " + shown(*role));
+  }
+  const bool assistant = role_name == "assistant";
+  Json message = Json::object();
+  message["role"] = role_name;
+  message["content"] = nullptr;
+  bool has_content = false;
+  for (const auto& [key, value] : m.items()) {
+    const std::string path = at + "." + key;
+    if (key == "role") continue;
+    if (key == "content") {
+      has_content = !value.is_null();
+      if (value.is_string()) {
+        message["content"] = value;
+      } else if (value.is_array()) {
+        message["content"] = read_content_parts(value, path);
+      } else if (!value.is_null()) {
+        refuse(path, path + " must be a string or an array of text parts, got " + type_name(value));
+      }
+    } else if (key == "name" || key == "tool_call_id" || key == "reasoning_content" || key == "reasoning" ||
+               key == "thinking") {
+      if (!value.is_null()) message[key] = read_string(value, path);
+    } else if (key == "tool_calls" || key == "function_call") {
+      if (!value.is_null() && !(value.is_array() && value.empty())) unsupported(path, "orzo does not call tools");
+    } else if (key == "refusal") {
+      if (!value.is_null()) unsupported(path, "");
+    } else {
+      refuse(path, "Unrecognized request argument supplied: " + path);
+    }
+  }
+  if (!has_content && !assistant) refuse(at + ".content", at + ".content is required for role " + role_name);
+  return message;
+}
+
+Json read_messages(const Json& v, const std::string& name) {
+  read_array(v, name);
+  if (v.empty()) refuse(name, name + " must not be empty");
+  Json messages = Json::array();
+  for (size_t i = 0; i < v.size(); ++i) messages.push_back(read_message(v[i], name + "[" + std::to_string(i) + "]"));
+  return messages;
+}
+
+// Tool use is not implemented: an empty list or "none" asks for nothing and is accepted.
+void add_tool_fields(FieldTable& t) {
+  const auto no_list = [](const Json& v, const std::string& n) {
+    if (!(v.is_array() && v.empty())) unsupported(n, "orzo does not call tools");
+  };
+  const auto no_choice = [](const Json& v, const std::string& n) {
+    if (!(v.is_string() && v.get_ref<const std::string&>() == "none")) unsupported(n, "orzo does not call tools");
+  };
+  t["tools"] = no_list;
+  t["functions"] = no_list;
+  t["tool_choice"] = no_choice;
+  t["function_call"] = no_choice;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body) {
+  const Json j = parse_object(body);
+  CompletionRequest r;
+  GenerateChecks checks;
+  FieldTable t;
+  add_generate_fields(t, r.params, checks);
+  t["prompt"] = [&r](const Json& v, const std::string& n) { r.prompts = read_prompts(v, n); };
+  t["echo"] = [&r](const Json& v, const std::string& n) { r.echo = read_bool(v, n); };
+  t["add_special_tokens"] = [&r](const Json& v, const std::string& n) { r.add_special_tokens = read_bool(v, n); };
+  t["logprobs"] = [&r](const Json& v, const std::string& n) {
+    r.params.sampling.logprobs = true;
+    r.params.sampling.top_logprobs = read_integer<int32_t>(v, n, 0, kMaxTopLogprobs);
+  };
+  t["suffix"] = [](const Json&, const std::string& n) { unsupported(n, ""); };
+  read_fields(j, t);
+  require(j, "model");
+  require(j, "prompt");
+  finish_generate(r.params, checks);
+  return r;
+}
+
+ChatRequest parse_chat_request(std::string_view body) {
+  const Json j = parse_object(body);
+  ChatRequest r;
+  GenerateChecks checks;
+  std::optional<int32_t> max_completion_tokens;
+  FieldTable t;
+  add_generate_fields(t, r.params, checks);
+  add_tool_fields(t);
+  SamplingParams& s = r.params.sampling;
+  t["messages"] = [&r](const Json& v, const std::string& n) { r.messages = read_messages(v, n); };
+  t["max_completion_tokens"] = [&max_completion_tokens](const Json& v, const std::string& n) {
+    max_completion_tokens = read_integer<int32_t>(v, n, 1);
+  };
+  t["logprobs"] = [&s](const Json& v, const std::string& n) { s.logprobs = read_bool(v, n); };
+  t["top_logprobs"] = [&s](const Json& v, const std::string& n) {
+    s.top_logprobs = read_integer<int32_t>(v, n, 0, kMaxTopLogprobs);
+  };
+  t["add_generation_prompt"] = [&r](const Json& v, const std::string& n) { r.add_generation_prompt = read_bool(v, n); };
+  t["continue_final_message"] = [&r](const Json& v, const std::string& n) { r.continue_final_message = read_bool(v, n); };
+  t["chat_template_kwargs"] = [&r](const Json& v, const std::string& n) { r.template_kwargs = read_object(v, n); };
+  t["add_special_tokens"] = [&r](const Json& v, const std::string& n) { r.add_special_tokens = read_bool(v, n); };
+  t["response_format"] = [](const Json& v, const std::string& n) {
+    if (!(read_object(v, n) == Json{{"type", "text"}})) unsupported(n, "only {\"type\": \"text\"}");
+  };
+  t["reasoning_effort"] = [](const Json&, const std::string& n) { unsupported(n, ""); };
+  t["metadata"] = [](const Json& v, const std::string& n) { read_object(v, n); };
+  t["store"] = [](const Json& v, const std::string& n) { read_bool(v, n); };
+  t["parallel_tool_calls"] = [](const Json& v, const std::string& n) { read_bool(v, n); };
+  add_ignored_string(t, "service_tier");
+  read_fields(j, t);
+  require(j, "model");
+  require(j, "messages");
+  if (max_completion_tokens) {
+    if (r.params.max_tokens && *r.params.max_tokens != *max_completion_tokens) {
+      refuse("max_completion_tokens", "max_completion_tokens and max_tokens disagree; give one of them");
+    }
+    r.params.max_tokens = max_completion_tokens;
+  }
+  finish_generate(r.params, checks);
+  if (s.top_logprobs > 0 && !s.logprobs) refuse("top_logprobs", "top_logprobs requires logprobs to be true");
+  if (r.add_generation_prompt && r.continue_final_message) {
+    refuse("continue_final_message", "continue_final_message requires add_generation_prompt to be false");
+  }
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body) {
+  const Json j = parse_object(body);
+  TokenizeRequest r;
+  std::optional<bool> add_special_tokens;
+  FieldTable t;
+  t["model"] = [&r](const Json& v, const std::string& n) { r.model = read_string(v, n); };
+  t["prompt"] = [&r](const Json& v, const std::string& n) { r.prompt = read_string(v, n); };
+  t["messages"] = [&r](const Json& v, const std::string& n) { r.messages = read_messages(v, n); };
+  t["add_special_tokens"] = [&add_special_tokens](const Json& v, const std::string& n) {
+    add_special_tokens = read_bool(v, n);
+  };
+  t["add_generation_prompt"] = [&r](const Json& v, const std::string& n) { r.add_generation_prompt = read_bool(v, n); };
+  read_fields(j, t);
+  const bool has_messages = !r.messages.is_null();
+  if (r.prompt.has_value() == has_messages) refuse("prompt", "give exactly one of prompt and messages");
+  // The chat template writes BOS itself, so messages default to no added special tokens.
+  r.add_special_tokens = add_special_tokens.value_or(!has_messages);
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(std::string_view body) {
+  const Json j = parse_object(body);
+  DetokenizeRequest r;
+  FieldTable t;
+  t["model"] = [&r](const Json& v, const std::string& n) { r.model = read_string(v, n); };
+  t["tokens"] = [&r](const Json& v, const std::string& n) { r.tokens = read_token_ids(v, n); };
+  read_fields(j, t);
+  require(j, "tokens");
+  return r;
+}
+
+}  // namespace orzo

@@ -1,0 +1,158 @@
+#include "server/openai_response.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace orzo {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// JSON has no infinity: a token the model rules out entirely gets -9999.0, as vLLM writes.
+// Finite values go through the float's shortest decimal, so the dump reads -0.6931472
+// rather than the float's binary expansion -0.6931471824645996.
+double logprob_number(float logprob) {
+  if (!std::isfinite(logprob)) return -9999.0;
+  char text[32];
+  const auto printed = std::to_chars(text, text + sizeof text, logprob);
+  double value = 0;
+  std::from_chars(text, printed.ptr, value);
+  return value;
+}
+
+const std::string& token_text(const DecodeTable& vocab, int32_t id) {
+  static const std::string kNone;
+  return id >= 0 && static_cast<size_t>(id) < vocab.bytes.size() ? vocab.bytes[static_cast<size_t>(id)] : kNone;
+}
+
+Json token_bytes(const std::string& text) {
+  Json bytes = Json::array();
+  for (const char c : text) bytes.push_back(static_cast<uint8_t>(c));
+  return bytes;
+}
+
+// Characters as Python counts them: UTF-8 lead bytes, continuation bytes excluded.
+int32_t char_count(const std::string& text) {
+  int32_t count = 0;
+  for (const char c : text) count += (static_cast<uint8_t>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return count;
+}
+
+Json or_null(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
+
+Json usage_json(const ResponseUsage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+Json envelope(const ResponseHeader& h, const char* object) {
+  return {{"id", h.id}, {"object", object}, {"created", h.created}, {"model", h.model}};
+}
+
+// The legacy completions shape: parallel arrays, top alternatives as {token: logprob}.
+Json completion_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
+  if (!c.has_logprobs || vocab == nullptr) return nullptr;
+  Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(),
+       text_offset = Json::array();
+  int32_t offset = c.text_offset;
+  for (const ChoiceLogprob& t : c.logprobs) {
+    const std::string& text = token_text(*vocab, t.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(logprob_number(t.logprob));
+    Json top = Json::object();
+    // Two ids can share a text; the first (likelier) one keeps the key.
+    for (const auto& [id, logprob] : t.top) top.emplace(token_text(*vocab, id), logprob_number(logprob));
+    top_logprobs.push_back(std::move(top));
+    text_offset.push_back(offset);
+    offset += char_count(text);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(text_offset)}};
+}
+
+Json completion_choice(const ChoiceOutput& c, const DecodeTable* vocab) {
+  return {{"index", c.index},
+          {"text", c.text},
+          {"logprobs", completion_logprobs(c, vocab)},
+          {"finish_reason", or_null(c.finish_reason)}};
+}
+
+Json chat_token(const DecodeTable& vocab, int32_t id, float logprob) {
+  const std::string& text = token_text(vocab, id);
+  return {{"token", text}, {"logprob", logprob_number(logprob)}, {"bytes", token_bytes(text)}};
+}
+
+Json chat_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
+  if (!c.has_logprobs || vocab == nullptr) return nullptr;
+  Json content = Json::array();
+  for (const ChoiceLogprob& t : c.logprobs) {
+    Json entry = chat_token(*vocab, t.token, t.logprob);
+    Json top = Json::array();
+    for (const auto& [id, logprob] : t.top) top.push_back(chat_token(*vocab, id, logprob));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}};
+}
+
+}  // namespace
+
+std::string completion_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices,
+                                const ResponseUsage& usage, const DecodeTable* vocab) {
+  Json body = envelope(h, "text_completion");
+  body["choices"] = Json::array();
+  for (const ChoiceOutput& c : choices) body["choices"].push_back(completion_choice(c, vocab));
+  body["usage"] = usage_json(usage);
+  return dump(body);
+}
+
+std::string completion_chunk(const ResponseHeader& h, const ChoiceOutput& choice, const DecodeTable* vocab) {
+  Json body = envelope(h, "text_completion");
+  body["choices"] = Json::array({completion_choice(choice, vocab)});
+  return dump(body);
+}
+
+std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices, const ResponseUsage& usage,
+                          const DecodeTable* vocab) {
+  Json body = envelope(h, "chat.completion");
+  body["choices"] = Json::array();
+  for (const ChoiceOutput& c : choices) {
+    body["choices"].push_back({{"index", c.index},
+                               {"message", {{"role", "assistant"}, {"content", c.text}}},
+                               {"logprobs", chat_logprobs(c, vocab)},
+                               {"finish_reason", or_null(c.finish_reason)}});
+  }
+  body["usage"] = usage_json(usage);
+  return dump(body);
+}
+
+std::string chat_chunk(const ResponseHeader& h, const ChoiceOutput& choice, bool first, const DecodeTable* vocab) {
+  Json delta = Json::object();
+  if (first) delta["role"] = "assistant";
+  if (first || !choice.text.empty()) delta["content"] = choice.text;
+  Json body = envelope(h, "chat.completion.chunk");
+  body["choices"] = Json::array({{{"index", choice.index},
+                                  {"delta", std::move(delta)},
+                                  {"logprobs", chat_logprobs(choice, vocab)},
+                                  {"finish_reason", or_null(choice.finish_reason)}}});
+  return dump(body);
+}
+
+std::string usage_chunk(const ResponseHeader& h, bool chat, const ResponseUsage& usage) {
+  Json body = envelope(h, chat ? "chat.completion.chunk" : "text_completion");
+  body["choices"] = Json::array();
+  body["usage"] = usage_json(usage);
+  return dump(body);
+}
+
+std::string sse_event(const std::string& json) { return "data: " + json + "\n\n"; }
+
+}  // namespace orzo
