@@ -1,8 +1,7 @@
 #include "cli/worker_command.hpp"
 
-#include "actors/remote.hpp"
-#include "actors/system_config.hpp"
 #include "actors/worker.hpp"
+#include "cli/middleman_flags.hpp"
 #include "protocol/errors.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/engine/placement.hpp"
@@ -27,9 +26,7 @@ struct WorkerFlags {
   std::string layers;
   std::string model;
   int threads = 0;
-  int heartbeat_ms = 1000;
-  int timeout_ms = 5000;
-  TlsFiles tls;
+  MiddlemanFlags middleman;
 };
 
 std::atomic<bool> g_stop{false};
@@ -77,9 +74,8 @@ int run_worker(const WorkerFlags& flags) {
   const LayerRange range = parse_layer_range(flags.layers, static_cast<int32_t>(model->config().num_layers));
 
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, 0,
-                         Liveness{std::chrono::milliseconds(flags.heartbeat_ms), std::chrono::milliseconds(flags.timeout_ms)});
-  load_middleman(cfg, flags.tls);
+  configure_actor_system(cfg, 0, flags.middleman.liveness());
+  load_middleman(cfg, flags.middleman.tls);
   caf::actor_system sys{cfg};
   auto remote = connect_to_batcher(sys, where.host, where.port);
   if (!remote) throw std::runtime_error("cannot reach the batcher at " + at + ": " + sys.render(remote.error()));
@@ -133,16 +129,7 @@ void add_worker_command(CLI::App& app) {
       ->required();
   cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();
   cmd->add_option("-t,--threads", flags->threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--heartbeat-ms", flags->heartbeat_ms, "Middleman heartbeat interval")
-      ->check(CLI::Range(1, 3600000))
-      ->capture_default_str();
-  cmd->add_option("--connection-timeout-ms", flags->timeout_ms, "Drop a silent batcher connection after this long")
-      ->check(CLI::Range(2, 3600000))
-      ->capture_default_str();
-  cmd->add_option("--tls-cert", flags->tls.certificate, "Connect over TLS with this PEM certificate (with --tls-key, --tls-ca)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--tls-key", flags->tls.key, "The certificate's PEM private key")->check(CLI::ExistingFile);
-  cmd->add_option("--tls-ca", flags->tls.ca_file, "PEM CA that signed the batcher's certificate")->check(CLI::ExistingFile);
+  flags->middleman.add_to(*cmd);
   cmd->callback([flags] {
     if (const int rc = run_worker(*flags); rc != 0) throw CLI::RuntimeError(rc);
   });
