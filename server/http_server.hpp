@@ -29,7 +29,7 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 class HttpConnection;
 
 // One request's answer. Every method may be called from any thread; the work runs on the
-// connection's strand, in call order. Calls after the answer is finished, or after the
+// connection's strand (at once, when called from it), in each thread's call order. Calls after the answer is finished, or after the
 // client went away, do nothing.
 class HttpExchange {
  public:

@@ -117,13 +117,15 @@ struct Range {
 
 float read_float(const Json& v, const Where& at, Range range) {
   if (!v.is_number()) refuse(at, "must be a number, got " + type_name(v));
-  const double x = v.get<double>();
-  const bool above_lo = range.lo_open ? x > range.lo : x >= range.lo;
-  if (!std::isfinite(x) || !above_lo || x > range.hi) {
+  const double d = v.get<double>();
+  const bool in_range = (range.lo_open ? d > range.lo : d >= range.lo) && d <= range.hi;
+  // The range must hold for the float the sampler gets too: 1e-50 is above 0 but rounds to it.
+  const float x = in_range ? static_cast<float>(d) : 0.0f;
+  if (!in_range || (range.lo_open && x <= range.lo)) {
     refuse(at, std::string("must be in ") + (range.lo_open ? "(" : "[") + format_number(range.lo) + ", " +
                    format_number(range.hi) + "], got " + shown(v));
   }
-  return static_cast<float>(x);
+  return x;
 }
 
 // Integers as JSON writes them; a float with no fractional part (16.0) is the same number.
@@ -319,7 +321,7 @@ constexpr const char* kRoles[] = {"system", "user", "assistant", "tool", "develo
 std::string read_content_parts(const Json& parts, const std::string& name) {
   std::string text;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string at = name + "[" + std::to_string(i) + "]";
+    const std::string at = element(name, i);
     const Json& part = read_object(parts[i], at);
     const auto type = part.find("type");
     if (type == part.end()) refuse(at + ".type", at + ".type is required");
@@ -380,7 +382,7 @@ Json read_messages(const Json& v, const std::string& name) {
   read_array(v, name);
   if (v.empty()) refuse(name, name + " must not be empty");
   Json messages = Json::array();
-  for (size_t i = 0; i < v.size(); ++i) messages.push_back(read_message(v[i], name + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < v.size(); ++i) messages.push_back(read_message(v[i], element(name, i)));
   return messages;
 }
 

@@ -13,8 +13,6 @@
 
 namespace orzo {
 
-// A choice's finish, as OpenAI names it: "stop" (EOS, stop token or string), "length",
-// "abort" (cancelled), "error".
 struct ResponseUsage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
@@ -36,7 +34,9 @@ struct ChoiceOutput {
   // Completions logprobs: where `text` starts in the choice's whole text, in characters
   // (Unicode code points, as OpenAI and Python count); each token's text_offset follows on.
   int32_t text_offset = 0;
-  std::optional<std::string> finish_reason;  // null until the last chunk
+  // Null until the last chunk; then as OpenAI names it: "stop" (EOS, stop token or string),
+  // "length", "abort" (cancelled), "error".
+  std::optional<std::string> finish_reason;
 };
 
 struct ResponseHeader {

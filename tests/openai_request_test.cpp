@@ -104,6 +104,8 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("temperature":[1])"), "temperature"},
       {C, completion(R"("top_p":0)"), "top_p"},
       {C, completion(R"("top_p":1.01)"), "top_p"},
+      {C, completion(R"("top_p":1e-50)"), "top_p"},  // above 0, but 0 as a float
+      {C, completion(R"("temperature":1e300)"), "temperature"},
       {C, completion(R"("top_k":-2)"), "top_k"},
       {C, completion(R"("top_k":1.5)"), "top_k"},
       {C, completion(R"("top_k":false)"), "top_k"},
@@ -116,6 +118,7 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("repetition_penalty":0)"), "repetition_penalty"},
       {C, completion(R"("repetition_penalty":-1)"), "repetition_penalty"},
       {C, completion(R"("repetition_penalty":10.5)"), "repetition_penalty"},
+      {C, completion(R"("repetition_penalty":1e-300)"), "repetition_penalty"},
       {C, completion(R"("seed":-1)"), "seed"},
       {C, completion(R"("seed":1.5)"), "seed"},
       {C, completion(R"("seed":"1")"), "seed"},

@@ -147,20 +147,24 @@ TEST(Scheduler, FcfsIgnoresPriorityAndPriorityModeHonoursIt) {
   }
 }
 
-TEST(Scheduler, RefusesBeyondTheWaitingLimit) {
+TEST(Scheduler, RefusesBeyondTheWaitingLimitAndTheFreeRunningSlots) {
   BlockManager bm(64, 4);
-  Scheduler sched(config(8, 100, 2), bm);
-  Sequence a = make_seq(1, 2), b = make_seq(2, 2), c = make_seq(3, 2);
-  EXPECT_TRUE(sched.add(a));
+  Scheduler sched(config(1, 100, 2), bm);
+  Sequence a = make_seq(1, 2), b = make_seq(2, 2), c = make_seq(3, 2), d = make_seq(4, 2);
+  EXPECT_TRUE(sched.add(a));  // takes the free running slot at the next step
   EXPECT_TRUE(sched.add(b));
-  c.arrival = 99;
-  EXPECT_FALSE(sched.add(c));
-  EXPECT_EQ(c.arrival, 99u);
-  EXPECT_EQ(c.state, Sequence::State::waiting);
-  EXPECT_EQ(sched.num_waiting(), 2u);
-  sched.schedule();  // admits both
   EXPECT_TRUE(sched.add(c));
-  EXPECT_GT(c.arrival, b.arrival);
+  d.arrival = 99;
+  EXPECT_FALSE(sched.add(d));
+  EXPECT_EQ(d.arrival, 99u);
+  EXPECT_EQ(d.state, Sequence::State::waiting);
+  EXPECT_EQ(sched.num_waiting(), 3u);
+  sched.schedule();  // a runs; b and c fill the queue
+  EXPECT_EQ(sched.num_waiting(), 2u);
+  EXPECT_FALSE(sched.add(d));
+  sched.remove(a);  // its slot is free again
+  EXPECT_TRUE(sched.add(d));
+  EXPECT_GT(d.arrival, c.arrival);
 }
 
 TEST(Scheduler, RejectsBadInput) {

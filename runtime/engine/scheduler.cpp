@@ -37,7 +37,12 @@ bool Scheduler::add(Sequence& seq) {
   if (seq.state != Sequence::State::waiting || !seq.blocks.table.empty())
     throw std::invalid_argument("Scheduler::add: sequence " + std::to_string(seq.id) + " is not fresh (already queued, running or finished)");
   if (seq.tokens.empty()) throw std::invalid_argument("Scheduler::add: sequence " + std::to_string(seq.id) + " has no tokens");
-  if (waiting_.size() >= static_cast<size_t>(config_.max_waiting)) return false;
+  // A request a free running slot takes at the next step is not kept waiting: a burst that
+  // arrives between two steps is measured against the queue only beyond those slots.
+  const size_t free_slots = running_.size() < static_cast<size_t>(config_.max_num_seqs)
+                                ? static_cast<size_t>(config_.max_num_seqs) - running_.size()
+                                : 0;
+  if (waiting_.size() >= static_cast<size_t>(config_.max_waiting) + free_slots) return false;
   seq.arrival = next_arrival_++;
   seq.num_computed = 0;
   enqueue(seq, false);

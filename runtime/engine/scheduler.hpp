@@ -20,7 +20,7 @@ namespace orzo {
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running sequences at most
   int32_t max_num_batched_tokens = 2048;  // rows per step at most
-  int32_t max_waiting = 1024;             // add() refuses beyond this many waiting
+  int32_t max_waiting = 1024;             // add() refuses beyond this many waiting (free running slots aside)
   bool priority = false;                  // false: FCFS (priority ignored); true: by (priority, arrival)
 };
 
@@ -47,7 +47,8 @@ class Scheduler {
   Scheduler(SchedulerConfig config, BlockManager& blocks);
 
   // Queues a sequence (state waiting, no blocks, at least one token; std::invalid_argument
-  // otherwise) and stamps its arrival. False, with seq untouched, when max_waiting are waiting.
+  // otherwise) and stamps its arrival. False, with seq untouched, when max_waiting are waiting
+  // besides those the free running slots will take at the next step.
   bool add(Sequence& seq);
 
   // Takes seq out of whichever queue holds it, releases its blocks and marks it finished.

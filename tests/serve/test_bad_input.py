@@ -32,6 +32,7 @@ CASES = [
     ("max_tokens of the wrong type", "POST", "/v1/completions", with_(GOOD, max_tokens="ten"), AUTH, 400, "max_tokens", None),
     ("temperature out of range", "POST", "/v1/completions", with_(GOOD, temperature=-1), AUTH, 400, "temperature", None),
     ("top_p out of range", "POST", "/v1/completions", with_(GOOD, top_p=1.5), AUTH, 400, "top_p", None),
+    ("too many sequences", "POST", "/v1/completions", with_(GOOD, prompt=["a"] * 20, n=20), AUTH, 400, "prompt", None),
     ("n of zero", "POST", "/v1/completions", with_(GOOD, n=0), AUTH, 400, "n", None),
     ("logprobs too many", "POST", "/v1/completions", with_(GOOD, logprobs=50), AUTH, 400, "logprobs", None),
     ("stop of the wrong type", "POST", "/v1/completions", with_(GOOD, stop=5), AUTH, 400, "stop", None),
