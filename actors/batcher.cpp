@@ -32,10 +32,16 @@ struct Live {
   int64_t queue_us = 0;          // admission to its first step
 };
 
+// One stage of the pipeline as the batcher sees it.
+struct StageSlot {
+  LayerRange layers;
+  worker_actor worker;             // null while the stage waits for a worker to join
+  std::optional<WorkerInfo> info;  // once the worker described itself or joined
+};
+
 struct BatcherState {
   BatcherOptions options;
-  std::vector<worker_actor> stages;
-  std::vector<WorkerInfo> workers;  // filled as stages describe themselves
+  std::vector<StageSlot> stages;
   std::unique_ptr<BlockManager> blocks;
   std::unique_ptr<Scheduler> scheduler;
   std::unordered_map<uint64_t, std::unique_ptr<Live>> live;  // by sequence id
@@ -47,7 +53,11 @@ struct BatcherState {
   uint64_t in_flight_step = 0;
   StepPlan in_flight;
   std::vector<uint64_t> released;  // sequences the sampling worker may forget
-  bool healthy = true;
+  std::string fault;               // what no joining worker can cure (a local stage's pool is short)
+  std::string lost;                // why a stage was last lost, until every stage has a worker again
+  int32_t pending_chains = 0;      // chain messages not yet acknowledged
+  uint64_t pipeline_epoch = 0;     // bumped on every loss: older chain acknowledgements are stale
+  bool healthy = false;
   std::string unhealthy_reason;
   BatcherStats stats;
   static inline const char* name = "orzo.batcher";
@@ -146,16 +156,6 @@ void fail_all(batcher_pointer self, ErrorCode code, const std::string& message) 
   for (auto id : ids) finish(self, id, FinishReason::error, code, message);
 }
 
-void mark_unhealthy(batcher_pointer self, std::string reason) {
-  auto& st = self->state;
-  st.healthy = false;
-  st.unhealthy_reason = std::move(reason);
-  // Nothing can advance without the whole pipeline: every admitted request ends now rather
-  // than waiting for a worker that may never come back.
-  st.step_in_flight = false;
-  fail_all(self, ErrorCode::worker_lost, st.unhealthy_reason);
-}
-
 StepRequest build_step(BatcherState& st) {
   StepRequest req;
   req.step = st.next_step++;
@@ -235,7 +235,7 @@ void run_step(batcher_pointer self) {
   ++st.stats.steps;
   auto req = build_step(st);
   st.in_flight_step = req.step;
-  self->request(st.stages.front(), st.options.step_timeout, std::move(req))
+  self->request(st.stages.front().worker, st.options.step_timeout, std::move(req))
       .then(
           [self](StepResult& result) {
             auto& s = self->state;
@@ -292,11 +292,162 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   queue_step(self);
 }
 
-void on_down(batcher_pointer self, const caf::down_msg& dm) {
+// ---- The pipeline: stages that describe themselves, join, get chained and are lost ----
+
+std::string layers_text(const LayerRange& r) { return std::to_string(r.begin) + "-" + std::to_string(r.end); }
+
+// Healthy when nothing is broken for good, every stage has a worker and every chain is
+// acknowledged; the reason says what is missing otherwise.
+void update_health(batcher_pointer self) {
   auto& st = self->state;
+  std::string why = st.fault;
+  if (why.empty()) {
+    std::string missing;
+    for (const auto& stage : st.stages)
+      if (!stage.worker) missing += (missing.empty() ? "" : ", ") + layers_text(stage.layers);
+    if (!missing.empty())
+      why = (st.lost.empty() ? "" : st.lost + "; ") + "waiting for a worker for layers " + missing;
+    else if (st.pending_chains > 0)
+      why = "chaining the pipeline";
+  }
+  const bool was = st.healthy;
+  st.healthy = why.empty();
+  st.unhealthy_reason = std::move(why);
+  if (st.healthy && !was) {
+    st.lost.clear();
+    queue_step(self);
+  }
+}
+
+// Nothing can advance without the whole pipeline: every admitted request ends now rather
+// than waiting for a worker that may never come back.
+void stop_serving(batcher_pointer self, const std::string& why) {
+  self->state.step_in_flight = false;
+  fail_all(self, ErrorCode::worker_lost, why);
+}
+
+void set_fault(batcher_pointer self, std::string why) {
+  self->state.fault = std::move(why);
+  stop_serving(self, self->state.fault);
+  update_health(self);
+}
+
+// Stage i's worker is gone (dead, unreachable, hung past the middleman's connection
+// timeout). The KV it held is gone with it, so the prefix cache, which points at that KV,
+// is forgotten once every request has let go of its blocks.
+void lose_stage(batcher_pointer self, size_t i, const std::string& why) {
+  auto& st = self->state;
+  auto& stage = st.stages[i];
+  stage.worker = nullptr;
+  stage.info.reset();
+  st.lost = "the worker for layers " + layers_text(stage.layers) + " was lost: " + why;
+  ++st.pipeline_epoch;
+  st.pending_chains = 0;
+  stop_serving(self, st.lost);
+  st.blocks->forget_cached();
+  update_health(self);
+}
+
+// Tells stage i's worker to delegate steps to stage i + 1's, when both have one.
+void chain(batcher_pointer self, size_t i) {
+  auto& st = self->state;
+  if (i + 1 >= st.stages.size() || !st.stages[i].worker || !st.stages[i + 1].worker) return;
+  ++st.pending_chains;
+  self->request(st.stages[i].worker, std::chrono::seconds(30), chain_atom::value,
+                caf::actor_cast<caf::actor>(st.stages[i + 1].worker))
+      .then(
+          [self, epoch = st.pipeline_epoch](caf::ok_atom) {
+            auto& s = self->state;
+            if (epoch != s.pipeline_epoch) return;
+            --s.pending_chains;
+            update_health(self);
+          },
+          [self, i, epoch = st.pipeline_epoch](caf::error& err) {
+            if (epoch != self->state.pipeline_epoch) return;
+            lose_stage(self, i, "it did not take its next stage: " + self->system().render(err));
+          });
+}
+
+caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, WorkerInfo& info) {
+  auto& st = self->state;
+  const LayerRange layers{info.first_layer, info.end_layer};
+  auto refuse_join = [&](const std::string& why) {
+    return make_orzo_error(ErrorCode::invalid_request, "cannot join for layers " + layers_text(layers) + ": " + why);
+  };
+  if (!worker) return refuse_join("the join names no worker");
+  auto it = std::find_if(st.stages.begin(), st.stages.end(), [&](const StageSlot& s) {
+    return s.layers.begin == layers.begin && s.layers.end == layers.end;
+  });
+  if (it == st.stages.end()) {
+    std::string ranges;
+    for (const auto& s : st.stages) ranges += (ranges.empty() ? "" : ", ") + layers_text(s.layers);
+    return refuse_join("the pipeline has no such stage (its stages are " + ranges + ")");
+  }
+  if (it->worker) return refuse_join("a worker already serves them");
+  if (info.kv_blocks < st.options.kv_blocks)
+    return refuse_join("its KV pool holds " + std::to_string(info.kv_blocks) + " blocks, the batcher plans with " +
+                       std::to_string(st.options.kv_blocks));
+  const auto i = static_cast<size_t>(it - st.stages.begin());
+  it->worker = worker;
+  it->info = std::move(info);
+  self->monitor(worker);
+  if (i > 0) chain(self, i - 1);
+  chain(self, i);
+  update_health(self);
+  return caf::ok_atom::value;
+}
+
+// The workers spawned with the batcher say what they serve; a pool smaller than the
+// batcher plans with would corrupt KV, which no join can cure.
+void describe_stages(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.stages.empty()) return set_fault(self, "no workers");
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    const auto worker = st.stages[i].worker;
+    if (!worker) continue;
+    self->monitor(worker);
+    self->request(worker, std::chrono::seconds(30), describe_atom::value)
+        .then(
+            [self, i, worker](WorkerInfo& info) {
+              auto& s = self->state;
+              if (s.stages[i].worker != worker) return;
+              if (info.kv_blocks < s.options.kv_blocks)
+                set_fault(self, info.device + " holds " + std::to_string(info.kv_blocks) +
+                                    " KV blocks, the batcher plans with " + std::to_string(s.options.kv_blocks));
+              s.stages[i].info = std::move(info);
+            },
+            [self](caf::error& err) { set_fault(self, "a worker did not describe itself: " + self->system().render(err)); });
+  }
+  update_health(self);
+}
+
+// True when the down message was a stage's worker.
+bool on_stage_down(batcher_pointer self, const caf::down_msg& dm) {
+  auto& stages = self->state.stages;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].worker && stages[i].worker.address() == dm.source) {
+      lose_stage(self, i, self->system().render(dm.reason));
+      return true;
+    }
+  return false;
+}
+
+ModelHealth health(const BatcherState& st) {
+  ModelHealth h{st.healthy, st.unhealthy_reason, {}};
   for (const auto& stage : st.stages)
-    if (stage.address() == dm.source)
-      return mark_unhealthy(self, "a worker stopped: " + self->system().render(dm.reason));
+    if (stage.info) h.workers.push_back(*stage.info);
+  return h;
+}
+
+StageTerms terms(const BatcherState& st) {
+  return StageTerms{st.options.kv_blocks, st.options.block_size, st.options.scheduler.max_num_batched_tokens};
+}
+
+// ---- Sessions ----
+
+void on_down(batcher_pointer self, const caf::down_msg& dm) {
+  if (on_stage_down(self, dm)) return;
+  auto& st = self->state;
   std::vector<uint64_t> ids;
   for (const auto& [id, l] : st.live)
     if (l->session.address() == dm.source) ids.push_back(id);
@@ -306,26 +457,14 @@ void on_down(batcher_pointer self, const caf::down_msg& dm) {
   }
 }
 
-batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<worker_actor> stages) {
+batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<PipelineStage> stages) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.stages = std::move(stages);
+  for (auto& stage : stages) st.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt});
   st.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
   st.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *st.blocks);
   st.stats.finished.assign(static_cast<size_t>(FinishReason::error) + 1, 0);
-  if (st.stages.empty()) mark_unhealthy(self, "no workers");
-  for (const auto& stage : st.stages) {
-    self->monitor(stage);
-    self->request(stage, std::chrono::seconds(30), describe_atom::value)
-        .then([self](WorkerInfo& info) {
-                auto& s = self->state;
-                if (info.kv_blocks < s.options.kv_blocks)
-                  mark_unhealthy(self, info.device + " holds " + std::to_string(info.kv_blocks) +
-                                           " KV blocks, the batcher plans with " + std::to_string(s.options.kv_blocks));
-                s.workers.push_back(std::move(info));
-              },
-              [self](caf::error& err) { mark_unhealthy(self, "a worker did not describe itself: " + self->system().render(err)); });
-  }
+  describe_stages(self);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     fail_all(self, ErrorCode::unavailable, "the batcher is shutting down");
@@ -338,10 +477,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
         if (it != self->state.by_request.end()) stop_request(self, it->second);
       },
       [self](step_atom) { run_step(self); },
-      [self](health_atom) {
-        const auto& s = self->state;
-        return ModelHealth{s.healthy, s.unhealthy_reason, s.workers};
-      },
+      [self](health_atom) { return health(self->state); },
       [self](stats_atom) {
         auto& s = self->state;
         s.stats.running = static_cast<int32_t>(s.scheduler->num_running());
@@ -352,12 +488,14 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
         s.stats.prefix_hit_tokens = s.blocks->stats().prefix_hit_tokens;
         return s.stats;
       },
+      [self](terms_atom) { return terms(self->state); },
+      [self](join_atom, worker_actor& worker, WorkerInfo& info) { return join(self, worker, info); },
   };
 }
 
 }  // namespace
 
-batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<worker_actor> stages) {
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<PipelineStage> stages) {
   return sys.spawn(batcher, std::move(options), std::move(stages));
 }
 

@@ -1,10 +1,13 @@
 #pragma once
 // The batcher: exactly one per model. It admits requests from sessions, plans each step with
 // the scheduler and the KV block manager (runtime/engine/), sends the step down the pipeline
-// of workers, and fans the sampled tokens out to the sessions.
+// of workers, and fans the sampled tokens out to the sessions. A stage may be served by a
+// worker in another process that joins (and, after its death, joins again) at run time; the
+// model is healthy only while every stage has a worker.
 
 #include "protocol/interfaces.hpp"
 #include "runtime/engine/scheduler.hpp"
+#include "runtime/layer_backend.hpp"
 
 #include <caf/timespan.hpp>
 
@@ -30,7 +33,16 @@ struct BatcherOptions {
   bool check_invariants = false;          // audit the block accounting after every step (tests)
 };
 
-// `stages` is the pipeline, first to last, already chained (each knows its next).
-batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<worker_actor> stages);
+// One stage of the pipeline as the batcher starts: its layers and its worker, or no worker
+// when one is to join from another process (`join`).
+struct PipelineStage {
+  LayerRange layers;
+  worker_actor worker;
+};
+
+// `stages` is the pipeline, first to last, tiling the model's layers; workers of adjacent
+// stages given here are already chained (each knows its next). The batcher chains the
+// workers that join.
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<PipelineStage> stages);
 
 }  // namespace orzo

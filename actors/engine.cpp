@@ -36,15 +36,26 @@ WorkerThread resolve(WorkerThread choice, caf::actor_system& sys) {
   return choice == WorkerThread::scheduler && threads < 2 ? WorkerThread::own : choice;
 }
 
-std::vector<worker_actor> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
-                                         const std::vector<std::string>& devices, WorkerThread choice) {
-  std::vector<worker_actor> workers(backends.size());
+// Spawns a worker for every stage that has a backend, each chained to the next stage's worker
+// when that one is local too. A stage without a backend waits for a worker to join.
+std::vector<PipelineStage> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
+                                          const std::vector<LayerRange>& layers, const std::vector<std::string>& devices,
+                                          WorkerThread choice) {
+  std::vector<PipelineStage> stages(backends.size());
   worker_actor next;
   const auto thread = resolve(choice, sys);
   for (size_t i = backends.size(); i-- > 0;) {
-    workers[i] = spawn_worker(sys, std::move(backends[i]), devices[i], next, thread);
-    next = workers[i];
+    stages[i].layers = layers[i];
+    if (backends[i]) stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, thread);
+    next = stages[i].worker;
   }
+  return stages;
+}
+
+std::vector<worker_actor> local_workers(const std::vector<PipelineStage>& stages) {
+  std::vector<worker_actor> workers;
+  for (const auto& stage : stages)
+    if (stage.worker) workers.push_back(stage.worker);
   return workers;
 }
 
@@ -74,8 +85,15 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.step_timeout = options.step_timeout;
 
   std::vector<std::unique_ptr<LayerBackend>> backends;
+  std::vector<LayerRange> layers;
   std::vector<std::string> devices;
   for (const auto& stage : stages) {
+    layers.push_back(stage.layers);
+    if (stage.device == "remote") {
+      backends.emplace_back();
+      devices.push_back("remote");
+      continue;
+    }
     if (stage.device != "cpu")
       throw std::invalid_argument("placement: device '" + stage.device + "' is not available in this build");
     CpuBackend::Options o;
@@ -88,9 +106,10 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
     devices.push_back("cpu:" + std::to_string(stage.device_index) + " layers " + std::to_string(stage.layers.begin) +
                       "-" + std::to_string(stage.layers.end));
   }
-  engine->workers_ = spawn_pipeline(sys, std::move(backends), devices, options.worker_thread);
+  auto pipeline = spawn_pipeline(sys, std::move(backends), layers, devices, options.worker_thread);
+  engine->workers_ = local_workers(pipeline);
   engine->max_model_len_ = b.max_model_len;
-  engine->batcher_ = spawn_batcher(sys, std::move(b), engine->workers_);
+  engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
   return engine;
 }
 
@@ -98,10 +117,15 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
                                            BatcherOptions options, WorkerThread worker_thread) {
   std::unique_ptr<Engine> engine(new Engine(sys));
   std::vector<std::string> devices;
-  for (size_t i = 0; i < stages.size(); ++i) devices.push_back("stage " + std::to_string(i));
-  engine->workers_ = spawn_pipeline(sys, std::move(stages), devices, worker_thread);
+  std::vector<LayerRange> layers;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    devices.push_back("stage " + std::to_string(i));
+    layers.push_back(stages[i]->range());
+  }
+  auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread);
+  engine->workers_ = local_workers(pipeline);
   engine->max_model_len_ = options.max_model_len;
-  engine->batcher_ = spawn_batcher(sys, std::move(options), engine->workers_);
+  engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));
   return engine;
 }
 

@@ -30,7 +30,7 @@ class Tokenizer;
 
 struct EngineOptions {
   std::string model;                  // HF directory or .gguf file
-  std::string placement = "cpu";      // stages, see runtime/engine/placement.hpp
+  std::string placement = "cpu";      // stages, see runtime/engine/placement.hpp; remote ones wait for `orzo worker`
   int threads = 0;                    // CPU threads per CPU worker; 0: all hardware threads
   SchedulerConfig scheduler;
   int32_t kv_blocks = 0;              // 0: enough for max_num_seqs full contexts, within kv_budget_bytes
@@ -62,7 +62,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const batcher_actor& batcher() const { return batcher_; }
-  const std::vector<worker_actor>& workers() const { return workers_; }
+  const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones
   std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
   std::shared_ptr<const Model> model() const { return model_; }
   int32_t max_model_len() const { return max_model_len_; }  // prompt + generated tokens at most

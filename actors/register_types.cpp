@@ -14,6 +14,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<StepRequest>("orzo.step_request");
   cfg.add_message_type<StepResult>("orzo.step_result");
   cfg.add_message_type<WorkerInfo>("orzo.worker_info");
+  cfg.add_message_type<StageTerms>("orzo.stage_terms");
   cfg.add_message_type<ModelHealth>("orzo.model_health");
   cfg.add_message_type<BatcherStats>("orzo.batcher_stats");
   cfg.add_message_type<TextChunk>("orzo.text_chunk");

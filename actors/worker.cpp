@@ -16,7 +16,8 @@ namespace {
 struct WorkerState {
   std::shared_ptr<LayerBackend> backend;
   std::string device;
-  worker_actor next;
+  worker_actor next;                // set at spawn, or by the batcher when the next stage joins
+  bool last = false;                // the stage that applies the LM head and samples
   BatchSampler sampler;             // used by the last stage only
   std::vector<float> logits;        // step scratch, grown once to the largest step
   std::vector<SampleResult> samples;
@@ -53,15 +54,17 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
   self->state.backend = std::move(backend);
   self->state.device = std::move(device);
   self->state.next = std::move(next);
+  self->state.last = self->state.backend->produces_logits();
   return {
       [self](StepRequest& req) -> caf::result<StepResult> {
         auto& st = self->state;
         // An exception always kills a CAF 0.17 actor: a bad step must fail its requests,
         // not the worker.
         try {
-          if (!st.next) update_sequences(st, req);
+          if (!st.last && !st.next) return make_orzo_error(ErrorCode::worker_lost, st.device + ": no next stage");
+          if (st.last) update_sequences(st, req);
           st.backend->forward(req.batch, req.hidden, st.logits);
-          if (st.next) return self->delegate(st.next, std::move(req));
+          if (!st.last) return self->delegate(st.next, std::move(req));
           return sample_step(st, req);
         } catch (const std::exception& e) {
           return make_orzo_error(ErrorCode::step_failed, st.device + ": " + e.what());
@@ -71,6 +74,10 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
         const auto range = self->state.backend->range();
         return WorkerInfo{self->state.device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end),
                           self->state.backend->kv_blocks()};
+      },
+      [self](chain_atom, caf::actor& following) {
+        self->state.next = caf::actor_cast<worker_actor>(std::move(following));
+        return caf::ok_atom::value;
       },
   };
 }

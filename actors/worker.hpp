@@ -24,7 +24,8 @@ class LayerBackend;
 enum class WorkerThread { automatic, own, scheduler };
 
 // Spawns a worker over `backend`. `next` is the following stage, or an invalid handle when
-// this worker is the last and samples. The worker owns the backend. `thread` is own or
+// this worker is the last (its backend produces logits: it samples) or when the following
+// stage is still to join (the batcher then sends `chain`). The worker owns the backend. `thread` is own or
 // scheduler (automatic is the Engine's to resolve; here it means own).
 worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
                           worker_actor next, WorkerThread thread);

@@ -1,6 +1,7 @@
 #include "cli/actor_bench.hpp"
 
 #include "actors/engine.hpp"
+#include "actors/remote.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
 #include "runtime/model.hpp"
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace orzo::cli {
@@ -84,11 +86,28 @@ std::vector<double> probe_ttft(Engine& engine, const std::vector<int32_t>& promp
   return out;
 }
 
+// Publishes the batcher and waits (a minute at most) until every stage has a worker.
+void publish_and_wait(caf::actor_system& sys, const batcher_actor& batcher, int port) {
+  auto published = publish_batcher(sys, batcher, static_cast<uint16_t>(port));
+  if (!published) throw std::runtime_error("bench: cannot publish on port " + std::to_string(port) + ": " + sys.render(published.error()));
+  std::fprintf(stderr, "bench: batcher published on 127.0.0.1:%d, waiting for its remote stages\n", port);
+  caf::scoped_actor self{sys};
+  const auto deadline = Clock::now() + std::chrono::minutes(1);
+  for (;;) {
+    ModelHealth h;
+    self->request(batcher, std::chrono::seconds(10), health_atom::value).receive([&](ModelHealth& x) { h = x; }, [](caf::error&) {});
+    if (h.healthy) return;
+    if (Clock::now() > deadline) throw std::runtime_error("bench: the model did not become healthy: " + h.detail);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 void run_actor_bench(const BenchOptions& o) {
   caf::actor_system_config cfg;
   configure_actor_system(cfg);
+  if (o.publish > 0) load_middleman(cfg, {});
   caf::actor_system sys{cfg};
 
   const int32_t context = o.prompt + o.gen + 2;
@@ -121,6 +140,7 @@ void run_actor_bench(const BenchOptions& o) {
     engine = Engine::start(sys, e);
     vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
   }
+  if (o.publish > 0) publish_and_wait(sys, engine->batcher(), o.publish);
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);

@@ -188,6 +188,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--publish", o->publish,
+                  "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
+                  "placement's remote stages")
+      ->check(CLI::Range(1, 65535));
   cmd->callback([o] {
     if (o->backend == "null" || o->actors) return run_actor_bench(*o);
     if (o->model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");

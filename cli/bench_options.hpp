@@ -18,6 +18,7 @@ struct BenchOptions {
   int threads = 0;
   int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
   bool json = false;
+  int publish = 0;  // with --actors: publish the batcher on 127.0.0.1:publish and wait for remote stages to join
 };
 
 }  // namespace orzo::cli

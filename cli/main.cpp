@@ -8,6 +8,7 @@
 #include "cli/chat_command.hpp"
 #include "cli/generate_command.hpp"
 #include "cli/serve_command.hpp"
+#include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   orzo::cli::add_chat_command(app);
   orzo::cli::add_bench_command(app);
   orzo::cli::add_serve_command(app);
+  orzo::cli::add_worker_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {

@@ -3,13 +3,13 @@
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/middleman_flags.hpp"
 #include "server/http_server.hpp"
 #include "server/openai_api.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -36,6 +36,7 @@ struct ServeFlags {
   int32_t max_queue = 1024;
   int publish = 0;
   std::string publish_host = "127.0.0.1";
+  MiddlemanFlags middleman;
   double shutdown_grace = 30;
   double http_timeout = 30;
 };
@@ -118,8 +119,8 @@ int run_serve(ServeFlags& f) {
   f.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.http_timeout * 1000));
 
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
-  if (f.publish > 0) cfg.load<caf::io::middleman>();
+  configure_actor_system(cfg, 0, f.middleman.liveness());
+  if (f.publish > 0) load_middleman(cfg, f.middleman.tls);
   caf::actor_system sys{cfg};
   OpenAIApi api(sys, api_options);
   HttpServer server(f.http, [&api](HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
@@ -148,7 +149,7 @@ int run_serve(ServeFlags& f) {
     throw;
   }
   if (f.publish > 0) {
-    auto port = sys.middleman().publish(engine->batcher(), static_cast<uint16_t>(f.publish), f.publish_host.c_str(), true);
+    auto port = publish_batcher(sys, engine->batcher(), static_cast<uint16_t>(f.publish), f.publish_host);
     if (!port) {
       server.stop();
       engine->shutdown();
@@ -191,6 +192,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--publish", f->publish, "Also publish the batcher on this port for CAF actor clients")
       ->check(CLI::Range(1, 65535));
   cmd->add_option("--publish-host", f->publish_host, "Address the published batcher binds to")->capture_default_str();
+  f->middleman.add_to(*cmd);
   cmd->add_option("--http-threads", f->http.threads, "I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--max-body-bytes", f->http.max_body_bytes, "Larger request bodies get 413")
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32))

@@ -32,5 +32,8 @@ endforeach()
 if(TARGET CAF::io AND TARGET CAF::core)
   set_property(TARGET CAF::io APPEND PROPERTY INTERFACE_LINK_LIBRARIES CAF::core)
 endif()
+if(TARGET CAF::openssl AND TARGET CAF::io)
+  set_property(TARGET CAF::openssl APPEND PROPERTY INTERFACE_LINK_LIBRARIES CAF::io)
+endif()
 find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR
   VERSION_VAR CAF_VERSION HANDLE_COMPONENTS)

@@ -30,6 +30,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/protocol ${PROJECT_SOURCE_DIR}/actors
 foreach(_header IN ITEMS
         runtime/load_error.hpp
         runtime/forward_batch.hpp
+        runtime/layer_backend.hpp
         runtime/engine/block_manager.hpp
         runtime/engine/scheduler.hpp
         runtime/engine/sequence.hpp)

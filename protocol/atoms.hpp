@@ -13,6 +13,9 @@ using step_atom = caf::atom_constant<caf::atom("step")>;          // batcher -> 
 using health_atom = caf::atom_constant<caf::atom("health")>;      // anyone -> batcher: is the model serving?
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // anyone -> batcher: counters for metrics
 using describe_atom = caf::atom_constant<caf::atom("describe")>;  // batcher -> worker: range, device, KV
+using terms_atom = caf::atom_constant<caf::atom("terms")>;        // worker process -> batcher: what must a stage hold?
+using join_atom = caf::atom_constant<caf::atom("join")>;          // worker process -> batcher: serve a missing stage
+using chain_atom = caf::atom_constant<caf::atom("chain")>;        // batcher -> worker: pass steps on to this stage
 
 // The category of orzo's errors in caf::error values (worker replies, refused requests).
 inline constexpr caf::atom_value orzo_error_category = caf::atom("orzo");

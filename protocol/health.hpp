@@ -1,7 +1,9 @@
 #pragma once
 // Replies about the serving side: a worker's own description (batcher -> worker
-// `describe`), the model's health (anyone -> batcher `health`), and the batcher's counters
-// (anyone -> batcher `stats`, what /metrics shows).
+// `describe`; also what a joining worker process tells the batcher with `join`), what a
+// stage must hold to join (worker process -> batcher `terms`), the model's health (anyone ->
+// batcher `health`), and the batcher's counters (anyone -> batcher `stats`, what /metrics
+// shows).
 
 #include <caf/meta/type_name.hpp>
 
@@ -16,6 +18,14 @@ struct WorkerInfo {
   int32_t first_layer = 0;   // [first_layer, end_layer)
   int32_t end_layer = 0;
   int32_t kv_blocks = 0;     // size of its KV pool
+};
+
+// A worker process builds its stage to these before it joins: the KV pool must have the
+// batcher's block ids, and a step may carry up to max_rows rows.
+struct StageTerms {
+  int32_t kv_blocks = 0;
+  int32_t block_size = 0;
+  int32_t max_rows = 0;
 };
 
 struct ModelHealth {
@@ -41,6 +51,11 @@ struct BatcherStats {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerInfo& x) {
   return f(caf::meta::type_name("worker_info"), x.device, x.first_layer, x.end_layer, x.kv_blocks);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageTerms& x) {
+  return f(caf::meta::type_name("stage_terms"), x.kv_blocks, x.block_size, x.max_rows);
 }
 
 template <class Inspector>

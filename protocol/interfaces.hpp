@@ -11,6 +11,7 @@
 #include "protocol/step.hpp"
 #include "protocol/token_event.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -25,18 +26,26 @@ using session_actor = caf::typed_actor<
     caf::reacts_to<FinishedEvent>,   // batcher -> session: the request ended (exactly once)
     caf::reacts_to<cancel_atom>>;    // client -> session: stop generating
 
+// One stage of the pipeline: a layer range on one device.
+using worker_actor = caf::typed_actor<
+    caf::replies_to<StepRequest>::with<StepResult>,      // batcher (or previous stage) -> worker
+    caf::replies_to<describe_atom>::with<WorkerInfo>,    // batcher -> worker: what it serves
+    // batcher -> worker, when the following stage (re)joins: delegate steps to it from now on.
+    // The handle is untyped because an alias cannot name itself; it is always a worker_actor.
+    caf::replies_to<chain_atom, caf::actor>::with<caf::ok_atom>>;
+
 // The one batcher of a model.
 using batcher_actor = caf::typed_actor<
     caf::reacts_to<register_atom, GenerationRequest, session_actor>,  // session -> batcher: admit
     caf::reacts_to<stop_atom, std::string>,                            // session -> batcher: end it now
     caf::reacts_to<step_atom>,                                         // batcher -> itself: next step
     caf::replies_to<health_atom>::with<ModelHealth>,                   // anyone -> batcher
-    caf::replies_to<stats_atom>::with<BatcherStats>>;                  // anyone -> batcher
-
-// One stage of the pipeline: a layer range on one device.
-using worker_actor = caf::typed_actor<
-    caf::replies_to<StepRequest>::with<StepResult>,      // batcher (or previous stage) -> worker
-    caf::replies_to<describe_atom>::with<WorkerInfo>>;   // batcher -> worker: what it serves
+    caf::replies_to<stats_atom>::with<BatcherStats>,                   // anyone -> batcher
+    // worker process -> batcher, before it builds its stage: the KV pool and step size to match
+    caf::replies_to<terms_atom>::with<StageTerms>,
+    // worker process -> batcher: serve the missing stage of info's layer range (an orzo
+    // invalid_request error when no stage of exactly that range is missing, or the KV pool is short)
+    caf::replies_to<join_atom, worker_actor, WorkerInfo>::with<caf::ok_atom>>;
 
 // Where a session delivers text: an application's actor, here or on another node.
 using client_actor = caf::typed_actor<

@@ -5,6 +5,7 @@
 #include "actor_harness.hpp"
 
 #include "actors/engine.hpp"
+#include "protocol/errors.hpp"
 #include "runtime/null_backend.hpp"
 
 #include <gtest/gtest.h>
@@ -300,6 +301,57 @@ TEST_F(Actors, AWorkerThatDiesFailsItsRequestsAndTheModelTurnsUnhealthy) {
   engine->generate(greedy("later", {1}, 4), c.callbacks("later"));
   ASSERT_TRUE(c.wait(2));
   EXPECT_EQ(c.outcomes().at("later").completions.at(0).error, ErrorCode::unavailable);
+}
+
+// A join from this process, as `orzo worker` does it from another: the reply, or the orzo
+// error's code and message.
+std::pair<ErrorCode, std::string> join(caf::actor_system& sys, const batcher_actor& batcher, const worker_actor& worker,
+                                       WorkerInfo info) {
+  caf::scoped_actor self{sys};
+  std::pair<ErrorCode, std::string> out{ErrorCode::none, ""};
+  self->request(batcher, std::chrono::seconds(10), join_atom::value, worker, std::move(info))
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = {error_code_of(e), error_message(e)}; });
+  return out;
+}
+
+TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) {
+  const auto o = options();
+  auto batcher = spawn_batcher(sys, o, {PipelineStage{{0, 1}, worker_actor{}}});
+  auto health = testing::health_of(sys, batcher);
+  EXPECT_FALSE(health.healthy);
+  EXPECT_EQ(health.detail, "waiting for a worker for layers 0-1");
+  auto worker = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "joiner", {}, WorkerThread::scheduler);
+
+  auto refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 2, o.kv_blocks});
+  EXPECT_EQ(refused.first, ErrorCode::invalid_request);
+  EXPECT_NE(refused.second.find("the pipeline has no such stage (its stages are 0-1)"), std::string::npos) << refused.second;
+  refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks - 1});
+  EXPECT_NE(refused.second.find("its KV pool holds 255 blocks, the batcher plans with 256"), std::string::npos)
+      << refused.second;
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).second,
+            "cannot join for layers 0-1: a worker already serves them");
+
+  Collector c;
+  spawn_session(sys, batcher, nullptr, greedy("a", {1}, 5), c.callbacks("a"));
+  ASSERT_TRUE(c.wait(1));
+  EXPECT_EQ(c.outcomes().at("a").tokens, counting(1, 5));
+
+  caf::anon_send_exit(worker, caf::exit_reason::kill);
+  EXPECT_TRUE(eventually([&] { return !testing::health_of(sys, batcher).healthy; }));
+  health = testing::health_of(sys, batcher);
+  EXPECT_NE(health.detail.find("the worker for layers 0-1 was lost"), std::string::npos) << health.detail;
+  EXPECT_TRUE(health.workers.empty());
+
+  auto again = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "again", {}, WorkerThread::scheduler);
+  EXPECT_EQ(join(sys, batcher, again, WorkerInfo{"again", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
+  spawn_session(sys, batcher, nullptr, greedy("b", {2}, 5), c.callbacks("b"));
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_EQ(c.outcomes().at("b").tokens, counting(2, 5));
+  caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
 }
 
 // A thousand sessions, some stopped, some killed, random lengths, a pool that forces

@@ -115,6 +115,26 @@ TEST(BlockManager, SecondSequenceReusesTheSharedPrefix) {
   EXPECT_EQ(bm.num_used(), 3);
 }
 
+TEST(BlockManager, ForgetCachedEmptiesThePrefixCache) {
+  BlockManager bm(8, kBs);
+  const std::vector<int32_t> tokens = iota_tokens(10);
+  SequenceBlocks a = computed(bm, tokens);
+  EXPECT_THROW(bm.forget_cached(), std::logic_error);  // a still holds its blocks
+  bm.release(a);
+  ASSERT_EQ(bm.num_cached(), 2);
+  ASSERT_EQ(bm.cached_prefix_tokens(tokens.data(), 10), 8);
+  bm.forget_cached();
+  bm.check({});
+  EXPECT_EQ(bm.num_cached(), 0);
+  EXPECT_EQ(bm.num_free(), 8);
+  EXPECT_EQ(bm.cached_prefix_tokens(tokens.data(), 10), 0);
+  // the same prefix computed again is cached again, under fresh registrations
+  SequenceBlocks b = computed(bm, tokens);
+  bm.release(b);
+  EXPECT_EQ(bm.cached_prefix_tokens(tokens.data(), 10), 8);
+  bm.check({});
+}
+
 TEST(BlockManager, CachedPrefixLeavesTheLastTokensBlockToCompute) {
   BlockManager bm(16, kBs);
   const std::vector<int32_t> tokens = iota_tokens(9);

@@ -30,6 +30,13 @@ TEST(Placement, ParsesStageLists) {
   EXPECT_EQ(show(parse_placement("cuda:0:0-1,cpu:1-2,cuda:3:2-3", 3)), "cuda:0:0-1,cpu:0:1-2,cuda:3:2-3");
 }
 
+TEST(Placement, ParsesRemoteStages) {
+  EXPECT_EQ(show(parse_placement("cpu:0-2,remote:2-5", 5)), "cpu:0:0-2,remote:0:2-5");
+  EXPECT_EQ(show(parse_placement("remote:0-1,cpu:1-3,remote:3-5", 5)), "remote:0:0-1,cpu:0:1-3,remote:0:3-5");
+  EXPECT_EQ(show(parse_placement("remote", 5)), "remote:0:0-5");
+  EXPECT_EQ(show(parse_placement("remote*2", 5)), "remote:0:0-3,remote:0:3-5");
+}
+
 TEST(Placement, SplitsEvenly) {
   EXPECT_EQ(show(parse_placement("cpu*3", 7)), "cpu:0:0-3,cpu:0:3-5,cpu:0:5-7");
   EXPECT_EQ(show(parse_placement("cuda*2", 32)), "cuda:0:0-16,cuda:1:16-32");
@@ -71,6 +78,10 @@ TEST(Placement, RejectsMalformedSpecs) {
   expect_rejected("cpu,cpu", 4, "'cpu': each stage of a multi-stage spec needs a layer range");
   expect_rejected("cpu:0-2,cuda:1", 4, "'cuda:1': each stage");
   expect_rejected("cpu\n:0-4", 4, "unknown device 'cpu\\x0a'");
+  expect_rejected("remote:1:0-4", 4, "'remote:1:0-4': a remote stage takes no device index");
+  expect_rejected("remote:1", 4, "a remote stage takes no device index");
+  expect_rejected("cpu:0-2,remote", 4, "'remote': each stage of a multi-stage spec needs a layer range");
+  expect_rejected("remote:0-2,remote:3-4", 4, "starts at layer 3 but the previous stage ends at 2");
 }
 
 TEST(Placement, RejectsStagesThatDoNotTileTheModel) {
@@ -80,6 +91,20 @@ TEST(Placement, RejectsStagesThatDoNotTileTheModel) {
   expect_rejected("cpu:0-2", 4, "the stages end at layer 2 but the model has 4");
   expect_rejected("cpu:0-2,cpu:2-5", 4, "'cpu:2-5': ends at layer 5, past the model's 4 layers");
   expect_rejected("cpu", 0, "the model has 0 layers");
+}
+
+TEST(Placement, ParsesAWorkersLayerRange) {
+  const LayerRange r = parse_layer_range("2-5", 5);
+  EXPECT_EQ(r.begin, 2);
+  EXPECT_EQ(r.end, 5);
+  EXPECT_THROW(parse_layer_range("2-6", 5), std::invalid_argument);
+  EXPECT_THROW(parse_layer_range("3-3", 5), std::invalid_argument);
+  EXPECT_THROW(parse_layer_range("2", 5), std::invalid_argument);
+  try {
+    parse_layer_range("4-9", 5);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ends at layer 9, past the model's 5 layers"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Placement, RejectsBadEvenSplits) {

@@ -138,5 +138,17 @@ TEST_F(Protocol, EndsAndChunksKeepEveryField) {
   EXPECT_EQ(bits(round_trip(sys, r).samples.at(0).logprob.v), bits(kAwkward[0]));
 }
 
+TEST_F(Protocol, JoinTermsAndWorkerInfoKeepEveryField) {
+  const auto t = round_trip(sys, StageTerms{96, 16, 2048});
+  EXPECT_EQ(t.kv_blocks, 96);
+  EXPECT_EQ(t.block_size, 16);
+  EXPECT_EQ(t.max_rows, 2048);
+  const auto w = round_trip(sys, WorkerInfo{"cpu:0 layers 2-5 (pid 7)", 2, 5, 96});
+  EXPECT_EQ(w.device, "cpu:0 layers 2-5 (pid 7)");
+  EXPECT_EQ(w.first_layer, 2);
+  EXPECT_EQ(w.end_layer, 5);
+  EXPECT_EQ(w.kv_blocks, 96);
+}
+
 }  // namespace
 }  // namespace orzo

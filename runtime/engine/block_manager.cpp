@@ -180,6 +180,20 @@ void BlockManager::release(SequenceBlocks& seq) {
   seq.registrations.clear();
 }
 
+void BlockManager::forget_cached() {
+  if (num_used() != 0)
+    throw std::logic_error("BlockManager: cannot forget the prefix cache while " + std::to_string(num_used()) +
+                           " blocks are in use");
+  while (lru_head_ >= 0) {
+    const int32_t id = lru_head_;
+    lru_unlink(id);
+    Block& b = blocks_[to_size(id)];
+    unregister(b);
+    b.where = Where::free;
+    free_.push_back(id);
+  }
+}
+
 void BlockManager::lru_push_back(int32_t id) {
   Block& b = blocks_[to_size(id)];
   b.lru_prev = lru_tail_;

@@ -78,6 +78,12 @@ class BlockManager {
   // evicted from its end and its head stays useful longest.
   void release(SequenceBlocks& seq);
 
+  // Empties the prefix cache: every cached block returns to the free list, unregistered. For
+  // when the KV those blocks point at is gone (a worker that holds a stage was replaced).
+  // Only while no sequence holds blocks (std::logic_error otherwise), so that no table
+  // refers to a registration that disappears.
+  void forget_cached();
+
   // Throws std::logic_error naming the first broken invariant: each refcount equals the
   // number of `live` tables holding the block; free, cached and used blocks partition the
   // pool, no block in two lists; the hash index holds exactly the registered blocks, each

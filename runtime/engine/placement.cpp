@@ -40,7 +40,8 @@ bool parse_count(std::string_view text, int32_t& value) {
 }
 
 void check_device(std::string_view part, std::string_view device) {
-  if (device != "cpu" && device != "cuda") bad(part, "unknown device '" + std::string(device) + "' (expected cpu or cuda)");
+  if (device != "cpu" && device != "cuda" && device != "remote")
+    bad(part, "unknown device '" + std::string(device) + "' (expected cpu, cuda or remote)");
 }
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
@@ -71,6 +72,7 @@ Stage parse_stage(std::string_view part, bool alone, int32_t num_layers) {
   stage.device = std::string(fields[0]);
   const bool ranged = fields.size() == 3 || (fields.size() == 2 && fields[1].find('-') != std::string_view::npos);
   if (fields.size() == 3 || (fields.size() == 2 && !ranged)) {
+    if (stage.device == "remote") bad(part, "a remote stage takes no device index (expected remote[:begin-end])");
     if (!parse_count(fields[1], stage.device_index)) bad(part, "bad device index '" + std::string(fields[1]) + "'");
   }
   if (ranged) {
@@ -84,6 +86,13 @@ Stage parse_stage(std::string_view part, bool alone, int32_t num_layers) {
 }
 
 }  // namespace
+
+LayerRange parse_layer_range(const std::string& text, int32_t num_layers) {
+  const LayerRange range = parse_range(text, text);
+  if (range.end > num_layers)
+    bad(text, "ends at layer " + std::to_string(range.end) + ", past the model's " + std::to_string(num_layers) + " layers");
+  return range;
+}
 
 std::vector<Stage> split_evenly(const std::string& device, int32_t stages, int32_t num_layers) {
   check_device(device, device);

@@ -4,15 +4,17 @@
 //
 // Grammar (no spaces):
 //   spec   := stage ("," stage)*  |  device "*" count
-//   stage  := device [":" index] [":" begin "-" end]
+//   stage  := device [":" index] [":" begin "-" end]  |  "remote" [":" begin "-" end]
 //   device := "cpu" | "cuda"
 // begin-end means layers [begin, end). The range may be left out only when the spec is a
 // single stage, which then runs every layer. index defaults to 0. "device*count" splits the
-// layers evenly over count stages (see split_evenly).
+// layers evenly over count stages (see split_evenly). A remote stage is served by a worker
+// that joins from another process (`orzo worker --layers begin-end`), so it has no index.
 //   "cpu"                      one CPU stage, all layers
 //   "cpu:0-2,cpu:2-5"          two CPU stages
 //   "cuda:0:0-16,cuda:1:16-32" two GPUs
 //   "cuda*4"                   cuda:0 .. cuda:3, an even split
+//   "cpu:0-2,remote:2-5"       layers [2,5) on a worker that joins through the middleman
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,7 +24,7 @@
 namespace orzo {
 
 struct Stage {
-  std::string device;  // "cpu" or "cuda"
+  std::string device;  // "cpu", "cuda" or "remote"
   int32_t device_index = 0;
   LayerRange layers;
 };
@@ -32,8 +34,12 @@ struct Stage {
 // contiguously from 0 to num_layers with at least one layer each.
 std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers);
 
+// "begin-end" as a stage takes it, within a model of num_layers layers: what `orzo worker
+// --layers` serves. Throws std::invalid_argument, one line naming the bad part.
+LayerRange parse_layer_range(const std::string& text, int32_t num_layers);
+
 // `stages` stages on `device`, the first num_layers % stages of them one layer longer. CUDA
-// stages take device indices 0, 1, ...; CPU stages all index 0. Throws std::invalid_argument
+// stages take device indices 0, 1, ...; CPU and remote stages all index 0. Throws std::invalid_argument
 // on an unknown device or unless 1 <= stages <= num_layers.
 std::vector<Stage> split_evenly(const std::string& device, int32_t stages, int32_t num_layers);
 

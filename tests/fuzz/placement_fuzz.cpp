@@ -1,6 +1,7 @@
 // libFuzzer entry point for placement specs: every input must parse or throw
 // std::invalid_argument with a one-line message, and whatever parses must tile the model:
-// contiguous non-empty stages from layer 0 to the last, on a known device.
+// contiguous non-empty stages from layer 0 to the last, on a known device (remote stages
+// with index 0).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -24,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   int64_t next = 0;
   for (const orzo::Stage& s : stages) {
-    if (s.device != "cpu" && s.device != "cuda") std::abort();
+    if (s.device != "cpu" && s.device != "cuda" && s.device != "remote") std::abort();
+    if (s.device == "remote" && s.device_index != 0) std::abort();
     if (s.device_index < 0 || s.layers.begin != next || s.layers.end <= s.layers.begin) std::abort();
     next = s.layers.end;
   }

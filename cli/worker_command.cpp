@@ -1,0 +1,138 @@
+#include "cli/worker_command.hpp"
+
+#include "actors/worker.hpp"
+#include "cli/middleman_flags.hpp"
+#include "protocol/errors.hpp"
+#include "runtime/cpu_backend.hpp"
+#include "runtime/engine/placement.hpp"
+#include "runtime/model.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+
+namespace orzo::cli {
+namespace {
+
+struct WorkerFlags {
+  std::string connect;
+  std::string layers;
+  std::string model;
+  int threads = 0;
+  MiddlemanFlags middleman;
+};
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) { g_stop = true; }
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+
+Endpoint parse_endpoint(const std::string& text) {
+  const auto colon = text.rfind(':');
+  Endpoint e;
+  int port = 0;
+  if (colon != std::string::npos && colon > 0) {
+    e.host = text.substr(0, colon);
+    const std::string digits = text.substr(colon + 1);
+    if (!digits.empty() && digits.size() <= 5 && digits.find_first_not_of("0123456789") == std::string::npos)
+      port = std::stoi(digits);
+  }
+  if (port < 1 || port > 65535) throw std::invalid_argument("--connect '" + text + "': expected HOST:PORT");
+  e.port = static_cast<uint16_t>(port);
+  return e;
+}
+
+// A synchronous request from this (non-actor) thread; throws with `what` and the error.
+template <class Reply, class... Ts>
+Reply ask(caf::scoped_actor& self, const batcher_actor& batcher, const std::string& what, Ts&&... xs) {
+  Reply out{};
+  caf::error failure;
+  self->request(batcher, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+      .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { failure = std::move(e); });
+  if (failure) {
+    const std::string message = error_message(failure);
+    throw std::runtime_error(what + ": " + (message.empty() ? self->system().render(failure) : message));
+  }
+  return out;
+}
+
+int run_worker(const WorkerFlags& flags) {
+  const Endpoint where = parse_endpoint(flags.connect);
+  const std::string at = where.host + ":" + std::to_string(where.port);
+  auto model = Model::load(flags.model);
+  const LayerRange range = parse_layer_range(flags.layers, static_cast<int32_t>(model->config().num_layers));
+
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, 0, flags.middleman.liveness());
+  load_middleman(cfg, flags.middleman.tls);
+  caf::actor_system sys{cfg};
+  auto remote = connect_to_batcher(sys, where.host, where.port);
+  if (!remote) throw std::runtime_error("cannot reach the batcher at " + at + ": " + sys.render(remote.error()));
+  const batcher_actor batcher = *remote;
+  caf::scoped_actor self{sys};
+  self->monitor(batcher);
+
+  const auto terms = ask<StageTerms>(self, batcher, "the batcher at " + at + " did not say what a stage needs", terms_atom::value);
+  CpuBackend::Options o;
+  o.range = range;
+  o.kv_blocks = terms.kv_blocks;
+  o.block_size = terms.block_size;
+  o.threads = flags.threads;
+  o.max_rows = terms.max_rows;
+  auto backend = std::make_unique<CpuBackend>(model, o);
+  const std::string device = "cpu:0 layers " + flags.layers + " (pid " + std::to_string(::getpid()) + ")";
+  const WorkerInfo info{device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end), backend->kv_blocks()};
+  // On the scheduler's threads, which this process has to itself: a detached actor's thread
+  // waits for the actor to be destroyed, and once its handle has crossed to the batcher's
+  // node, the middleman holds it until after that wait, so shutdown would hang.
+  auto worker = spawn_worker(sys, std::move(backend), device, worker_actor{}, WorkerThread::scheduler);
+  try {
+    ask<caf::ok_atom>(self, batcher, "the batcher at " + at + " refused the worker", join_atom::value, worker, info);
+  } catch (...) {
+    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  std::fprintf(stderr, "orzo worker: serving layers %s for the batcher at %s\n", flags.layers.c_str(), at.c_str());
+
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::string gone;
+  while (!g_stop && gone.empty())
+    self->receive([&](caf::down_msg& dm) { gone = sys.render(dm.reason); },
+                  caf::after(std::chrono::milliseconds(100)) >> [] {});
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  if (!gone.empty()) {
+    std::fprintf(stderr, "orzo worker: the batcher at %s went away (%s)\n", at.c_str(), gone.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_worker_command(CLI::App& app) {
+  auto flags = std::make_shared<WorkerFlags>();
+  auto* cmd = app.add_subcommand("worker", "Serve one pipeline stage for a batcher in another process");
+  cmd->add_option("--connect", flags->connect, "HOST:PORT where the batcher is published (orzo serve --publish)")->required();
+  cmd->add_option("--layers", flags->layers, "The stage's layers, begin-end, as the batcher's placement names them")
+      ->required();
+  cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();
+  cmd->add_option("-t,--threads", flags->threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  flags->middleman.add_to(*cmd);
+  cmd->callback([flags] {
+    if (const int rc = run_worker(*flags); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace orzo::cli

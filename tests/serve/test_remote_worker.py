@@ -1,0 +1,140 @@
+"""`orzo serve --publish` with a placement whose last stage is served by `orzo worker` in another
+process: /health says what is missing, greedy completions equal a single-process server's, a
+killed or frozen (SIGSTOP) worker ends the streams it held with a worker_lost error and turns
+/health to 503, and serving resumes when a new worker joins."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+from harness import ORZO, STORIES, Server, open_stream, stream_events, wait_for
+
+PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "One day, a"]
+LIVENESS = ["--heartbeat-ms", "200", "--connection-timeout-ms", "1000"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def complete_all(server):
+    texts = []
+    for p in PROMPTS:
+        status, _, body = server.post("/v1/completions", {"model": "stories", "prompt": p, "max_tokens": 32,
+                                                          "temperature": 0})
+        assert status == 200, body
+        texts.append(body["choices"][0]["text"])
+    return texts
+
+
+class RemoteWorker(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with Server("--served-model-name", "stories") as single:
+            cls.reference = complete_all(single)
+            single.stop()
+
+    def setUp(self):
+        self.publish = free_port()
+        self.server = Server("--served-model-name", "stories", "--placement", "cpu:0-2,remote:2-5", "--publish",
+                             self.publish, *LIVENESS)
+        self.workers = []
+
+    def tearDown(self):
+        for w in self.workers:
+            if w.poll() is None:
+                w.kill()
+                w.send_signal(signal.SIGCONT)
+                w.wait()
+        self.server.stop()
+        self.server.__exit__()
+
+    def start_worker(self):
+        w = subprocess.Popen([ORZO, "worker", "--connect", f"127.0.0.1:{self.publish}", "--layers", "2-5", "-m", STORIES,
+                              "-t", "1", *LIVENESS], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.workers.append(w)
+        self.assertTrue(wait_for(lambda: self.health()[0] == 200, 30), self.health())
+        return w
+
+    def health(self):
+        status, _, body = self.server.request("GET", "/health")
+        return status, json.loads(body)
+
+    def long_streams(self, n):
+        """n streams of 400 tokens; returns (threads, results) once each has some text."""
+        results = [None] * n
+        started = [threading.Event() for _ in range(n)]
+
+        def run(i):
+            body = {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 400, "temperature": 0,
+                    "ignore_eos": True, "stream": True}
+            s, status, f = open_stream(self.server.port, "/v1/completions", body)
+            events = []
+            for ev in stream_events(f):
+                events.append(ev)
+                started[i].set()
+            results[i] = (status, events)
+            started[i].set()
+            s.close()
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for e in started:
+            self.assertTrue(e.wait(30))
+        return threads, results
+
+    def assert_lost(self, threads, results):
+        for t in threads:
+            t.join(10)
+            self.assertFalse(t.is_alive(), "a stream hung")
+        for status, events in results:
+            self.assertEqual(status, 200)
+            text = "".join(ev["choices"][0]["text"] for ev in events if "choices" in ev)
+            errors = [ev["error"] for ev in events if "error" in ev]
+            self.assertEqual(len(errors), 1, events[-3:])
+            self.assertEqual(errors[0]["code"], "worker_lost", errors[0])
+            self.assertLess(len(text), 2000)
+        status, body = self.health()
+        self.assertEqual(status, 503)
+        self.assertIn("the worker for layers 2-5 was lost", body["detail"])
+
+    def test_waits_for_its_worker_then_serves_like_one_process(self):
+        status, body = self.health()
+        self.assertEqual((status, body["status"]), (503, "unhealthy"))
+        self.assertIn("waiting for a worker for layers 2-5", body["detail"])
+        status, _, _ = self.server.post("/v1/completions", {"model": "stories", "prompt": "x", "max_tokens": 4})
+        self.assertEqual(status, 503)
+        self.start_worker()
+        self.assertEqual(complete_all(self.server), self.reference)
+
+    def test_a_killed_worker_fails_its_streams_and_a_new_one_resumes(self):
+        worker = self.start_worker()
+        threads, results = self.long_streams(4)
+        worker.kill()
+        self.assert_lost(threads, results)
+        self.start_worker()
+        self.assertEqual(complete_all(self.server), self.reference)
+
+    def test_a_frozen_worker_is_lost_within_the_connection_timeout(self):
+        worker = self.start_worker()
+        threads, results = self.long_streams(2)
+        worker.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        self.assertTrue(wait_for(lambda: self.health()[0] == 503, 5))
+        detected = time.time() - stopped
+        self.assertLess(detected, 1.0 + 0.2 + 1.0)  # the timeout, a heartbeat, slack for a loaded machine
+        self.assert_lost(threads, results)
+        worker.kill()
+        self.start_worker()
+        self.assertEqual(complete_all(self.server), self.reference)
+
+
+if __name__ == "__main__":
+    unittest.main()
