@@ -24,8 +24,7 @@ import platform
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORIES = os.path.join(os.path.dirname(ROOT), "shared", "models", "stories260K", "stories260K.gguf")
+from bench_models import ROOT, STORIES, small_f16
 
 
 def run(cmd):
@@ -53,11 +52,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "actors.json"))
     ap.add_argument("--tries", type=int, default=3)
     a = ap.parse_args()
-    small = os.path.join(ROOT, "models", "small-f16.gguf")
-    if not os.path.exists(small):
-        os.makedirs(os.path.dirname(small), exist_ok=True)
-        subprocess.run([f"{a.build}/tools/orzo-make-model", "--shape", "small", "--dtype", "f16", "--format", "gguf",
-                        "--out", small], check=True)
+    small = small_f16(a.build)
 
     null = []
     for thread in ("shared", "own"):

@@ -23,8 +23,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORIES = os.path.join(os.path.dirname(ROOT), "shared", "models", "stories260K", "stories260K.gguf")
+from bench_models import ROOT, STORIES, small_f16
 PORT = 47311
 
 
@@ -59,11 +58,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "remote.json"))
     ap.add_argument("--tries", type=int, default=3)
     a = ap.parse_args()
-    small = os.path.join(ROOT, "models", "small-f16.gguf")
-    if not os.path.exists(small):
-        os.makedirs(os.path.dirname(small), exist_ok=True)
-        subprocess.run([f"{a.build}/tools/orzo-make-model", "--shape", "small", "--dtype", "f16", "--format", "gguf",
-                        "--out", small], check=True)
+    small = small_f16(a.build)
     # model, name, hidden size, layers, split, decode steps per batch size
     models = [(STORIES, "stories260K", 64, 5, 2, {1: 256, 64: 256}), (small, "small-f16", 1024, 8, 4, {1: 64, 64: 16})]
     rows = []

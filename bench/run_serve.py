@@ -37,8 +37,7 @@ import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORIES = os.path.join(os.path.dirname(ROOT), "shared", "models", "stories260K", "stories260K.gguf")
+from bench_models import ROOT, STORIES
 STORIES_VOCAB = 512  # random prompt ids are drawn from the whole vocabulary, as the actor bench does
 PROMPT_LEN = 32
 GEN = 128

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <fcntl.h>
 #include <fstream>
@@ -21,6 +23,18 @@
 extern char** environ;
 
 namespace orzo::testing {
+
+// Runs a shell command to its end (popen): what it printed, and its wait status.
+inline std::string run_command(const std::string& command, int& status) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  status = ::pclose(pipe);
+  return out;
+}
 
 class ChildProcess {
  public:

@@ -3,6 +3,7 @@
 // process, whose session registers remotely and receives its tokens as serialized messages.
 
 #include "actor_harness.hpp"
+#include "child_process.hpp"
 
 #include "actors/engine.hpp"
 
@@ -16,18 +17,9 @@
 namespace orzo {
 namespace {
 
-const std::string kModel = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+using testing::run_command;
 
-std::string run_command(const std::string& command, int& status) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  status = ::pclose(pipe);
-  return out;
-}
+const std::string kModel = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 
 TEST(RemoteClient, StreamsACompletionFromAnotherProcess) {
   caf::actor_system_config cfg;

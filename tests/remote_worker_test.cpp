@@ -30,6 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::ChildProcess;
+using testing::run_command;
 using testing::Collector;
 using testing::health_of;
 using testing::stats_of;
@@ -159,17 +160,6 @@ class AcrossProcesses : public testing::TempDirTest {
   uint16_t port_ = 0;
   int workers_started_ = 0;
 };
-
-std::string run_command(const std::string& command, int& status) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  status = ::pclose(pipe);
-  return out;
-}
 
 TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   EngineOptions single;
