@@ -34,10 +34,12 @@ constexpr Route kRoutes[] = {
     {"/metrics", "GET", false},
 };
 
-// Same time whatever the key's prefix: a wrong key does not leak how much of it matched.
+// Same time whatever the key's content: a wrong key does not leak how much of it matched
+// (its length may show).
 bool same_key(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
 
