@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
+#include "runtime/read_file.hpp"
 #include "cli/middleman_flags.hpp"
 #include "server/http_server.hpp"
 #include "server/openai_api.hpp"
@@ -16,10 +17,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -85,14 +84,6 @@ std::function<void(size_t, size_t)> progress_bar(StopSignal& stop) {
                  static_cast<double>(total) / (1 << 20));
     if (done == total) std::fputc('\n', stderr);
   };
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read the chat template file " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Waits up to `limit` for the requests in flight to end.

@@ -3,11 +3,10 @@
 // is what transformers' LlamaConverter makes of the file (see sentencepiece_family.hpp);
 // model types and normalizer settings that converter would not reproduce are refused.
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "runtime/load_error.hpp"
+#include "runtime/read_file.hpp"
 #include "runtime/text/sentencepiece_family.hpp"
 #include "runtime/text/tokenizer.hpp"
 
@@ -167,11 +166,7 @@ void read_normalizer_spec(std::string_view bytes, const std::string& source, Par
 }  // namespace
 
 Tokenizer Tokenizer::from_sentencepiece_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw LoadError(path + ": cannot open");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return from_sentencepiece_model_bytes(buffer.str(), path);
+  return from_sentencepiece_model_bytes(read_file(path), path);
 }
 
 Tokenizer Tokenizer::from_sentencepiece_model_bytes(std::string_view data, const std::string& path) {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "runtime/load_error.hpp"
+#include "runtime/read_file.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/unicode.hpp"
 
@@ -269,14 +269,6 @@ class JsonReader {
   std::string source_;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw LoadError(path + ": cannot open");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 json parse_json(const std::string& text, const std::string& source) {
   try {
     return json::parse(text);
@@ -398,11 +390,11 @@ bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
 Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
   HfTexts in;
-  in.tokenizer_json = read_text(tokenizer_json_path);
+  in.tokenizer_json = read_file(tokenizer_json_path);
   in.source = tokenizer_json_path;
   std::string config;
   if (!tokenizer_config_path.empty()) {
-    config = read_text(tokenizer_config_path);
+    config = read_file(tokenizer_config_path);
     in.tokenizer_config = &config;
     in.config_source = tokenizer_config_path;
   }
@@ -424,12 +416,12 @@ Tokenizer Tokenizer::from_hf_json_text(const std::string& tokenizer_json, const 
 Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   HfTexts in;
   in.source = dir + "/tokenizer.json";
-  in.tokenizer_json = read_text(in.source);
+  in.tokenizer_json = read_file(in.source);
   std::string config, generation, chat_template;
   auto optional = [&](const char* name, std::string& text, const std::string*& slot, std::string* source) {
     const std::string path = dir + "/" + name;
     if (!exists(path)) return;
-    text = read_text(path);
+    text = read_file(path);
     slot = &text;
     if (source) *source = path;
   };

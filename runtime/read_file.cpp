@@ -1,0 +1,18 @@
+#include "runtime/read_file.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime/load_error.hpp"
+
+namespace orzo {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw LoadError(path + ": cannot open");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace orzo
