@@ -1,6 +1,6 @@
 #include "server/api_error.hpp"
 
-#include <nlohmann/json.hpp>
+#include "server/json_text.hpp"
 
 namespace orzo {
 
@@ -11,7 +11,7 @@ std::string error_body(const ApiError& error) {
                                          {"type", error.type},
                                          {"param", or_null(error.param)},
                                          {"code", or_null(error.code)}}}};
-  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(body);
 }
 
 }  // namespace orzo

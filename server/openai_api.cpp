@@ -5,6 +5,7 @@
 #include "runtime/text/tokenizer.hpp"
 #include "server/api_error.hpp"
 #include "server/completion_job.hpp"
+#include "server/json_text.hpp"
 #include "server/openai_request.hpp"
 
 #include <caf/all.hpp>
@@ -19,8 +20,6 @@ namespace orzo {
 namespace {
 
 using nlohmann::ordered_json;
-
-std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 struct Route {
   std::string_view path;
@@ -280,7 +279,7 @@ void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
                     ordered_json::object()),
         false);
   ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.max_model_len()}, {"tokens", ids}};
-  exchange.respond(200, dump(body));
+  exchange.respond(200, json_text(body));
 }
 
 void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
@@ -288,7 +287,7 @@ void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
   const DetokenizeRequest req = parse_detokenize_request(request.body());
   if (!req.model.empty()) check_model(req.model);
   const auto& tokenizer = *eng.tokenizer();
-  exchange.respond(200, dump({{"prompt", tokenizer.decode(checked_ids(req.tokens, tokenizer, "tokens"), false)}}));
+  exchange.respond(200, json_text({{"prompt", tokenizer.decode(checked_ids(req.tokens, tokenizer, "tokens"), false)}}));
 }
 
 void OpenAIApi::models(HttpExchange& exchange) const {
@@ -296,15 +295,15 @@ void OpenAIApi::models(HttpExchange& exchange) const {
   const ordered_json model = {{"id", options_.served_model_name}, {"object", "model"},
                               {"created", created_},                {"owned_by", "orzo"},
                               {"root", options_.model_path},        {"max_model_len", eng.max_model_len()}};
-  exchange.respond(200, dump({{"object", "list"}, {"data", ordered_json::array({model})}}));
+  exchange.respond(200, json_text({{"object", "list"}, {"data", ordered_json::array({model})}}));
 }
 
 void OpenAIApi::health(std::shared_ptr<HttpExchange> exchange) {
   Engine* eng = engine_.load();
-  if (!eng) return exchange->respond(503, dump({{"status", "loading"}}));
+  if (!eng) return exchange->respond(503, json_text({{"status", "loading"}}));
   ask_batcher<ModelHealth, health_atom>(sys_, eng->batcher(), [exchange](ModelHealth* h, std::string error) {
-    if (h && h->healthy) return exchange->respond(200, dump({{"status", "ok"}}));
-    exchange->respond(503, dump({{"status", "unhealthy"}, {"detail", h ? h->detail : error}}));
+    if (h && h->healthy) return exchange->respond(200, json_text({{"status", "ok"}}));
+    exchange->respond(503, json_text({{"status", "unhealthy"}, {"detail", h ? h->detail : error}}));
   });
 }
 

@@ -1,5 +1,7 @@
 #include "server/openai_request.hpp"
 
+#include "server/json_text.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +48,7 @@ std::string format_number(double x) {
 
 // A value as it appears in an error message, cut short so a huge string cannot bloat it.
 std::string shown(const Json& v) {
-  std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string text = json_text(v);
   constexpr size_t kMaxShown = 40;
   if (text.size() > kMaxShown) text = text.substr(0, kMaxShown) + "...";
   return text;

@@ -1,5 +1,7 @@
 #include "server/openai_response.hpp"
 
+#include "server/json_text.hpp"
+
 #include <charconv>
 #include <cmath>
 
@@ -9,8 +11,6 @@ namespace orzo {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // JSON has no infinity: a token the model rules out entirely gets -9999.0, as vLLM writes.
 // Finite values go through the float's shortest decimal, so the dump reads -0.6931472
@@ -111,13 +111,13 @@ std::string completion_response(const ResponseHeader& h, const std::vector<Choic
   body["choices"] = Json::array();
   for (const ChoiceOutput& c : choices) body["choices"].push_back(completion_choice(c, vocab));
   body["usage"] = usage_json(usage);
-  return dump(body);
+  return json_text(body);
 }
 
 std::string completion_chunk(const ResponseHeader& h, const ChoiceOutput& choice, const DecodeTable* vocab) {
   Json body = envelope(h, "text_completion");
   body["choices"] = Json::array({completion_choice(choice, vocab)});
-  return dump(body);
+  return json_text(body);
 }
 
 std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices, const ResponseUsage& usage,
@@ -131,7 +131,7 @@ std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutpu
                                {"finish_reason", or_null(c.finish_reason)}});
   }
   body["usage"] = usage_json(usage);
-  return dump(body);
+  return json_text(body);
 }
 
 std::string chat_chunk(const ResponseHeader& h, const ChoiceOutput& choice, bool first, const DecodeTable* vocab) {
@@ -143,14 +143,14 @@ std::string chat_chunk(const ResponseHeader& h, const ChoiceOutput& choice, bool
                                   {"delta", std::move(delta)},
                                   {"logprobs", chat_logprobs(choice, vocab)},
                                   {"finish_reason", or_null(choice.finish_reason)}}});
-  return dump(body);
+  return json_text(body);
 }
 
 std::string usage_chunk(const ResponseHeader& h, bool chat, const ResponseUsage& usage) {
   Json body = envelope(h, chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = Json::array();
   body["usage"] = usage_json(usage);
-  return dump(body);
+  return json_text(body);
 }
 
 std::string sse_event(const std::string& json) { return "data: " + json + "\n\n"; }
