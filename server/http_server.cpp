@@ -100,9 +100,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void on_header(beast::error_code ec) {
     if (ec) return on_read_error(ec);
     const auto& req = parser_->get();
-    if (const auto length = parser_->content_length(); length && *length > options_.max_body_bytes)
-      return refuse(ApiError(413, "the request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
-                             "invalid_request_error", {}, "request_too_large"));
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto self = shared_from_this();
       auto line = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
