@@ -164,9 +164,8 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     out.finish_reason = finish_reason_name(choices_[i].completion.reason);
     outs.push_back(std::move(out));
   }
-  const auto* vocab = tokenizer_ ? &tokenizer_->decode_table() : nullptr;
-  exchange_->respond(200, setup_.chat ? chat_response(setup_.header, outs, usage(), vocab)
-                                      : completion_response(setup_.header, outs, usage(), vocab));
+  exchange_->respond(200, setup_.chat ? chat_response(setup_.header, outs, usage(), vocab())
+                                      : completion_response(setup_.header, outs, usage(), vocab()));
   end();
 }
 
@@ -189,11 +188,12 @@ void CompletionJob::start_stream() {
 
 void CompletionJob::send_chunk(size_t index, ChoiceOutput out) {
   auto& c = choices_[index];
-  const auto* vocab = tokenizer_ ? &tokenizer_->decode_table() : nullptr;
-  exchange_->write(sse_event(setup_.chat ? chat_chunk(setup_.header, out, c.first_chunk, vocab)
-                                         : completion_chunk(setup_.header, out, vocab)));
+  exchange_->write(sse_event(setup_.chat ? chat_chunk(setup_.header, out, c.first_chunk, vocab())
+                                         : completion_chunk(setup_.header, out, vocab())));
   c.first_chunk = false;
 }
+
+const DecodeTable* CompletionJob::vocab() const { return tokenizer_ ? &tokenizer_->decode_table() : nullptr; }
 
 ResponseUsage CompletionJob::usage() const {
   ResponseUsage u;

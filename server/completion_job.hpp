@@ -63,6 +63,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void send_chunk(size_t index, ChoiceOutput out);
   void end();
   ResponseUsage usage() const;
+  const DecodeTable* vocab() const;  // token bytes for logprobs
 
   JobSetup setup_;
   std::shared_ptr<HttpExchange> exchange_;

@@ -55,6 +55,10 @@ void ask_batcher(caf::actor_system& sys, const batcher_actor& batcher, std::func
       batcher, std::move(done));
 }
 
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids, const Tokenizer& tokenizer, const char* param) {
   for (auto id : ids)
     if (id < 0 || id >= tokenizer.vocab_size())
@@ -68,8 +72,7 @@ std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids, const Tokenize
 
 OpenAIApi::OpenAIApi(caf::actor_system& sys, ApiOptions options)
     : sys_(sys), options_(std::move(options)), metrics_(std::make_shared<ServerMetrics>(options_.served_model_name)),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {
+      created_(unix_seconds()) {
   char prefix[20];
   std::snprintf(prefix, sizeof prefix, "%08x", static_cast<unsigned>(std::random_device{}()));
   id_prefix_ = prefix;
@@ -243,11 +246,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
       sessions.push_back(std::move(s));
     }
   }
-  setup.header = ResponseHeader{(chat ? "chatcmpl-" : "cmpl-") + id,
-                                std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count(),
-                                options_.served_model_name};
+  setup.header = ResponseHeader{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
   setup.stream = params.stream;
   setup.include_usage = params.include_usage;
   setup.logprobs = params.sampling.logprobs;
