@@ -1,0 +1,58 @@
+#pragma once
+// Logits to tokens on the GPU, one block per row, so that only token ids (and the logprobs
+// asked for) leave the device. The stages and their order are the CPU Sampler's
+// (runtime/sampler.hpp), which is this kernel's twin: logprobs of the raw logits; logit bias;
+// repetition, frequency and presence penalties over the row's recent tokens; then greedy when
+// temperature == 0 or top_k == 1; otherwise weights sampling_weight((logit - max) /
+// temperature), top-k (k <= kFastTopK selected in shared memory, larger k by radix select),
+// top-p of what top-k left, min-p, and the inverse-CDF draw at philox_uniform(seed, step)
+// over the candidates ordered by final logit, ties by ascending token id. With the same
+// uniform and the same weights the draws equal the CPU's, except where u falls within
+// summation rounding of the boundary between two tokens.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace orzo::cuda {
+
+inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr int32_t kFastTopK = 64;
+
+// One row's draw, packed on the host from its SamplingParams and its sampler's state.
+struct DeviceDraw {
+  float temperature = 1.0f;
+  int32_t top_k = 0;          // <= 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = 0;
+  uint64_t step = 0;          // the uniform is philox_uniform(seed, step)
+  int32_t recent_offset = 0;  // the row's penalty window: recent[recent_offset, + recent_count)
+  int32_t recent_count = 0;
+  int32_t bias_offset = 0;    // its logit bias: bias_tokens/values[bias_offset, + bias_count)
+  int32_t bias_count = 0;
+  int32_t logprobs = 0;       // nonzero: report the sampled token's logprob
+  int32_t top_logprobs = 0;   // and this many most likely alternatives, 0..kMaxTopLogprobs
+};
+
+struct DeviceSample {
+  int32_t token = 0;
+  float logprob = 0;
+  int32_t top_tokens[kMaxTopLogprobs];
+  float top_logprobs[kMaxTopLogprobs];  // most likely first
+};
+
+// Device scratch sample_rows needs for `rows` rows of `vocab` logits.
+size_t sampling_workspace_bytes(int32_t rows, int32_t vocab);
+
+// logits: [rows, vocab] f32 in device memory, used as scratch. draws: [rows]. recent: the
+// tokens the penalties count (already cut to each row's window). bias_tokens are inside
+// [0, vocab) (the host drops the others, as the CPU sampler skips them). out: [rows].
+void sample_rows(float* logits, int32_t rows, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
+                 const int32_t* bias_tokens, const float* bias_values, void* workspace, DeviceSample* out,
+                 cudaStream_t stream);
+
+}  // namespace orzo::cuda

@@ -1,0 +1,16 @@
+#pragma once
+// The gated FFN activation over the fused gate/up projection. Twin: cpu::swiglu
+// (kernels/cpu/swiglu.hpp), then rounding to `elem`.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/elem.hpp"
+
+namespace orzo::cuda {
+
+// gate_up: [rows, 2 * inter] f32, gate in columns [0, inter), up in [inter, 2 * inter).
+// out[r, i] = elem(silu(gate[r, i]) * up[r, i]); out: [rows, inter] of `elem`.
+void swiglu_rows(Elem elem, const float* gate_up, int32_t rows, int32_t inter, void* out, cudaStream_t stream);
+
+}  // namespace orzo::cuda
