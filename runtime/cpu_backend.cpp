@@ -10,31 +10,22 @@
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
+#include "runtime/batch_check.hpp"
 
 namespace orzo {
 
 namespace {
 
-LayerRange resolve(LayerRange r, int64_t layers) {
-  if (r.end == 0) r.end = layers;
-  if (r.begin < 0 || r.begin >= r.end || r.end > layers)
-    throw std::invalid_argument("layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                ") is not inside the model's " + std::to_string(layers) + " layers");
-  return r;
-}
-
 void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
-
-[[noreturn]] void bad_batch(const std::string& what) { throw std::invalid_argument("forward batch: " + what); }
 
 }  // namespace
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
     : model_(std::move(model)),
       cfg_(model_->config()),
-      range_(resolve(o.range, cfg_.num_layers)),
+      range_(resolve_range(o.range, cfg_.num_layers)),
       kv_(range_.end - range_.begin, o.kv_blocks, o.block_size, cfg_.kv_dim()),
       pool_(o.threads) {
   const int64_t rows = o.max_rows;
@@ -49,35 +40,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   grow(cos_sin_, rows * cfg_.head_dim);
 }
 
-void CpuBackend::check(const ForwardBatch& b, const std::vector<float>& hidden) const {
-  const int64_t rows = b.rows();
-  if (static_cast<int64_t>(b.seq_index.size()) != rows) bad_batch("seq_index and positions differ in length");
-  if (embeds() && static_cast<int64_t>(b.tokens.size()) != rows) bad_batch("tokens and positions differ in length");
-  if (!embeds() && static_cast<int64_t>(hidden.size()) != rows * cfg_.hidden_size)
-    bad_batch("hidden state holds " + std::to_string(hidden.size()) + " floats, expected " +
-              std::to_string(rows * cfg_.hidden_size));
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto i = static_cast<size_t>(r);
-    if (embeds() && (b.tokens[i] < 0 || b.tokens[i] >= cfg_.vocab_size))
-      bad_batch("token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary of " +
-                std::to_string(cfg_.vocab_size));
-    if (b.seq_index[i] < 0 || static_cast<size_t>(b.seq_index[i]) >= b.block_tables.size())
-      bad_batch("row " + std::to_string(r) + " names sequence " + std::to_string(b.seq_index[i]) + " of " +
-                std::to_string(b.block_tables.size()));
-    const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
-    if (b.positions[i] < 0 || b.positions[i] / kv_.block_size() >= static_cast<int32_t>(table.size()))
-      bad_batch("position " + std::to_string(b.positions[i]) + " of row " + std::to_string(r) +
-                " is outside its block table");
-  }
-  for (const auto& table : b.block_tables)
-    for (auto block : table)
-      if (block < 0 || block >= kv_.num_blocks()) bad_batch("KV block id " + std::to_string(block) + " out of range");
-  for (auto r : b.logit_rows)
-    if (r < 0 || r >= rows) bad_batch("logit row " + std::to_string(r) + " out of range");
-}
-
 void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std::vector<float>& logits) {
-  check(b, hidden);
+  check_batch(b, BatchBounds{embeds(), cfg_.vocab_size, static_cast<int64_t>(hidden.size()), cfg_.hidden_size,
+                             kv_.num_blocks(), kv_.block_size()});
   const int64_t rows = b.rows();
   hidden.resize(static_cast<size_t>(rows * cfg_.hidden_size));
   // xn_ also holds the normalized logit rows, which a plan may list more than once.

@@ -30,7 +30,6 @@ class CpuBackend final : public LayerBackend {
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
 
  private:
-  void check(const ForwardBatch& batch, const std::vector<float>& hidden) const;
   void embed(const ForwardBatch& batch, float* x);
   void attention_block(int64_t layer, const ForwardBatch& batch, float* x);
   void ffn_block(int64_t layer, int64_t rows, float* x);

@@ -5,13 +5,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/draw_plan.hpp"
 #include "runtime/forward_batch.hpp"
+#include "runtime/sampler.hpp"
 
 namespace orzo {
 
 struct LayerRange {
   int64_t begin = 0, end = 0;  // [begin, end)
 };
+
+// `range` inside a model of `layers` layers, end == 0 meaning the last; throws
+// std::invalid_argument when it is empty or reaches outside.
+LayerRange resolve_range(LayerRange range, int64_t layers);
 
 class LayerBackend {
  public:
@@ -26,6 +32,13 @@ class LayerBackend {
   // this range's output. logits: resized to [logit_rows, vocab] when this range produces them.
   // Throws std::invalid_argument on a malformed batch (bad token id, position past its block table).
   virtual void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) = 0;
+
+  // A last range on a GPU draws the tokens on its device, so that only token ids leave it:
+  // the worker then hands it each logit row's plan instead of sampling the logits itself.
+  virtual bool samples() const { return false; }
+  // forward, then one token per logit row as plans[i] says (the CPU Sampler's semantics).
+  virtual void forward_and_sample(const ForwardBatch& batch, std::vector<float>& hidden,
+                                  const std::vector<DrawPlan>& plans, std::vector<SampleResult>& out);
 };
 
 }  // namespace orzo
