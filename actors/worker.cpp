@@ -20,6 +20,7 @@ struct WorkerState {
   bool last = false;                // the stage that applies the LM head and samples
   BatchSampler sampler;             // used by the last stage only
   std::vector<float> logits;        // step scratch, grown once to the largest step
+  std::vector<DrawPlan> plans;      // for a backend that samples on its device
   std::vector<SampleResult> samples;
   static inline const char* name = "orzo.worker";
 };
@@ -32,14 +33,11 @@ void update_sequences(WorkerState& st, StepRequest& req) {
   for (auto& s : req.started) st.sampler.start(s.seq, s.sampling, std::move(s.prompt));
 }
 
-StepResult sample_step(WorkerState& st, StepRequest& req) {
+StepResult step_result(uint64_t step, const std::vector<SampleResult>& samples) {
   StepResult result;
-  result.step = req.step;
-  if (req.batch.logit_rows.empty()) return result;
-  const auto vocab = static_cast<int32_t>(st.logits.size() / req.batch.logit_rows.size());
-  st.sampler.sample(req.batch, req.seq_ids, st.logits.data(), vocab, st.samples);
-  result.samples.reserve(st.samples.size());
-  for (auto& s : st.samples) {
+  result.step = step;
+  result.samples.reserve(samples.size());
+  for (const auto& s : samples) {
     SampledToken t;
     t.token = s.token;
     t.logprob = f32{s.logprob};
@@ -47,6 +45,22 @@ StepResult sample_step(WorkerState& st, StepRequest& req) {
     result.samples.push_back(std::move(t));
   }
   return result;
+}
+
+// The last stage: forward, then one token per logit row, drawn here or on the backend's device.
+StepResult last_step(WorkerState& st, StepRequest& req) {
+  st.samples.clear();
+  if (st.backend->samples()) {
+    st.sampler.plan(req.batch, req.seq_ids, st.plans);
+    st.backend->forward_and_sample(req.batch, req.hidden, st.plans, st.samples);
+  } else {
+    st.backend->forward(req.batch, req.hidden, st.logits);
+    if (!req.batch.logit_rows.empty()) {
+      const auto vocab = static_cast<int32_t>(st.logits.size() / req.batch.logit_rows.size());
+      st.sampler.sample(req.batch, req.seq_ids, st.logits.data(), vocab, st.samples);
+    }
+  }
+  return step_result(req.step, st.samples);
 }
 
 worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBackend> backend, std::string device,
@@ -62,10 +76,12 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
         // not the worker.
         try {
           if (!st.last && !st.next) return make_orzo_error(ErrorCode::worker_lost, st.device + ": no next stage");
-          if (st.last) update_sequences(st, req);
+          if (st.last) {
+            update_sequences(st, req);
+            return last_step(st, req);
+          }
           st.backend->forward(req.batch, req.hidden, st.logits);
-          if (!st.last) return self->delegate(st.next, std::move(req));
-          return sample_step(st, req);
+          return self->delegate(st.next, std::move(req));
         } catch (const std::exception& e) {
           return make_orzo_error(ErrorCode::step_failed, st.device + ": " + e.what());
         }

@@ -15,7 +15,15 @@ if(ORZO_SANITIZE)
   # options brings in.
   target_link_options(orzo_runtime INTERFACE ${ORZO_SANITIZE_LINK_OPTIONS})
 endif()
-install(TARGETS orzo_runtime orzo_actors EXPORT orzoTargets
+# A CUDA build's Engine runs CUDA stages, so its actors library links the CUDA backend: both
+# CUDA libraries join the same export, and the package then needs the CUDA toolkit too.
+set(ORZO_EXPORTED orzo_runtime orzo_actors)
+if(ORZO_CUDA)
+  set_target_properties(orzo_kernels_cuda PROPERTIES EXPORT_NAME kernels_cuda)
+  set_target_properties(orzo_cuda PROPERTIES EXPORT_NAME cuda)
+  list(APPEND ORZO_EXPORTED orzo_kernels_cuda orzo_cuda)
+endif()
+install(TARGETS ${ORZO_EXPORTED} EXPORT orzoTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${ORZO_INSTALL_INCLUDEDIR})
 install(EXPORT orzoTargets NAMESPACE orzo:: DESTINATION ${ORZO_INSTALL_CMAKEDIR})
@@ -31,23 +39,14 @@ foreach(_header IN ITEMS
         runtime/load_error.hpp
         runtime/forward_batch.hpp
         runtime/layer_backend.hpp
+        runtime/draw_plan.hpp
+        runtime/sampler.hpp
         runtime/engine/block_manager.hpp
         runtime/engine/scheduler.hpp
         runtime/engine/sequence.hpp)
   get_filename_component(_dir ${_header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${_header} DESTINATION ${ORZO_INSTALL_INCLUDEDIR}/${_dir})
 endforeach()
-
-# The CUDA kernels are a component of their own, so that only an application that asks for
-# them (find_package(orzo COMPONENTS cuda)) needs the CUDA toolkit.
-if(ORZO_CUDA)
-  set_target_properties(orzo_kernels_cuda PROPERTIES EXPORT_NAME kernels_cuda)
-  install(TARGETS orzo_kernels_cuda EXPORT orzoCudaTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          INCLUDES DESTINATION ${ORZO_INSTALL_INCLUDEDIR})
-  install(EXPORT orzoCudaTargets NAMESPACE orzo:: DESTINATION ${ORZO_INSTALL_CMAKEDIR})
-  install(FILES ${PROJECT_SOURCE_DIR}/kernels/cuda/device.hpp DESTINATION ${ORZO_INSTALL_INCLUDEDIR}/kernels/cuda)
-endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/orzoConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/orzoConfig.cmake

@@ -1,5 +1,6 @@
 #include "runtime/batch_sampler.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,8 +19,7 @@ BatchSampler::Entry& BatchSampler::entry(uint64_t seq) {
   return it->second;
 }
 
-void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits,
-                          int32_t vocab, std::vector<SampleResult>& out) {
+void BatchSampler::record(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
   if (seq_ids.size() != batch.block_tables.size())
     throw std::invalid_argument("a step names " + std::to_string(seq_ids.size()) + " sequences for " +
                                 std::to_string(batch.block_tables.size()) + " block tables");
@@ -33,12 +33,32 @@ void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>
     if (history.size() <= pos) history.resize(pos + 1);
     history[pos] = batch.tokens[r];
   }
+}
+
+std::pair<BatchSampler::Entry*, size_t> BatchSampler::logit_row(const ForwardBatch& batch,
+                                                                const std::vector<uint64_t>& seq_ids, size_t i) {
+  const auto row = static_cast<size_t>(batch.logit_rows[i]);
+  return {&entry(seq_ids[static_cast<size_t>(batch.seq_index[row])]), static_cast<size_t>(batch.positions[row]) + 1};
+}
+
+void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits,
+                          int32_t vocab, std::vector<SampleResult>& out) {
+  record(batch, seq_ids);
   out.clear();
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
-    const auto row = static_cast<size_t>(batch.logit_rows[i]);
-    auto& e = entry(seq_ids[static_cast<size_t>(batch.seq_index[row])]);
-    const auto seen = static_cast<size_t>(batch.positions[row]) + 1;
-    out.push_back(e.sampler.sample(logits + i * static_cast<size_t>(vocab), vocab, e.history.data(), seen));
+    auto [e, seen] = logit_row(batch, seq_ids, i);
+    out.push_back(e->sampler.sample(logits + i * static_cast<size_t>(vocab), vocab, e->history.data(), seen));
+  }
+}
+
+void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, std::vector<DrawPlan>& out) {
+  record(batch, seq_ids);
+  out.clear();
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    auto [e, seen] = logit_row(batch, seq_ids, i);
+    const SamplingParams& p = e->sampler.params();
+    const size_t window = std::min(seen, static_cast<size_t>(std::max(p.penalty_window, 0)));
+    out.push_back(DrawPlan{&p, e->sampler.seed(), e->sampler.take_step(), e->history.data() + (seen - window), window});
   }
 }
 

@@ -4,6 +4,7 @@
 // only token ids travel back to the batcher; sequences come and go with the steps.
 
 #include "protocol/sampling_params.hpp"
+#include "runtime/draw_plan.hpp"
 #include "runtime/forward_batch.hpp"
 #include "runtime/sampler.hpp"
 
@@ -26,12 +27,19 @@ class BatchSampler {
   void sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits, int32_t vocab,
               std::vector<SampleResult>& out);
 
+  // The same bookkeeping as sample, for a sampler that draws elsewhere (on a GPU): records the
+  // rows' tokens, then gives each logit row its plan and advances its sequence's step.
+  void plan(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, std::vector<DrawPlan>& out);
+
  private:
   struct Entry {
     Sampler sampler;
     std::vector<int32_t> history;  // prompt then generated, by position
   };
   Entry& entry(uint64_t seq);
+  void record(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
+  // The sequence of logit row i, and how many of its tokens precede the token to draw.
+  std::pair<Entry*, size_t> logit_row(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, size_t i);
 
   std::unordered_map<uint64_t, Entry> seqs_;
 };

@@ -74,6 +74,8 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
   uint64_t step() const { return step_; }  // the step index the next call will use
+  // Hands out the next step index without drawing: a device sampler draws with it instead.
+  uint64_t take_step() { return step_++; }
 
  private:
   struct Candidate {

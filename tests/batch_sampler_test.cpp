@@ -63,6 +63,40 @@ TEST(BatchSampler, DrawsAsEachSequencesOwnSamplerOverItsHistory) {
   }
 }
 
+// A device sampler draws with plan's (seed, step) and window: the same as sample's draws.
+TEST(BatchSampler, PlansTheSameDrawsAsItSamples) {
+  std::mt19937 rng(9);
+  BatchSampler sampling, planning;
+  auto p = params(3);
+  p.penalty_window = 3;
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9};
+  sampling.start(4, p, prompt);
+  planning.start(4, p, prompt);
+  ForwardBatch b;
+  b.block_tables = {{0}};
+  b.add_chunk(0, prompt.data(), 5, 0, true);
+  std::vector<int32_t> history = prompt;
+  for (int step = 0; step < 6; ++step) {
+    auto logits = random_logits(rng, 1);
+    std::vector<SampleResult> out;
+    sampling.sample(b, {4}, logits.data(), kVocab, out);
+    std::vector<DrawPlan> plans;
+    planning.plan(b, {4}, plans);
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0].step, static_cast<uint64_t>(step));
+    EXPECT_EQ(plans[0].seed, 3u);
+    EXPECT_EQ(plans[0].params->penalty_window, 3);
+    // The window is the last three tokens before the one to draw.
+    ASSERT_EQ(plans[0].n_recent, 3u);
+    EXPECT_EQ(std::vector<int32_t>(plans[0].recent, plans[0].recent + 3),
+              std::vector<int32_t>(history.end() - 3, history.end()));
+    history.push_back(out[0].token);
+    b = ForwardBatch{};
+    b.block_tables = {{0}};
+    b.add_chunk(0, &history.back(), 1, static_cast<int32_t>(history.size()) - 1, true);
+  }
+}
+
 TEST(BatchSampler, RefusesUnknownSequencesAndForgetsReleasedOnes) {
   BatchSampler batch;
   batch.start(1, params(1), {1});
