@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace orzo::testing {
@@ -74,6 +75,17 @@ Reply ask(caf::actor_system& sys, const batcher_actor& batcher, Atom atom) {
   Reply out;
   self->request(batcher, std::chrono::seconds(10), atom).receive([&](Reply& r) { out = std::move(r); }, [&](caf::error&) {});
   return out;
+}
+
+// Polls `pred` until it holds or `timeout` passes.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
 }
 
 inline BatcherStats stats_of(caf::actor_system& sys, const batcher_actor& batcher) {

@@ -21,6 +21,7 @@ namespace orzo {
 namespace {
 
 using testing::Collector;
+using testing::eventually;
 using testing::stats_of;
 
 constexpr int32_t kVocab = 64;
@@ -103,16 +104,6 @@ std::vector<int32_t> counting(int32_t last, int32_t n) {
   std::vector<int32_t> out;
   for (int32_t i = 0; i < n; ++i) out.push_back(last = (last + 1) % kVocab);
   return out;
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return false;
 }
 
 class Actors : public ::testing::Test {

@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 using testing::ChildProcess;
 using testing::run_command;
 using testing::Collector;
+using testing::eventually;
 using testing::health_of;
 using testing::stats_of;
 
@@ -45,16 +46,6 @@ const std::vector<std::string> kPrompts = {
     "Once upon a time", "The cat sat", "Lily and Ben went to the park",
     "One day, a little girl named Lily went to the park with her mom. She saw a big tree with a swing. She ran to "
     "the swing and sat on it. Her mom pushed her high in the sky. Lily laughed and said"};
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
 
 SessionRequest greedy(const std::string& id, const std::string& prompt, int32_t max_tokens, bool ignore_eos = false) {
   SessionRequest r;
