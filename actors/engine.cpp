@@ -8,6 +8,10 @@
 
 #include <caf/all.hpp>
 
+#ifdef ORZO_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.hpp"
+#endif
+
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
@@ -30,7 +34,9 @@ int32_t auto_kv_blocks(const ModelConfig& cfg, const EngineOptions& o, int32_t m
 // One step is in flight at a time, so at most one stage computes at once and blocks one
 // scheduler thread. Automatic sharing waits for two more, one for the batcher, one for the
 // sessions; even when asked for, sharing the only scheduler thread would stall the batcher.
-WorkerThread resolve(WorkerThread choice, caf::actor_system& sys) {
+// A GPU stage waits on its device for most of a step: it always gets a thread of its own.
+WorkerThread resolve(WorkerThread choice, caf::actor_system& sys, const std::string& device) {
+  if (device.rfind("cuda", 0) == 0) return WorkerThread::own;
   const auto threads = sys.scheduler().num_workers();
   if (choice == WorkerThread::automatic) return threads >= 3 ? WorkerThread::scheduler : WorkerThread::own;
   return choice == WorkerThread::scheduler && threads < 2 ? WorkerThread::own : choice;
@@ -43,13 +49,87 @@ std::vector<PipelineStage> spawn_pipeline(caf::actor_system& sys, std::vector<st
                                           WorkerThread choice) {
   std::vector<PipelineStage> stages(backends.size());
   worker_actor next;
-  const auto thread = resolve(choice, sys);
   for (size_t i = backends.size(); i-- > 0;) {
     stages[i].layers = layers[i];
-    if (backends[i]) stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, thread);
+    if (backends[i])
+      stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, resolve(choice, sys, devices[i]));
     next = stages[i].worker;
   }
   return stages;
+}
+
+#ifdef ORZO_HAVE_CUDA
+// The GPU stages are made first: what KV pool they can afford bounds the pipeline's, which
+// every stage holds with the same block ids. Adjacent GPU stages pass hidden states device to
+// device.
+std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Model>& model,
+                                                 const std::vector<Stage>& stages, const EngineOptions& options,
+                                                 const BatcherOptions& b,
+                                                 std::vector<std::unique_ptr<LayerBackend>>& backends) {
+  std::vector<cuda::CudaBackend*> made(stages.size(), nullptr);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].device != "cuda") continue;
+    cuda::CudaBackend::Options o;
+    o.device = stages[i].device_index;
+    o.range = stages[i].layers;
+    o.block_size = b.block_size;
+    o.max_rows = b.scheduler.max_num_batched_tokens;
+    o.max_seqs = b.scheduler.max_num_seqs;
+    o.max_model_len = b.max_model_len;
+    o.gpu_memory_utilization = options.gpu_memory_utilization;
+    o.cuda_graphs = options.cuda_graphs;
+    auto backend = std::make_unique<cuda::CudaBackend>(model, o);
+    made[i] = backend.get();
+    if (i > 0 && made[i - 1]) backend->receive_from(*made[i - 1]);
+    backends[i] = std::move(backend);
+  }
+  return made;
+}
+#endif
+
+// Fills `backends` (null for remote stages) and returns the KV pool's size in blocks.
+int32_t make_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
+                      const EngineOptions& options, const BatcherOptions& b,
+                      std::vector<std::unique_ptr<LayerBackend>>& backends) {
+  const auto& cfg = model->config();
+  bool cpu = false, gpu = false;
+  for (const auto& stage : stages) {
+    cpu = cpu || stage.device == "cpu";
+    gpu = gpu || stage.device == "cuda";
+  }
+  int32_t kv_blocks = options.kv_blocks;
+  if (kv_blocks <= 0 && (cpu || !gpu)) kv_blocks = auto_kv_blocks(cfg, options, b.max_model_len);
+#ifdef ORZO_HAVE_CUDA
+  const auto cuda_stages = make_cuda_stages(model, stages, options, b, backends);
+  if (options.kv_blocks <= 0 && gpu) {
+    const int32_t per_context = ceil_div(b.max_model_len, b.block_size);
+    for (auto* stage : cuda_stages) {
+      if (!stage) continue;
+      const int32_t affordable = stage->affordable_kv_blocks();
+      if (affordable < per_context)
+        throw std::invalid_argument(stage->device_name() + ": room for " + std::to_string(affordable) +
+                                    " KV blocks, one context of " + std::to_string(b.max_model_len) + " tokens needs " +
+                                    std::to_string(per_context) +
+                                    ": lower --max-model-len or raise --gpu-memory-utilization");
+      kv_blocks = kv_blocks > 0 ? std::min(kv_blocks, affordable) : affordable;
+    }
+  }
+  for (auto* stage : cuda_stages)
+    if (stage) stage->allocate_kv(kv_blocks);
+#else
+  if (gpu) throw std::invalid_argument("placement: cuda stages need orzo built with CUDA (ORZO_CUDA=ON)");
+#endif
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].device != "cpu") continue;
+    CpuBackend::Options o;
+    o.range = stages[i].layers;
+    o.kv_blocks = kv_blocks;
+    o.block_size = b.block_size;
+    o.threads = options.threads;
+    o.max_rows = b.scheduler.max_num_batched_tokens;
+    backends[i] = std::make_unique<CpuBackend>(model, o);
+  }
+  return kv_blocks;
 }
 
 std::vector<worker_actor> local_workers(const std::vector<PipelineStage>& stages) {
@@ -75,7 +155,6 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.block_size = options.block_size;
   b.prefix_caching = options.prefix_caching;
   b.max_model_len = options.max_model_len > 0 ? options.max_model_len : static_cast<int32_t>(cfg.max_position);
-  b.kv_blocks = options.kv_blocks > 0 ? options.kv_blocks : auto_kv_blocks(cfg, options, b.max_model_len);
   b.vocab_size = static_cast<int32_t>(cfg.vocab_size);
   b.eos_token_ids = cfg.eos_token_ids;
   if (engine->tokenizer_)
@@ -89,23 +168,13 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   std::vector<std::string> devices;
   for (const auto& stage : stages) {
     layers.push_back(stage.layers);
-    if (stage.device == "remote") {
-      backends.emplace_back();
-      devices.push_back("remote");
-      continue;
-    }
-    if (stage.device != "cpu")
-      throw std::invalid_argument("placement: device '" + stage.device + "' is not available in this build");
-    CpuBackend::Options o;
-    o.range = stage.layers;
-    o.kv_blocks = b.kv_blocks;
-    o.block_size = b.block_size;
-    o.threads = options.threads;
-    o.max_rows = b.scheduler.max_num_batched_tokens;
-    backends.push_back(std::make_unique<CpuBackend>(engine->model_, o));
-    devices.push_back("cpu:" + std::to_string(stage.device_index) + " layers " + std::to_string(stage.layers.begin) +
-                      "-" + std::to_string(stage.layers.end));
+    devices.push_back(stage.device == "remote" ? "remote"
+                                               : stage.device + ":" + std::to_string(stage.device_index) + " layers " +
+                                                     std::to_string(stage.layers.begin) + "-" +
+                                                     std::to_string(stage.layers.end));
   }
+  backends.resize(stages.size());
+  b.kv_blocks = make_backends(engine->model_, stages, options, b, backends);
   auto pipeline = spawn_pipeline(sys, std::move(backends), layers, devices, options.worker_thread);
   engine->workers_ = local_workers(pipeline);
   engine->max_model_len_ = b.max_model_len;

@@ -34,7 +34,9 @@ struct EngineOptions {
   int threads = 0;                    // CPU threads per CPU worker; 0: all hardware threads
   SchedulerConfig scheduler;
   int32_t kv_blocks = 0;              // 0: enough for max_num_seqs full contexts, within kv_budget_bytes
-  int64_t kv_budget_bytes = int64_t{1} << 30;
+  int64_t kv_budget_bytes = int64_t{1} << 30;   // host memory for the KV of CPU stages
+  double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
+  bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
   int32_t block_size = 16;
   bool prefix_caching = true;
   int32_t max_model_len = 0;          // 0: the model's context length

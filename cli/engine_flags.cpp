@@ -48,6 +48,11 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
+                 "Share of each GPU's memory a CUDA stage may fill, KV cache included")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd.add_flag("--enforce-eager", enforce_eager, "Run every step of CUDA stages eagerly, without CUDA graphs");
 }
 
 void EngineFlags::add_sampling_to(CLI::App& cmd) {
@@ -71,6 +76,7 @@ WorkerThread parse_worker_thread(const std::string& name) {
 EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
   o.worker_thread = parse_worker_thread(worker_thread);
+  o.cuda_graphs = !enforce_eager;
   if (model.empty()) {
     o.model = default_model();
     std::fprintf(stderr,

@@ -26,6 +26,7 @@ struct EngineFlags {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   std::string worker_thread = "auto";
+  bool enforce_eager = false;
 
   void add_to(CLI::App& cmd);          // both of the below
   void add_engine_to(CLI::App& cmd);   // model, placement, threads, batching, KV cache

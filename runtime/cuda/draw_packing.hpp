@@ -1,0 +1,27 @@
+#pragma once
+// The host half of GPU sampling: each logit row's DrawPlan (runtime/draw_plan.hpp) packed
+// into the flat arrays the sampling kernel reads (kernels/cuda/sampling.hpp), and the
+// kernel's answers turned back into SampleResults. Pure host code.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/sampling.hpp"
+#include "runtime/draw_plan.hpp"
+#include "runtime/sampler.hpp"
+
+namespace orzo::cuda {
+
+struct PackedDraws {
+  std::vector<DeviceDraw> draws;     // one per plan
+  std::vector<int32_t> recent;       // every row's penalty window, back to back
+  std::vector<int32_t> bias_tokens;  // every row's logit bias inside [0, vocab), back to back
+  std::vector<float> bias_values;
+
+  void pack(const std::vector<DrawPlan>& plans, int32_t vocab);
+};
+
+// What the CPU Sampler reports for the same draw: the logprob when the params ask for any,
+// and top_logprobs of them (no more than the vocabulary holds).
+SampleResult to_sample_result(const DeviceSample& sample, const SamplingParams& params, int32_t vocab);
+
+}  // namespace orzo::cuda
