@@ -483,10 +483,14 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();  // s.sorted_* is read before the draw reuses it
 
-  apply_bias(row, vocab, bias_tokens + d.bias_offset, bias_values + d.bias_offset, d.bias_count);
-  __syncthreads();
-  apply_penalties(row, vocab, recent + d.recent_offset, d.recent_count, d);
-  __syncthreads();
+  if (d.bias_count > 0) {
+    apply_bias(row, vocab, bias_tokens + d.bias_offset, bias_values + d.bias_offset, d.bias_count);
+    __syncthreads();
+  }
+  if (d.recent_count > 0) {
+    apply_penalties(row, vocab, recent + d.recent_offset, d.recent_count, d);
+    __syncthreads();
+  }
 
   const float u = philox_uniform(d.seed, d.step);
   const float max = row_max(row, vocab, nullptr, s);
