@@ -385,7 +385,7 @@ std::vector<double> exact_probabilities(const std::vector<float>& logits, const 
   }
   size_t kept = k;
   double walked = 0;
-  for (size_t i = 0; i < k; ++i) {
+  for (size_t i = 0; i < k && p.top_p < 1; ++i) {
     walked += weight[static_cast<size_t>(order[i])];
     EXPECT_GT(std::fabs(walked - p.top_p * top_mass), 1e-6 * top_mass) << "top-p boundary too close to call";
     if (walked >= p.top_p * top_mass) {

@@ -204,10 +204,24 @@ __device__ int32_t row_argmax(const float* row, int32_t vocab, Shared& s) {
 
 // Adds one token per lane (digit < 0: none) to the bins. Lanes of equal digit are summed by
 // their lowest lane first, since most tokens of a row share the leading digits and a shared
-// atomic per token would serialize on one bin.
+// atomic per token would serialize on one bin. Past the first levels most warps hold no token
+// of the prefix, and the first digits of a row are mostly one: both cases take a short cut.
 __device__ void add_to_bins(Shared& s, int digit, unsigned long long mass, unsigned long long kept) {
+  if (__ballot_sync(kFullMask, digit >= 0) == 0) return;
   const int warp = warp_id(), lane = lane_id();
   const unsigned peers = __match_any_sync(kFullMask, digit);
+  if (peers == kFullMask) {  // the same for every lane: the branch keeps the warp together
+    for (int offset = 16; offset > 0; offset /= 2) {
+      mass += __shfl_xor_sync(kFullMask, mass, offset);
+      kept += __shfl_xor_sync(kFullMask, kept, offset);
+    }
+    if (lane == 0) {
+      atomicAdd(&s.bin_count[digit], 32ull);
+      atomicAdd(&s.bin_mass[digit], mass);
+      atomicAdd(&s.bin_kept[digit], kept);
+    }
+    return;
+  }
   s.stage_mass[warp][lane] = mass;
   s.stage_kept[warp][lane] = kept;
   __syncwarp();
@@ -494,8 +508,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const float u = philox_uniform(d.seed, d.step);
   const float max = row_max(row, vocab, nullptr, s);
-  // Like the CPU, a row without a finite maximum (all NaN, -inf, or a +inf whose weights
-  // would be NaN) is answered greedily.
+  // Like the CPU, a row without a finite maximum (all NaN or -inf, or holding a +inf, next to
+  // which no weight is finite) is answered greedily.
   const bool greedy = d.temperature == 0.0f || d.top_k == 1 || !isfinite(max);
   int32_t token = -1;
   if (!greedy) {
