@@ -50,13 +50,14 @@ struct DeviceSample {
   float top_logprobs[kMaxTopLogprobs];
 };
 
-// Device scratch sample_rows needs for `rows` rows of `vocab` logits.
+// Device scratch sample_rows needs for `rows` rows of `vocab` logits: a copy of each raw row,
+// for the logprob of the token drawn after bias and penalties have changed the row.
 size_t sampling_workspace_bytes(int32_t rows, int32_t vocab);
 
 // logits: [rows, vocab] f32 in device memory, used as scratch; vocab in [1, kMaxSamplingVocab]
-// (std::invalid_argument otherwise). draws: [rows]. recent: the
-// tokens the penalties count (already cut to each row's window). bias_tokens are inside
-// [0, vocab) (the host drops the others, as the CPU sampler skips them). out: [rows].
+// (std::invalid_argument otherwise). draws: [rows]. recent: the tokens the penalties count
+// (already cut to each row's window). bias_tokens are inside [0, vocab) (the host drops the
+// others, as the CPU sampler skips them). out: [rows].
 void sample_rows(float* logits, int32_t rows, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
                  const int32_t* bias_tokens, const float* bias_values, void* workspace, DeviceSample* out,
                  cudaStream_t stream);
