@@ -18,6 +18,9 @@ namespace orzo::cuda {
 
 inline constexpr int32_t kMaxTopLogprobs = 20;
 inline constexpr int32_t kFastTopK = 64;
+// The kernel sums weights in 64-bit fixed point (exact, whatever the order of the additions);
+// this bound keeps a whole row's sum inside the integer.
+inline constexpr int32_t kMaxSamplingVocab = 1 << 20;
 
 // One row's draw, packed on the host from its SamplingParams and its sampler's state.
 struct DeviceDraw {
@@ -41,18 +44,29 @@ struct DeviceDraw {
 struct DeviceSample {
   int32_t token = 0;
   float logprob = 0;
+  // Most likely first. Entries past the row's top_logprobs (or past its non-NaN logits) hold
+  // token -1 and logprob 0.
   int32_t top_tokens[kMaxTopLogprobs];
-  float top_logprobs[kMaxTopLogprobs];  // most likely first
+  float top_logprobs[kMaxTopLogprobs];
 };
 
-// Device scratch sample_rows needs for `rows` rows of `vocab` logits.
+// Device scratch sample_rows needs for `rows` rows of `vocab` logits: a copy of each raw row,
+// for the logprob of the token drawn after bias and penalties have changed the row.
 size_t sampling_workspace_bytes(int32_t rows, int32_t vocab);
 
-// logits: [rows, vocab] f32 in device memory, used as scratch. draws: [rows]. recent: the
-// tokens the penalties count (already cut to each row's window). bias_tokens are inside
-// [0, vocab) (the host drops the others, as the CPU sampler skips them). out: [rows].
+// logits: [rows, vocab] f32 in device memory, used as scratch; vocab in [1, kMaxSamplingVocab]
+// (std::invalid_argument otherwise). draws: [rows]. recent: the tokens the penalties count
+// (already cut to each row's window). bias_tokens are inside [0, vocab) (the host drops the
+// others, as the CPU sampler skips them). out: [rows].
 void sample_rows(float* logits, int32_t rows, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
                  const int32_t* bias_tokens, const float* bias_values, void* workspace, DeviceSample* out,
                  cudaStream_t stream);
+
+// The kernel's own sampling_weight and philox_uniform, elementwise over device arrays, so that
+// the tests can hold them to their host twins bit for bit: out[i] = sampling_weight(x[i]),
+// and out[i] = philox_uniform(seed, steps[i]).
+void sampling_weights_on_device(const float* x, float* out, int32_t n, cudaStream_t stream);
+void philox_uniforms_on_device(uint64_t seed, const uint64_t* steps, float* out, int32_t n,
+                               cudaStream_t stream);
 
 }  // namespace orzo::cuda
