@@ -185,7 +185,7 @@ TEST(CudaBackend, TwoStagesEqualOneWhetherHiddenStatesStayOnTheDeviceOrNot) {
   auto front = gpu_stage(model, {0, 2}), back = gpu_stage(model, {2, 0});
   back->receive_from(*front);
   auto host_front = gpu_stage(model, {0, 2}), host_back = gpu_stage(model, {2, 0});
-  for (auto* split : {std::vector<LayerBackend*>{front.get(), back.get()},
+  for (const auto& split : {std::vector<LayerBackend*>{front.get(), back.get()},
                       std::vector<LayerBackend*>{host_front.get(), host_back.get()}}) {
     StepScript script(model->config().vocab_size);
     script.run({whole.get()}, split, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
@@ -247,7 +247,9 @@ TEST(CudaBackend, SamplesOnTheDeviceAsTheCpuSamplerDraws) {
     for (size_t s = 0; s < 4; ++s) {
       ++draws;
       agree += got[s].token == want[s].token;
-      if (s == 0) EXPECT_EQ(got[s].token, want[s].token) << "greedy, step " << step;
+      if (s == 0) {
+        EXPECT_EQ(got[s].token, want[s].token) << "greedy, step " << step;
+      }
       if (params[s].logprobs || params[s].top_logprobs > 0) {
         EXPECT_NEAR(got[s].logprob, want[s].logprob, 1e-4f);
         ASSERT_EQ(got[s].top_logprobs.size(), want[s].top_logprobs.size());

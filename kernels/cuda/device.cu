@@ -10,7 +10,12 @@ bool gpu_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    if (why) *why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    if (why) {
+      // Without a driver the runtime's message is about versions: say what it means here.
+      *why = e == cudaErrorInsufficientDriver ? std::string("no NVIDIA driver (") + cudaGetErrorString(e) + ")"
+             : e != cudaSuccess               ? cudaGetErrorString(e)
+                                              : "no CUDA device";
+    }
     cudaGetLastError();  // a failed query must not surface as the next call's error
     return false;
   }
