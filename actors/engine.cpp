@@ -66,9 +66,13 @@ std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Mod
                                                  const std::vector<Stage>& stages, const EngineOptions& options,
                                                  const BatcherOptions& b,
                                                  std::vector<std::unique_ptr<LayerBackend>>& backends) {
-  std::vector<cuda::CudaBackend*> made(stages.size(), nullptr);
+  std::vector<cuda::CudaBackend*> made;
+  cuda::CudaBackend* previous = nullptr;  // the stage before, when it is a GPU stage
   for (size_t i = 0; i < stages.size(); ++i) {
-    if (stages[i].device != "cuda") continue;
+    if (stages[i].device != "cuda") {
+      previous = nullptr;
+      continue;
+    }
     cuda::CudaBackend::Options o;
     o.device = stages[i].device_index;
     o.range = stages[i].layers;
@@ -79,8 +83,9 @@ std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Mod
     o.gpu_memory_utilization = options.gpu_memory_utilization;
     o.cuda_graphs = options.cuda_graphs;
     auto backend = std::make_unique<cuda::CudaBackend>(model, o);
-    made[i] = backend.get();
-    if (i > 0 && made[i - 1]) backend->receive_from(*made[i - 1]);
+    if (previous) backend->receive_from(*previous);
+    previous = backend.get();
+    made.push_back(previous);
     backends[i] = std::move(backend);
   }
   return made;
@@ -100,22 +105,18 @@ int32_t make_backends(const std::shared_ptr<const Model>& model, const std::vect
   int32_t kv_blocks = options.kv_blocks;
   if (kv_blocks <= 0 && (cpu || !gpu)) kv_blocks = auto_kv_blocks(cfg, options, b.max_model_len);
 #ifdef ORZO_HAVE_CUDA
-  const auto cuda_stages = make_cuda_stages(model, stages, options, b, backends);
+  const auto gpu_stages = make_cuda_stages(model, stages, options, b, backends);
   if (options.kv_blocks <= 0 && gpu) {
     const int32_t per_context = ceil_div(b.max_model_len, b.block_size);
-    for (auto* stage : cuda_stages) {
-      if (!stage) continue;
-      const int32_t affordable = stage->affordable_kv_blocks();
-      if (affordable < per_context)
-        throw std::invalid_argument(stage->device_name() + ": room for " + std::to_string(affordable) +
-                                    " KV blocks, one context of " + std::to_string(b.max_model_len) + " tokens needs " +
-                                    std::to_string(per_context) +
-                                    ": lower --max-model-len or raise --gpu-memory-utilization");
-      kv_blocks = kv_blocks > 0 ? std::min(kv_blocks, affordable) : affordable;
-    }
+    const int32_t affordable = cuda::CudaBackend::affordable_kv_blocks(gpu_stages);
+    if (affordable < per_context)
+      throw std::invalid_argument(gpu_stages.front()->device_name() + ": GPU memory for " + std::to_string(affordable) +
+                                  " KV blocks, one context of " + std::to_string(b.max_model_len) + " tokens needs " +
+                                  std::to_string(per_context) +
+                                  ": lower --max-model-len or raise --gpu-memory-utilization");
+    kv_blocks = kv_blocks > 0 ? std::min(kv_blocks, affordable) : affordable;
   }
-  for (auto* stage : cuda_stages)
-    if (stage) stage->allocate_kv(kv_blocks);
+  for (auto* stage : gpu_stages) stage->allocate_kv(kv_blocks);
 #else
   if (gpu) throw std::invalid_argument("placement: cuda stages need orzo built with CUDA (ORZO_CUDA=ON)");
 #endif

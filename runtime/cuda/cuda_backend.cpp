@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -109,15 +110,28 @@ void CudaBackend::layout_scratch(DeviceArena& a) {
                                                       static_cast<int32_t>(cfg_.head_dim), kMaxDecodeSplits));
 }
 
-int32_t CudaBackend::affordable_kv_blocks() const {
-  select(o_.device);
-  size_t free_bytes = 0, total = 0;
-  check(cudaMemGetInfo(&free_bytes, &total), name_.c_str());
-  const double budget = o_.gpu_memory_utilization * static_cast<double>(total) - static_cast<double>(total - free_bytes) -
-                        static_cast<double>(kReserveBytes);
-  const double per_block = 2.0 * static_cast<double>(range_.end - range_.begin) * o_.block_size *
-                           static_cast<double>(cfg_.kv_dim()) * static_cast<double>(elem_bytes(storage()));
-  return budget > 0 ? static_cast<int32_t>(std::min(budget / per_block, 2.0e9)) : 0;
+size_t CudaBackend::kv_bytes_per_block() const {
+  return 2 * static_cast<size_t>(range_.end - range_.begin) * static_cast<size_t>(o_.block_size) *
+         static_cast<size_t>(cfg_.kv_dim()) * elem_bytes(storage());
+}
+
+int32_t CudaBackend::affordable_kv_blocks(const std::vector<CudaBackend*>& stages) {
+  std::map<int, std::pair<double, size_t>> devices;  // device -> (utilization, KV bytes per block of its stages)
+  for (const auto* stage : stages) {
+    auto& [utilization, per_block] = devices[stage->o_.device];
+    utilization = stage->o_.gpu_memory_utilization;
+    per_block += stage->kv_bytes_per_block();
+  }
+  double blocks = 2.0e9;
+  for (const auto& [device, share] : devices) {
+    select(device);
+    size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), ("cuda:" + std::to_string(device)).c_str());
+    const double budget = share.first * static_cast<double>(total) - static_cast<double>(total - free_bytes) -
+                          static_cast<double>(kReserveBytes);
+    blocks = std::min(blocks, std::max(0.0, budget) / static_cast<double>(share.second));
+  }
+  return static_cast<int32_t>(blocks);
 }
 
 size_t CudaBackend::kv_bytes() const { return kv_.used(); }
@@ -126,9 +140,7 @@ void CudaBackend::allocate_kv(int32_t blocks) {
   if (kv_blocks_ > 0) throw std::logic_error(name_ + ": the KV pool is allocated once");
   if (blocks <= 0) throw std::invalid_argument(name_ + ": the KV pool needs at least one block");
   select(o_.device);
-  const size_t per_pool = static_cast<size_t>(range_.end - range_.begin) * static_cast<size_t>(blocks) *
-                          static_cast<size_t>(o_.block_size) * static_cast<size_t>(cfg_.kv_dim()) *
-                          elem_bytes(storage());
+  const size_t per_pool = static_cast<size_t>(blocks) * kv_bytes_per_block() / 2;
   kv_ = DeviceArena(o_.device, 2 * per_pool + 2 * DeviceArena::kAlignment,
                     "a KV pool of " + std::to_string(blocks) + " blocks");
   k_cache_ = kv_.take_bytes(per_pool);

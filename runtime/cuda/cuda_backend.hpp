@@ -7,8 +7,8 @@
 // last range can sample on the device, so only token ids leave it.
 //
 // Start-up is in two parts, because the KV pool's size is the pipeline's to choose (every
-// stage holds the same block ids): construct (weights, scratch), ask affordable_kv_blocks,
-// then allocate_kv with the pipeline's choice.
+// stage holds the same block ids): construct every stage (weights, scratch), ask
+// affordable_kv_blocks of them all, then allocate_kv with the pipeline's choice.
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -46,8 +46,10 @@ class CudaBackend final : public LayerBackend {
   CudaBackend(std::shared_ptr<const Model> model, Options options);
   ~CudaBackend() override;
 
-  // KV blocks that fit in what gpu_memory_utilization leaves after the weights and scratch.
-  int32_t affordable_kv_blocks() const;
+  // KV blocks each of `stages` can hold: what gpu_memory_utilization leaves of each device
+  // after the weights and scratch of every stage on it, shared among those stages in
+  // proportion to their layers; the least over the devices.
+  static int32_t affordable_kv_blocks(const std::vector<CudaBackend*>& stages);
   // Allocates the KV pool (once, before the first step); throws CudaError when it does not fit.
   void allocate_kv(int32_t blocks);
   // Takes this stage's input hidden state from `previous` (the stage before, in this process)
@@ -55,6 +57,7 @@ class CudaBackend final : public LayerBackend {
   void receive_from(CudaBackend& previous);
 
   const std::string& device_name() const { return name_; }
+  size_t kv_bytes_per_block() const;
   Elem storage() const { return weights_->elem(); }
   size_t weight_bytes() const { return weights_->bytes(); }
   size_t kv_bytes() const;
