@@ -220,12 +220,12 @@ ForwardBatch plan_batch(const std::vector<Row>& rows) {
 // magnitude for bf16 (8 significant bits), 2^-11 for f16 (11).
 double half_ulp(Elem e) { return e == Elem::bf16 ? 0x1p-8 : 0x1p-11; }
 
-// The GPU's f32 result and the CPU's differ by summation order and exp2 implementation.
-// Scores reach |s| ~ 20 in base 2, where an f32 ulp is 2^-19 ~ 2e-6; a few ulps of score error
-// change a weight by that relative amount times ln 2, and the output, a weighted mean of values
-// in [-1, 1], by at most twice that. 5e-5 leaves ten times room over that estimate; a key seen
-// or missed by mistake moves outputs by ~1/context of the values' spread, far above it at the
-// short contexts the tests include.
+// The GPU's f32 result and the CPU's differ by summation order, FMA contraction and exp2
+// implementation. Scores reach |s| ~ 20 in base 2, where an f32 ulp is 2^-19 ~ 2e-6; a few
+// ulps of score error (~6e-6) change a weight by that times ln 2, and the output, a weighted
+// mean of values in [-1, 1], by at most twice that: ~1e-5. 5e-5 leaves several times that; a
+// key seen or missed by mistake moves outputs by ~1/context of the values' spread, far more at
+// the short contexts the tests include.
 constexpr double kF32Slack = 5e-5;
 
 // Every element of `got` within rounding of `want`: |got - want| <= half_ulp * |want| + slack.

@@ -40,25 +40,47 @@ constexpr int kMergeThreads = 128;
 constexpr int kDefaultSharedBytes = 48 * 1024;  // more needs cudaFuncAttributeMaxDynamicSharedMemorySize
 constexpr float kLog2e = 1.4426950408889634f;
 
-// The shared memory of a block: `queries` queries of head_dim `hd`, and one chunk of K/V.
+// A block's shared memory, in 4-byte words: per query of a pass its scaled query and output
+// accumulators (head_dim each), running max and sum, and the positions it sees; then one chunk
+// of K and V, the chunk's cache slots, and the pass's range of positions.
 struct SharedLayout {
   int32_t queries, hd;
 
-  __host__ __device__ int64_t k_stride() const { return hd + 1; }  // odd: lane k reads bank (k * stride + d) % 32
-  __host__ __device__ int64_t q_offset() const { return 0; }
-  __host__ __device__ int64_t o_offset() const { return q_offset() + int64_t{queries} * hd; }
-  __host__ __device__ int64_t m_offset() const { return o_offset() + int64_t{queries} * hd; }
-  __host__ __device__ int64_t l_offset() const { return m_offset() + queries; }
-  __host__ __device__ int64_t first_offset() const { return l_offset() + queries; }
-  __host__ __device__ int64_t last_offset() const { return first_offset() + queries; }
-  __host__ __device__ int64_t k_offset() const { return last_offset() + queries; }
-  __host__ __device__ int64_t v_offset() const { return k_offset() + kChunk * k_stride(); }
-  __host__ __device__ int64_t slot_offset() const { return v_offset() + int64_t{kChunk} * hd; }
-  __host__ __device__ int64_t range_offset() const { return slot_offset() + kChunk; }
-  __host__ __device__ int64_t words() const { return range_offset() + 2; }
+  // K rows padded to an odd stride: lane k reading column d of row k hits bank (k * stride + d) % 32.
+  __host__ __device__ int64_t k_stride() const { return hd + 1; }
+  __host__ __device__ int64_t words() const {
+    return int64_t{queries} * (2 * hd + 4) + kChunk * (k_stride() + hd + 1) + 2;
+  }
   __host__ int64_t bytes() const { return words() * 4; }
 };
 static_assert(sizeof(float) == 4 && sizeof(int32_t) == 4, "shared memory is laid out in 4-byte words");
+
+struct SharedView {
+  float *q, *o, *m, *l;  // [queries][hd], [queries][hd], [queries], [queries]
+  int32_t *first, *last;  // [queries]
+  float *k, *v;           // [kChunk][k_stride], [kChunk][hd]
+  int32_t *slot, *range;  // [kChunk], [2]
+  int32_t hd;
+  int64_t k_stride;
+};
+
+__device__ SharedView carve(float* smem, const SharedLayout& lay) {
+  const int64_t queries = lay.queries, hd = lay.hd;
+  SharedView s;
+  s.q = smem;
+  s.o = s.q + queries * hd;
+  s.m = s.o + queries * hd;
+  s.l = s.m + queries;
+  s.first = reinterpret_cast<int32_t*>(s.l + queries);
+  s.last = s.first + queries;
+  s.k = reinterpret_cast<float*>(s.last + queries);
+  s.v = s.k + kChunk * lay.k_stride();
+  s.slot = reinterpret_cast<int32_t*>(s.v + kChunk * hd);
+  s.range = s.slot + kChunk;
+  s.hd = lay.hd;
+  s.k_stride = lay.k_stride();
+  return s;
+}
 
 // The queries of one block: `count` of them, query j being head kv_head * group + j % group of
 // row first_row + j / group. Decode: one row's group; prefill: a tile's rows, row by row.
@@ -95,60 +117,54 @@ __device__ __forceinline__ float2 load_pair(const __half* p) {
 // hi are zeros, so that a weight of 0 never meets a NaN from an unused cache slot.
 template <typename T>
 __device__ void load_chunk(const PagedAttentionArgs& a, const QuerySet& qs, int32_t c0, int32_t hi,
-                           const SharedLayout& lay, float* smem) {
-  int32_t* slots = reinterpret_cast<int32_t*>(smem + lay.slot_offset());
+                           const SharedView& sh) {
   if (threadIdx.x < kChunk) {
     const int32_t p = c0 + static_cast<int32_t>(threadIdx.x);
-    slots[threadIdx.x] = p <= hi ? qs.table[p / a.block_size] * a.block_size + p % a.block_size : -1;
+    sh.slot[threadIdx.x] = p <= hi ? qs.table[p / a.block_size] * a.block_size + p % a.block_size : -1;
   }
   __syncthreads();
   const int32_t hd = a.head_dim, pairs = hd / 2;
   const int64_t kv_dim = int64_t{a.num_kv_heads} * hd, head_offset = int64_t{qs.kv_head} * hd;
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
-  float* ks = smem + lay.k_offset();
-  float* vs = smem + lay.v_offset();
+  // Pairs: head_dim and kv_dim are even, so a pair never straddles 4-byte alignment.
   for (int32_t i = threadIdx.x; i < kChunk * pairs; i += blockDim.x) {
     const int32_t key = i / pairs, d = 2 * (i % pairs);
-    const int32_t slot = slots[key];
+    const int32_t slot = sh.slot[key];
     float2 k = make_float2(0.0f, 0.0f), v = k;
     if (slot >= 0) {
       const int64_t at = slot * kv_dim + head_offset + d;
       k = load_pair(kc + at);
       v = load_pair(vc + at);
     }
-    ks[key * lay.k_stride() + d] = k.x;
-    ks[key * lay.k_stride() + d + 1] = k.y;
-    vs[key * hd + d] = v.x;
-    vs[key * hd + d + 1] = v.y;
+    sh.k[key * sh.k_stride + d] = k.x;
+    sh.k[key * sh.k_stride + d + 1] = k.y;
+    sh.v[key * hd + d] = v.x;
+    sh.v[key * hd + d + 1] = v.y;
   }
   __syncthreads();
 }
 
 // Query `qi` of the pass against the chunk at c0, by one warp: scores, online softmax update,
 // and P·V into its accumulators. Its keys beyond hi or outside its own range score -inf.
-__device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedLayout& lay, float* smem) {
-  const int32_t hd = lay.hd, lane = static_cast<int32_t>(threadIdx.x % kWarp);
-  const int32_t* firsts = reinterpret_cast<const int32_t*>(smem + lay.first_offset());
-  const int32_t* lasts = reinterpret_cast<const int32_t*>(smem + lay.last_offset());
-  const float* q = smem + lay.q_offset() + int64_t{qi} * hd;
-  const float* k = smem + lay.k_offset() + lane * lay.k_stride();
+__device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedView& sh) {
+  const int32_t hd = sh.hd, lane = static_cast<int32_t>(threadIdx.x % kWarp);
+  const float* q = sh.q + int64_t{qi} * hd;
+  const float* k = sh.k + lane * sh.k_stride;
   float s = 0.0f;
   for (int32_t d = 0; d < hd; ++d) s += q[d] * k[d];
   const int32_t p = c0 + lane;
-  if (p > hi || p < firsts[qi] || p > lasts[qi]) s = -INFINITY;
+  if (p > hi || p < sh.first[qi] || p > sh.last[qi]) s = -INFINITY;
 
   const float chunk_max = warp_max(s);
   if (chunk_max == -INFINITY) return;  // the same in every lane: the query sees none of the chunk
-  float* m = smem + lay.m_offset() + qi;
-  float* l = smem + lay.l_offset() + qi;
-  const float m_new = fmaxf(*m, chunk_max);  // finite from here on
-  const float weight = exp2f(s - m_new);     // 0 for a masked key
-  const float alpha = exp2f(*m - m_new);     // rescales what came before; 0 at the first seen chunk
+  const float m_old = sh.m[qi];
+  const float m_new = fmaxf(m_old, chunk_max);  // finite from here on
+  const float weight = exp2f(s - m_new);        // 0 for a masked key
+  const float alpha = exp2f(m_old - m_new);     // rescales what came before; 0 at the first seen chunk
   const float chunk_sum = warp_sum(weight);
 
-  float* o = smem + lay.o_offset() + int64_t{qi} * hd;
-  const float* v = smem + lay.v_offset();
+  float* o = sh.o + int64_t{qi} * hd;
   float acc[kMaxColumns];
 #pragma unroll
   for (int c = 0; c < kMaxColumns; ++c) {
@@ -160,7 +176,7 @@ __device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedLay
 #pragma unroll
     for (int c = 0; c < kMaxColumns; ++c) {
       const int32_t d = lane + c * kWarp;
-      if (d < hd) acc[c] += w * v[key * hd + d];
+      if (d < hd) acc[c] += w * sh.v[key * hd + d];
     }
   }
 #pragma unroll
@@ -168,10 +184,10 @@ __device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedLay
     const int32_t d = lane + c * kWarp;
     if (d < hd) o[d] = acc[c];
   }
-  __syncwarp();  // every lane has read *m before lane 0 replaces it
+  __syncwarp();  // every lane has read m[qi] before lane 0 replaces it
   if (lane == 0) {
-    *l = *l * alpha + chunk_sum;
-    *m = m_new;
+    sh.l[qi] = sh.l[qi] * alpha + chunk_sum;
+    sh.m[qi] = m_new;
   }
 }
 
@@ -180,13 +196,10 @@ __device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedLay
 template <typename T>
 __device__ void attend(const PagedAttentionArgs& a, const QuerySet& qs, int32_t pass_queries, const Partials& partials) {
   extern __shared__ float smem[];
-  const SharedLayout lay{pass_queries, a.head_dim};
+  const SharedView sh = carve(smem, SharedLayout{pass_queries, a.head_dim});
   const int32_t hd = a.head_dim, group = a.num_heads / a.num_kv_heads;
   const int64_t row_stride = int64_t{a.num_heads} * hd;
   const float q_scale = a.scale * kLog2e;  // exp(x * scale) = 2^(x * scale * log2 e)
-  int32_t* firsts = reinterpret_cast<int32_t*>(smem + lay.first_offset());
-  int32_t* lasts = reinterpret_cast<int32_t*>(smem + lay.last_offset());
-  int32_t* range = reinterpret_cast<int32_t*>(smem + lay.range_offset());
   const int32_t warp = static_cast<int32_t>(threadIdx.x / kWarp), warps = static_cast<int32_t>(blockDim.x / kWarp);
   const auto row_of = [&](int32_t j) { return qs.first_row + j / group; };
   const auto head_of = [&](int32_t j) { return qs.kv_head * group + j % group; };
@@ -195,39 +208,39 @@ __device__ void attend(const PagedAttentionArgs& a, const QuerySet& qs, int32_t 
     const int32_t n = min(pass_queries, qs.count - pass);
     for (int32_t i = threadIdx.x; i < n * hd; i += blockDim.x) {
       const int32_t j = pass + i / hd, d = i % hd;
-      smem[lay.q_offset() + i] = a.q[row_of(j) * row_stride + head_of(j) * hd + d] * q_scale;
-      smem[lay.o_offset() + i] = 0.0f;
+      sh.q[i] = a.q[row_of(j) * row_stride + head_of(j) * hd + d] * q_scale;
+      sh.o[i] = 0.0f;
     }
     for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const int2 seen = visible_range(a.positions[row_of(pass + i)], a.sliding_window);
-      firsts[i] = seen.x;
-      lasts[i] = seen.y;
-      smem[lay.m_offset() + i] = -INFINITY;
-      smem[lay.l_offset() + i] = 0.0f;
+      sh.first[i] = seen.x;
+      sh.last[i] = seen.y;
+      sh.m[i] = -INFINITY;
+      sh.l[i] = 0.0f;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
       int32_t lo = INT32_MAX, hi = INT32_MIN;
       for (int32_t i = 0; i < n; ++i) {
-        if (lasts[i] < firsts[i]) continue;
-        lo = min(lo, firsts[i]);
-        hi = max(hi, lasts[i]);
+        if (sh.last[i] < sh.first[i]) continue;
+        lo = min(lo, sh.first[i]);
+        hi = max(hi, sh.last[i]);
       }
-      range[0] = max(lo, qs.clip_lo);
-      range[1] = min(hi, qs.clip_hi);
+      sh.range[0] = max(lo, qs.clip_lo);
+      sh.range[1] = min(hi, qs.clip_hi);
     }
     __syncthreads();
-    const int32_t lo = range[0], hi = range[1];
+    const int32_t lo = sh.range[0], hi = sh.range[1];
 
     for (int32_t c0 = lo; c0 <= hi; c0 += kChunk) {
-      load_chunk<T>(a, qs, c0, hi, lay, smem);
-      for (int32_t qi = warp; qi < n; qi += warps) attend_chunk(qi, c0, hi, lay, smem);
+      load_chunk<T>(a, qs, c0, hi, sh);
+      for (int32_t qi = warp; qi < n; qi += warps) attend_chunk(qi, c0, hi, sh);
       __syncthreads();  // before the next chunk overwrites K/V
     }
 
     for (int32_t i = threadIdx.x; i < n * hd; i += blockDim.x) {
       const int32_t qi = i / hd, j = pass + qi, d = i % hd;
-      const float o = smem[lay.o_offset() + i], l = smem[lay.l_offset() + qi];
+      const float o = sh.o[i], l = sh.l[qi];
       if (partials.o == nullptr) {
         // l == 0: the row saw nothing (a padding row).
         static_cast<T*>(a.out)[row_of(j) * row_stride + head_of(j) * hd + d] = from_f32<T>(l > 0.0f ? o / l : 0.0f);
@@ -235,7 +248,7 @@ __device__ void attend(const PagedAttentionArgs& a, const QuerySet& qs, int32_t 
         const int64_t at = (int64_t{row_of(j)} * a.num_heads + head_of(j)) * partials.splits + partials.split;
         partials.o[at * hd + d] = o;
         if (d == 0) {
-          partials.m[at] = smem[lay.m_offset() + qi];
+          partials.m[at] = sh.m[qi];
           partials.l[at] = l;
         }
       }
