@@ -158,7 +158,7 @@ class Scene {
           cuda::decode_workspace_bytes(args.rows, args.num_heads, args.head_dim, splits));
       poison_output();
       cuda::paged_attention_decode(args, splits, workspace.get(), nullptr);
-      return test::from_elem(args.elem, out_.download());
+      return output();
     }
 
     std::vector<float> prefill(const ForwardBatch& plan_batch) {
@@ -166,14 +166,22 @@ class Scene {
       DeviceBuffer<cuda::AttentionTile> tiles_dev(tiles);
       poison_output();
       cuda::paged_attention_prefill(args, tiles_dev.get(), static_cast<int32_t>(tiles.size()), nullptr);
-      return test::from_elem(args.elem, out_.download());
+      return output();
+    }
+
+    // All ones is NaN in bf16 and f16: an output the kernel leaves unwritten never passes.
+    void poison_output() { cuda::check(cudaMemset(out_.get(), 0xff, out_.bytes()), "cudaMemset"); }
+    std::vector<float> output() const { return test::from_elem(args.elem, out_.download()); }
+
+    // New positions for the same rows, in place, as a decode step's graph sees them.
+    void set_positions(const std::vector<Row>& rows) {
+      const std::vector<int32_t> pos = pos_column(rows);
+      cuda::check(cudaMemcpy(positions_.get(), pos.data(), positions_.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
     }
 
     cuda::PagedAttentionArgs args;
 
    private:
-    // All ones is NaN in bf16 and f16: an output the kernel leaves unwritten never passes.
-    void poison_output() { cuda::check(cudaMemset(out_.get(), 0xff, out_.bytes()), "cudaMemset"); }
 
     static std::vector<int32_t> seq_column(const std::vector<Row>& rows) {
       std::vector<int32_t> out;
@@ -354,6 +362,42 @@ TEST_P(CudaAttention, DecodeAgreesWithPrefill) {
       expect_agree(step.decode(splits), prefill, elem, "decode vs prefill");
     }
   }
+}
+
+// A decode step captured once in a CUDA graph serves later steps: contexts and positions are
+// read on the device, so the replay after each row moves on sees the longer contexts.
+TEST_P(CudaAttention, DecodeReplaysFromAGraph) {
+  ORZO_REQUIRE_GPU();
+  const Elem elem = GetParam();
+  const Shape shape{8, 2, 64};
+  const std::vector<int32_t> contexts = {40, 700, 3};
+  Scene scene(elem, shape, contexts, 12);
+  std::vector<Row> rows = {{0, 30}, {1, 600}, {2, 0}};
+  const std::vector<float> q = scene.queries(rows.size());
+  Scene::Step step(scene, rows, q);
+  constexpr int32_t kSplits = 4;
+  DeviceBuffer<unsigned char> workspace(cuda::decode_workspace_bytes(step.args.rows, shape.heads, shape.head_dim, kSplits));
+
+  cudaStream_t stream = nullptr;
+  cuda::check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  cudaGraph_t graph = nullptr;
+  cuda::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  cuda::paged_attention_decode(step.args, kSplits, workspace.get(), stream);
+  cuda::check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  cuda::check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int step_no = 0; step_no < 3; ++step_no) {
+    SCOPED_TRACE("step " + std::to_string(step_no));
+    step.set_positions(rows);
+    step.poison_output();
+    cuda::check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    expect_close(step.output(), scene.cpu(rows, q), elem, shape, "graph replay");
+    for (Row& r : rows) r.pos += 1;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 TEST_P(CudaAttention, BadShapesAreRefused) {
