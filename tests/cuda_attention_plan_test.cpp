@@ -146,5 +146,16 @@ TEST(CudaAttentionPlan, DecodeSplitsRefuseBadShapes) {
   EXPECT_THROW(cuda::decode_splits(1, 8, 132, -1), std::invalid_argument);
 }
 
+// The scratch of a split-K decode: none for one split, every split's state for more.
+TEST(CudaAttentionPlan, DecodeWorkspaceScalesWithSplits) {
+  EXPECT_EQ(cuda::decode_workspace_bytes(7, 32, 128, 1), 0u);  // one split writes the output directly
+  const size_t two = cuda::decode_workspace_bytes(7, 32, 128, 2);
+  EXPECT_GE(two, size_t{7} * 32 * 2 * 128 * sizeof(float));  // at least the f32 accumulators
+  EXPECT_EQ(cuda::decode_workspace_bytes(7, 32, 128, 4), 2 * two);
+  EXPECT_EQ(cuda::decode_workspace_bytes(0, 32, 128, 4), 0u);
+  EXPECT_THROW(cuda::decode_workspace_bytes(-1, 32, 128, 4), std::invalid_argument);
+  EXPECT_THROW(cuda::decode_workspace_bytes(7, 32, 128, -4), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace orzo

@@ -349,7 +349,8 @@ size_t decode_workspace_bytes(int32_t rows, int32_t num_heads, int32_t head_dim,
     throw std::invalid_argument("decode_workspace_bytes: negative shape (rows " + std::to_string(rows) +
                                 ", num_heads " + std::to_string(num_heads) + ", head_dim " +
                                 std::to_string(head_dim) + ", splits " + std::to_string(splits) + ")");
-  // m and l, then o: Partials' layout.
+  // One split writes the output directly. More keep m and l, then o: Partials' layout.
+  if (splits <= 1) return 0;
   return static_cast<size_t>(rows) * static_cast<size_t>(num_heads) * static_cast<size_t>(splits) *
          (static_cast<size_t>(head_dim) + 2) * sizeof(float);
 }
