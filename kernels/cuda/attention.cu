@@ -316,7 +316,7 @@ void validate(const PagedAttentionArgs& a, const char* what) {
   if (a.block_size <= 0) fail("block_size " + std::to_string(a.block_size) + " is not positive");
   if (a.table_stride <= 0) fail("table_stride " + std::to_string(a.table_stride) + " is not positive");
   if (a.sliding_window < 0) fail("sliding_window " + std::to_string(a.sliding_window) + " is negative");
-  if (a.num_kv_heads > 65535) fail("num_kv_heads " + std::to_string(a.num_kv_heads) + " exceeds a grid dimension");
+  if (a.num_heads > 65535) fail("num_heads " + std::to_string(a.num_heads) + " exceeds a grid dimension");
   if (a.rows > 0 && (!a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.seq_of_row || !a.positions || !a.out))
     fail("a device pointer is null");
 }
