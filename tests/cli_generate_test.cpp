@@ -60,6 +60,7 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' --placement cpu:0-9", "placement"},
       {"chat -m '" + kStories + "/stories260K.gguf'", "no chat template"},
       {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
       {"serve -m /nonexistent/model.gguf --port 0", "/nonexistent/model.gguf"},
