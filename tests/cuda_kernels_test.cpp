@@ -191,8 +191,8 @@ std::vector<float> llama3_inv_freq(int32_t head_dim) {
   return rope_inv_freq(c);
 }
 
-// What CpuBackend::attention_block does to one row: bias (its matmul adds it), reorder,
-// per-head norm, rotation. q, k, v are the row's three parts, changed in place.
+// What CpuBackend::attention_block does to one row's q and k after its matmul has added the
+// bias: reorder, per-head norm, rotation, in place.
 void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::vector<float>& norm_q,
              const std::vector<float>& norm_k, double eps, int32_t position, float* q, float* k) {
   const int64_t hd = c.head_dim;
