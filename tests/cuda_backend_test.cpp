@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -145,7 +146,13 @@ TEST_P(CudaBackendTwin, LogitsMatchTheCpuBackendOnEveryKindOfStep) {
 // Qwen2's biases, Qwen3's q/k norms), GGUF (interleaved RoPE), f16 storage, and stories260K.
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
                          ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "llama/model-f32.gguf",
-                                           "qwen3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"));
+                                           "qwen3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (auto& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 TEST(CudaBackend, GreedyStoryEqualsTheCpuBackend) {
   ORZO_REQUIRE_GPU();
