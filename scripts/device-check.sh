@@ -83,7 +83,7 @@ run() {
   local tests=$root/build-device/tests/orzo_tests
   stage gpu-tests 150 "$tests" --gtest_filter='Cuda*:DeviceSampling*' --gtest_output="json:$WORK/gpu-tests.json"
   stage sanitizer 80 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 --print-limit 20 "$tests" \
-    --gtest_filter='CudaKernels*:CudaAttention*:CudaSampling*:CudaBackend.*:Models/CudaBackendTwin.*/stories260K'
+    --gtest_filter='CudaKernels*:CudaAttention*:CudaSampling.*Tiny*:CudaSampling.Degenerate*:CudaBackend.*:Models/CudaBackendTwin.*/stories260K'
   stage make-model 30 "$root/build-device/tools/orzo-make-model" --shape llama-3.2-1b --dtype bf16 \
     --format safetensors --out /tmp/orzo-llama-1b
   stage gpu-bench 90 sh -c "'$root/build-device/bench/gpu_bench' -m /tmp/orzo-llama-1b \
