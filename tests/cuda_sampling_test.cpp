@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cuda/draw_packing.hpp"
 #include "runtime/philox.hpp"
 #include "runtime/sampler.hpp"
 #include "tests/cuda_harness.hpp"
@@ -38,49 +39,24 @@ struct Request {
   std::vector<int32_t> recent;  // the whole history; the window is cut when packing
 };
 
-// What the lead's packing does: the penalty window cut to its last tokens, the bias kept in range.
-cuda::DeviceDraw pack(const Request& r, int32_t vocab, std::vector<int32_t>& recent,
-                      std::vector<int32_t>& bias_tokens, std::vector<float>& bias_values) {
-  const SamplingParams& p = r.params;
-  cuda::DeviceDraw d;
-  d.temperature = p.temperature;
-  d.top_k = p.top_k;
-  d.top_p = p.top_p;
-  d.min_p = p.min_p;
-  d.repetition_penalty = p.repetition_penalty;
-  d.frequency_penalty = p.frequency_penalty;
-  d.presence_penalty = p.presence_penalty;
-  d.seed = *p.seed;
-  d.step = r.step;
-  const size_t window = std::min(r.recent.size(), static_cast<size_t>(p.penalty_window));
-  d.recent_offset = static_cast<int32_t>(recent.size());
-  d.recent_count = static_cast<int32_t>(window);
-  recent.insert(recent.end(), r.recent.end() - static_cast<std::ptrdiff_t>(window), r.recent.end());
-  d.bias_offset = static_cast<int32_t>(bias_tokens.size());
-  for (const auto& [token, value] : p.logit_bias) {
-    if (token < 0 || token >= vocab) continue;
-    bias_tokens.push_back(token);
-    bias_values.push_back(value);
-  }
-  d.bias_count = static_cast<int32_t>(bias_tokens.size()) - d.bias_offset;
-  d.logprobs = p.logprobs ? 1 : 0;
-  d.top_logprobs = p.top_logprobs;
-  return d;
-}
-
 // logits: requests.size() rows of `vocab`.
 std::vector<cuda::DeviceSample> sample_on_gpu(const std::vector<float>& logits, int32_t vocab,
                                               const std::vector<Request>& requests) {
-  std::vector<cuda::DeviceDraw> draws;
-  std::vector<int32_t> recent, bias_tokens;
-  std::vector<float> bias_values;
-  for (const Request& r : requests) draws.push_back(pack(r, vocab, recent, bias_tokens, bias_values));
+  // Packed as the backend packs them: each penalty window cut to its last tokens, the bias
+  // kept inside the vocabulary.
+  std::vector<DrawPlan> plans;
+  for (const Request& r : requests) {
+    const size_t window = std::min(r.recent.size(), static_cast<size_t>(r.params.penalty_window));
+    plans.push_back(DrawPlan{&r.params, *r.params.seed, r.step, r.recent.data() + (r.recent.size() - window), window});
+  }
+  cuda::PackedDraws packed;
+  packed.pack(plans, vocab);
   const auto rows = static_cast<int32_t>(requests.size());
   test::DeviceBuffer<float> d_logits(logits);
-  test::DeviceBuffer<cuda::DeviceDraw> d_draws(draws);
-  test::DeviceBuffer<int32_t> d_recent(recent);
-  test::DeviceBuffer<int32_t> d_bias_tokens(bias_tokens);
-  test::DeviceBuffer<float> d_bias_values(bias_values);
+  test::DeviceBuffer<cuda::DeviceDraw> d_draws(packed.draws);
+  test::DeviceBuffer<int32_t> d_recent(packed.recent);
+  test::DeviceBuffer<int32_t> d_bias_tokens(packed.bias_tokens);
+  test::DeviceBuffer<float> d_bias_values(packed.bias_values);
   test::DeviceBuffer<unsigned char> workspace(cuda::sampling_workspace_bytes(rows, vocab));
   test::DeviceBuffer<cuda::DeviceSample> out(requests.size());
   cuda::sample_rows(d_logits.get(), rows, vocab, d_draws.get(), d_recent.get(), d_bias_tokens.get(),
