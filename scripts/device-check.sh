@@ -71,10 +71,15 @@ run() {
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .device/device.tar.xz .device/unpacked
   local d=$root/.device/unpacked
   source "$d/paths.env"
-  if [ "$SRC" != "$root" ]; then mkdir -p "$(dirname "$SRC")" && ln -sfn "$root" "$SRC"; fi
-  mkdir -p "$(dirname "$SHARED")" && ln -sfn "$d/shared" "$SHARED"
-  ln -sfn "$d/build" "$root/build-device"
-  export LD_LIBRARY_PATH=$d/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  # Where the paths exist already (a rerun, or this very machine), they are left as they are.
+  [ -e "$SRC" ] || { mkdir -p "$(dirname "$SRC")" && ln -s "$root" "$SRC"; }
+  [ -e "$SHARED" ] || { mkdir -p "$(dirname "$SHARED")" && ln -s "$d/shared" "$SHARED"; }
+  [ -e "$root/build-device" ] || ln -s "$d/build" "$root/build-device"
+  # cuBLAS 13 from the GPU image: its CUDA toolkit, or the wheel PyTorch brings.
+  local cublas
+  cublas=$(ldconfig -p | awk '/libcublas\.so\.13/{print $NF; exit}')
+  [ -n "$cublas" ] || cublas=$(find /usr/local /opt -maxdepth 9 -name 'libcublas.so.13*' 2>/dev/null | head -1)
+  export LD_LIBRARY_PATH=$d/lib${cublas:+:$(dirname "$cublas")}:${LD_LIBRARY_PATH:-}
   export PYTHONUNBUFFERED=1
   nvidia-smi > "$WORK/nvidia-smi.log" 2>&1
   local sanitizer
