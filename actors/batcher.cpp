@@ -440,7 +440,8 @@ ModelHealth health(const BatcherState& st) {
 }
 
 StageTerms terms(const BatcherState& st) {
-  return StageTerms{st.options.kv_blocks, st.options.block_size, st.options.scheduler.max_num_batched_tokens};
+  return StageTerms{st.options.kv_blocks, st.options.block_size, st.options.scheduler.max_num_batched_tokens,
+                    st.options.scheduler.max_num_seqs, st.options.max_model_len};
 }
 
 // ---- Sessions ----

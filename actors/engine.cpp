@@ -58,13 +58,37 @@ std::vector<PipelineStage> spawn_pipeline(caf::actor_system& sys, std::vector<st
   return stages;
 }
 
+// A stage's backend options: its layers and device, sized to what the pipeline's steps hold.
+CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, const EngineOptions& options) {
+  CpuBackend::Options o;
+  o.range = stage.layers;
+  o.kv_blocks = terms.kv_blocks;
+  o.block_size = terms.block_size;
+  o.threads = options.threads;
+  o.max_rows = terms.max_rows;
+  return o;
+}
+
 #ifdef ORZO_HAVE_CUDA
+cuda::CudaBackend::Options cuda_options(const Stage& stage, const StageTerms& terms, const EngineOptions& options) {
+  cuda::CudaBackend::Options o;
+  o.device = stage.device_index;
+  o.range = stage.layers;
+  o.block_size = terms.block_size;
+  o.max_rows = terms.max_rows;
+  o.max_seqs = terms.max_seqs;
+  o.max_model_len = terms.max_model_len;
+  o.gpu_memory_utilization = options.gpu_memory_utilization;
+  o.cuda_graphs = options.cuda_graphs;
+  return o;
+}
+
 // The GPU stages are made first: what KV pool they can afford bounds the pipeline's, which
 // every stage holds with the same block ids. Adjacent GPU stages pass hidden states device to
 // device.
 std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Model>& model,
-                                                 const std::vector<Stage>& stages, const EngineOptions& options,
-                                                 const BatcherOptions& b,
+                                                 const std::vector<Stage>& stages, const StageTerms& terms,
+                                                 const EngineOptions& options,
                                                  std::vector<std::unique_ptr<LayerBackend>>& backends) {
   std::vector<cuda::CudaBackend*> made;
   cuda::CudaBackend* previous = nullptr;  // the stage before, when it is a GPU stage
@@ -73,16 +97,7 @@ std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Mod
       previous = nullptr;
       continue;
     }
-    cuda::CudaBackend::Options o;
-    o.device = stages[i].device_index;
-    o.range = stages[i].layers;
-    o.block_size = b.block_size;
-    o.max_rows = b.scheduler.max_num_batched_tokens;
-    o.max_seqs = b.scheduler.max_num_seqs;
-    o.max_model_len = b.max_model_len;
-    o.gpu_memory_utilization = options.gpu_memory_utilization;
-    o.cuda_graphs = options.cuda_graphs;
-    auto backend = std::make_unique<cuda::CudaBackend>(model, o);
+    auto backend = std::make_unique<cuda::CudaBackend>(model, cuda_options(stages[i], terms, options));
     if (previous) backend->receive_from(*previous);
     previous = backend.get();
     made.push_back(previous);
@@ -91,6 +106,10 @@ std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Mod
   return made;
 }
 #endif
+
+[[noreturn]] void no_cuda() {
+  throw std::invalid_argument("placement: cuda stages need orzo built with CUDA (ORZO_CUDA=ON)");
+}
 
 // Fills `backends` (null for remote stages) and returns the KV pool's size in blocks.
 int32_t make_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
@@ -102,10 +121,11 @@ int32_t make_backends(const std::shared_ptr<const Model>& model, const std::vect
     cpu = cpu || stage.device == "cpu";
     gpu = gpu || stage.device == "cuda";
   }
-  int32_t kv_blocks = options.kv_blocks;
-  if (kv_blocks <= 0 && (cpu || !gpu)) kv_blocks = auto_kv_blocks(cfg, options, b.max_model_len);
+  StageTerms terms{options.kv_blocks, b.block_size, b.scheduler.max_num_batched_tokens, b.scheduler.max_num_seqs,
+                   b.max_model_len};
+  if (terms.kv_blocks <= 0 && (cpu || !gpu)) terms.kv_blocks = auto_kv_blocks(cfg, options, b.max_model_len);
 #ifdef ORZO_HAVE_CUDA
-  const auto gpu_stages = make_cuda_stages(model, stages, options, b, backends);
+  const auto gpu_stages = make_cuda_stages(model, stages, terms, options, backends);
   if (options.kv_blocks <= 0 && gpu) {
     const int32_t per_context = ceil_div(b.max_model_len, b.block_size);
     const int32_t affordable = cuda::CudaBackend::affordable_kv_blocks(gpu_stages);
@@ -114,23 +134,15 @@ int32_t make_backends(const std::shared_ptr<const Model>& model, const std::vect
                                   " KV blocks, one context of " + std::to_string(b.max_model_len) + " tokens needs " +
                                   std::to_string(per_context) +
                                   ": lower --max-model-len or raise --gpu-memory-utilization");
-    kv_blocks = kv_blocks > 0 ? std::min(kv_blocks, affordable) : affordable;
+    terms.kv_blocks = terms.kv_blocks > 0 ? std::min(terms.kv_blocks, affordable) : affordable;
   }
-  for (auto* stage : gpu_stages) stage->allocate_kv(kv_blocks);
+  for (auto* stage : gpu_stages) stage->allocate_kv(terms.kv_blocks);
 #else
-  if (gpu) throw std::invalid_argument("placement: cuda stages need orzo built with CUDA (ORZO_CUDA=ON)");
+  if (gpu) no_cuda();
 #endif
-  for (size_t i = 0; i < stages.size(); ++i) {
-    if (stages[i].device != "cpu") continue;
-    CpuBackend::Options o;
-    o.range = stages[i].layers;
-    o.kv_blocks = kv_blocks;
-    o.block_size = b.block_size;
-    o.threads = options.threads;
-    o.max_rows = b.scheduler.max_num_batched_tokens;
-    backends[i] = std::make_unique<CpuBackend>(model, o);
-  }
-  return kv_blocks;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].device == "cpu") backends[i] = std::make_unique<CpuBackend>(model, cpu_options(stages[i], terms, options));
+  return terms.kv_blocks;
 }
 
 std::vector<worker_actor> local_workers(const std::vector<PipelineStage>& stages) {
@@ -141,6 +153,20 @@ std::vector<worker_actor> local_workers(const std::vector<PipelineStage>& stages
 }
 
 }  // namespace
+
+std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
+                                                 const StageTerms& terms, const EngineOptions& options) {
+  if (stage.device == "cpu") return std::make_unique<CpuBackend>(std::move(model), cpu_options(stage, terms, options));
+#ifdef ORZO_HAVE_CUDA
+  if (stage.device == "cuda") {
+    auto backend = std::make_unique<cuda::CudaBackend>(std::move(model), cuda_options(stage, terms, options));
+    backend->allocate_kv(terms.kv_blocks);
+    return backend;
+  }
+#endif
+  if (stage.device == "cuda") no_cuda();
+  throw std::invalid_argument("a " + stage.device + " stage has no backend in this process");
+}
 
 std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOptions& options) {
   std::unique_ptr<Engine> engine(new Engine(sys));

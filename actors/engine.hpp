@@ -48,6 +48,14 @@ struct EngineOptions {
   std::function<void(size_t done, size_t total)> on_load_progress;
 };
 
+struct Stage;
+
+// One stage's backend, built to a batcher's terms (its KV pool allocated): what `orzo worker`
+// runs when it joins. `options` gives the knobs (threads, gpu_memory_utilization,
+// cuda_graphs). Throws std::invalid_argument or a CUDA error naming the device.
+std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
+                                                 const StageTerms& terms, const EngineOptions& options);
+
 class Engine {
  public:
   // Loads the model and its tokenizer and spawns the actors; throws LoadError or

@@ -3,7 +3,7 @@
 #include "actors/worker.hpp"
 #include "cli/middleman_flags.hpp"
 #include "protocol/errors.hpp"
-#include "runtime/cpu_backend.hpp"
+#include "actors/engine.hpp"
 #include "runtime/engine/placement.hpp"
 #include "runtime/model.hpp"
 
@@ -24,8 +24,10 @@ namespace {
 struct WorkerFlags {
   std::string connect;
   std::string layers;
+  std::string device = "cpu";
   std::string model;
-  int threads = 0;
+  EngineOptions knobs;  // threads, gpu_memory_utilization, cuda_graphs
+  bool enforce_eager = false;
   MiddlemanFlags middleman;
 };
 
@@ -71,7 +73,8 @@ int run_worker(const WorkerFlags& flags) {
   const Endpoint where = parse_endpoint(flags.connect);
   const std::string at = where.host + ":" + std::to_string(where.port);
   auto model = Model::load(flags.model);
-  const LayerRange range = parse_layer_range(flags.layers, static_cast<int32_t>(model->config().num_layers));
+  const Stage stage = parse_worker_stage(flags.device, flags.layers, static_cast<int32_t>(model->config().num_layers));
+  const LayerRange range = stage.layers;
 
   caf::actor_system_config cfg;
   configure_actor_system(cfg, 0, flags.middleman.liveness());
@@ -84,14 +87,11 @@ int run_worker(const WorkerFlags& flags) {
   self->monitor(batcher);
 
   const auto terms = ask<StageTerms>(self, batcher, "the batcher at " + at + " did not say what a stage needs", terms_atom::value);
-  CpuBackend::Options o;
-  o.range = range;
-  o.kv_blocks = terms.kv_blocks;
-  o.block_size = terms.block_size;
-  o.threads = flags.threads;
-  o.max_rows = terms.max_rows;
-  auto backend = std::make_unique<CpuBackend>(model, o);
-  const std::string device = "cpu:0 layers " + flags.layers + " (pid " + std::to_string(::getpid()) + ")";
+  EngineOptions knobs = flags.knobs;
+  knobs.cuda_graphs = !flags.enforce_eager;
+  auto backend = make_stage_backend(model, stage, terms, knobs);
+  const std::string device = stage.device + ":" + std::to_string(stage.device_index) + " layers " + flags.layers +
+                             " (pid " + std::to_string(::getpid()) + ")";
   const WorkerInfo info{device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end), backend->kv_blocks()};
   // On the scheduler's threads, which this process has to itself: a detached actor's thread
   // waits for the actor to be destroyed, and once its handle has crossed to the batcher's
@@ -128,7 +128,13 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--layers", flags->layers, "The stage's layers, begin-end, as the batcher's placement names them")
       ->required();
   cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();
-  cmd->add_option("-t,--threads", flags->threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--device", flags->device, "Where the layers run: cpu, or cuda[:N] for GPU N")->capture_default_str();
+  cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--gpu-memory-utilization", flags->knobs.gpu_memory_utilization,
+                  "With --device cuda: the share of the GPU's memory the stage may fill")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--enforce-eager", flags->enforce_eager, "With --device cuda: no CUDA graphs");
   flags->middleman.add_to(*cmd);
   cmd->callback([flags] {
     if (const int rc = run_worker(*flags); rc != 0) throw CLI::RuntimeError(rc);

@@ -21,11 +21,14 @@ struct WorkerInfo {
 };
 
 // A worker process builds its stage to these before it joins: the KV pool must have the
-// batcher's block ids, and a step may carry up to max_rows rows.
+// batcher's block ids, and a step may carry up to max_rows rows of up to max_seqs sequences,
+// none longer than max_model_len tokens.
 struct StageTerms {
   int32_t kv_blocks = 0;
   int32_t block_size = 0;
   int32_t max_rows = 0;
+  int32_t max_seqs = 0;
+  int32_t max_model_len = 0;
 };
 
 struct ModelHealth {
@@ -55,7 +58,7 @@ typename Inspector::result_type inspect(Inspector& f, WorkerInfo& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageTerms& x) {
-  return f(caf::meta::type_name("stage_terms"), x.kv_blocks, x.block_size, x.max_rows);
+  return f(caf::meta::type_name("stage_terms"), x.kv_blocks, x.block_size, x.max_rows, x.max_seqs, x.max_model_len);
 }
 
 template <class Inspector>

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace orzo {
@@ -93,17 +94,31 @@ TEST(Placement, RejectsStagesThatDoNotTileTheModel) {
   expect_rejected("cpu", 0, "the model has 0 layers");
 }
 
-TEST(Placement, ParsesAWorkersLayerRange) {
-  const LayerRange r = parse_layer_range("2-5", 5);
-  EXPECT_EQ(r.begin, 2);
-  EXPECT_EQ(r.end, 5);
-  EXPECT_THROW(parse_layer_range("2-6", 5), std::invalid_argument);
-  EXPECT_THROW(parse_layer_range("3-3", 5), std::invalid_argument);
-  EXPECT_THROW(parse_layer_range("2", 5), std::invalid_argument);
-  try {
-    parse_layer_range("4-9", 5);
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ends at layer 9, past the model's 5 layers"), std::string::npos) << e.what();
+TEST(Placement, ParsesAWorkersStage) {
+  const Stage cpu = parse_worker_stage("cpu", "2-5", 5);
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_EQ(cpu.layers.begin, 2);
+  EXPECT_EQ(cpu.layers.end, 5);
+  const Stage gpu = parse_worker_stage("cuda:1", "0-3", 5);
+  EXPECT_EQ(gpu.device, "cuda");
+  EXPECT_EQ(gpu.device_index, 1);
+  EXPECT_EQ(gpu.layers.end, 3);
+  EXPECT_EQ(parse_worker_stage("cuda", "0-3", 5).device_index, 0);
+  EXPECT_THROW(parse_worker_stage("cpu", "2-6", 5), std::invalid_argument);
+  EXPECT_THROW(parse_worker_stage("cpu", "3-3", 5), std::invalid_argument);
+  EXPECT_THROW(parse_worker_stage("cpu", "2", 5), std::invalid_argument);
+  EXPECT_THROW(parse_worker_stage("cpu", "1:2-3", 5), std::invalid_argument);
+  EXPECT_THROW(parse_worker_stage("tpu", "0-2", 5), std::invalid_argument);
+  EXPECT_THROW(parse_worker_stage("cuda:x", "0-2", 5), std::invalid_argument);
+  for (const auto& [device, layers, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"cpu", "4-9", "ends at layer 9, past the model's 5 layers"},
+           {"remote", "0-2", "a worker runs its layers itself"}}) {
+    try {
+      parse_worker_stage(device, layers, 5);
+      ADD_FAILURE() << device << " " << layers;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -139,10 +139,12 @@ TEST_F(Protocol, EndsAndChunksKeepEveryField) {
 }
 
 TEST_F(Protocol, JoinTermsAndWorkerInfoKeepEveryField) {
-  const auto t = round_trip(sys, StageTerms{96, 16, 2048});
+  const auto t = round_trip(sys, StageTerms{96, 16, 2048, 64, 4096});
   EXPECT_EQ(t.kv_blocks, 96);
   EXPECT_EQ(t.block_size, 16);
   EXPECT_EQ(t.max_rows, 2048);
+  EXPECT_EQ(t.max_seqs, 64);
+  EXPECT_EQ(t.max_model_len, 4096);
   const auto w = round_trip(sys, WorkerInfo{"cpu:0 layers 2-5 (pid 7)", 2, 5, 96});
   EXPECT_EQ(w.device, "cpu:0 layers 2-5 (pid 7)");
   EXPECT_EQ(w.first_layer, 2);

@@ -87,11 +87,15 @@ Stage parse_stage(std::string_view part, bool alone, int32_t num_layers) {
 
 }  // namespace
 
-LayerRange parse_layer_range(const std::string& text, int32_t num_layers) {
-  const LayerRange range = parse_range(text, text);
-  if (range.end > num_layers)
-    bad(text, "ends at layer " + std::to_string(range.end) + ", past the model's " + std::to_string(num_layers) + " layers");
-  return range;
+Stage parse_worker_stage(const std::string& device, const std::string& layers, int32_t num_layers) {
+  const std::string spec = device + ":" + layers;
+  if (layers.find(':') != std::string::npos) bad(spec, "bad layer range '" + layers + "' (expected begin-end)");
+  Stage stage = parse_stage(spec, false, num_layers);
+  if (stage.device == "remote") bad(spec, "a worker runs its layers itself (expected cpu or cuda[:index])");
+  if (stage.layers.end > num_layers)
+    bad(spec, "ends at layer " + std::to_string(stage.layers.end) + ", past the model's " + std::to_string(num_layers) +
+                  " layers");
+  return stage;
 }
 
 std::vector<Stage> split_evenly(const std::string& device, int32_t stages, int32_t num_layers) {

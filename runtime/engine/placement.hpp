@@ -34,9 +34,10 @@ struct Stage {
 // contiguously from 0 to num_layers with at least one layer each.
 std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers);
 
-// "begin-end" as a stage takes it, within a model of num_layers layers: what `orzo worker
-// --layers` serves. Throws std::invalid_argument, one line naming the bad part.
-LayerRange parse_layer_range(const std::string& text, int32_t num_layers);
+// The stage `orzo worker` serves: `device` is cpu, cuda or cuda:N (not remote: a worker runs
+// its layers itself), `layers` is begin-end within a model of num_layers layers. Throws
+// std::invalid_argument, one line naming the bad part.
+Stage parse_worker_stage(const std::string& device, const std::string& layers, int32_t num_layers);
 
 // `stages` stages on `device`, the first num_layers % stages of them one layer longer. CUDA
 // stages take device indices 0, 1, ...; CPU and remote stages all index 0. Throws std::invalid_argument
