@@ -63,6 +63,8 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
+      {"worker --connect 127.0.0.1:1 --layers 0-2 --device tpu -m '" + kStories + "/stories260K.gguf'",
+       "unknown device 'tpu'"},
       {"serve -m /nonexistent/model.gguf --port 0", "/nonexistent/model.gguf"},
       {"serve -m '" + kStories + "/stories260K.gguf' --host 1.2.3.4.5 --port 0", "not an IP address"},
       {"serve -m '" + kStories + "/stories260K.gguf' --port 70000", "--port"},
