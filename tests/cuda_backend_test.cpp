@@ -147,8 +147,8 @@ TEST_P(CudaBackendTwin, LogitsMatchTheCpuBackendOnEveryKindOfStep) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
                          ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "llama/model-f32.gguf",
                                            "qwen3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
                            for (auto& c : name)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
