@@ -22,7 +22,7 @@ class CudaEngine : public ::testing::Test {
   caf::actor_system_config cfg;
   caf::actor_system sys{testing::test_config(cfg)};
 
-  std::unique_ptr<Engine> start(const std::string& placement, double utilization = 0.2) {
+  std::unique_ptr<Engine> start(const std::string& placement, double utilization = 0.05) {
     EngineOptions o;
     o.model = kStories;
     o.placement = placement;
