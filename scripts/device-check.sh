@@ -33,10 +33,11 @@ pack() {
   cp build-device/tools/orzo-make-model .device/stage/build/tools/
   cp build-device/bench/gpu_bench .device/stage/build/bench/
   strip --strip-unneeded .device/stage/build/*/*
-  # Every library the binaries load, but the C runtime, the driver and cuBLAS, which the GPU
-  # image has (cuBLAS is too large to carry).
+  # Every library the binaries load, but the C and C++ runtimes (the GPU image's are newer,
+  # and its own tools need them), the driver and cuBLAS, which the image has and which is too
+  # large to carry.
   ldd .device/stage/build/*/* | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcublas|libcublasLt)\.so' |
+    grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt)\.so' |
     xargs -r cp -L -t .device/stage/lib/
   cp -rL ../shared/models/stories260K .device/stage/shared/models/
   # The tests name their data by this checkout's absolute paths; `run` links them there.
@@ -79,25 +80,27 @@ run() {
   local cublas
   cublas=$(ldconfig -p | awk '/libcublas\.so\.13/{print $NF; exit}')
   [ -n "$cublas" ] || cublas=$(find /usr/local /opt -maxdepth 9 -name 'libcublas.so.13*' 2>/dev/null | head -1)
-  export LD_LIBRARY_PATH=$d/lib${cublas:+:$(dirname "$cublas")}:${LD_LIBRARY_PATH:-}
+  # Only orzo's binaries (and the sanitizer that runs one) see the carried libraries: PyTorch
+  # keeps the image's own.
+  local ours=(env "LD_LIBRARY_PATH=$d/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   export PYTHONUNBUFFERED=1
   nvidia-smi > "$WORK/nvidia-smi.log" 2>&1
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 
   local tests=$root/build-device/tests/orzo_tests
-  stage gpu-tests 150 "$tests" --gtest_filter='Cuda*:DeviceSampling*' --gtest_output="json:$WORK/gpu-tests.json"
-  stage sanitizer 80 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 --print-limit 20 "$tests" \
-    --gtest_filter='CudaKernels*:CudaAttention*:CudaSampling.*Tiny*:CudaSampling.Degenerate*:CudaBackend.*:Models/CudaBackendTwin.*/stories260K'
-  stage make-model 30 "$root/build-device/tools/orzo-make-model" --shape llama-3.2-1b --dtype bf16 \
+  stage gpu-tests 150 "${ours[@]}" "$tests" --gtest_filter='*Cuda*:DeviceSampling*' --gtest_output="json:$WORK/gpu-tests.json"
+  stage sanitizer 80 "${ours[@]}" "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 --print-limit 20 "$tests" \
+    --gtest_filter='CudaKernels*:Elems/CudaAttention*:CudaSampling.*Tiny*:CudaSampling.Degenerate*:CudaBackend.*:Models/CudaBackendTwin.*/stories260K'
+  stage make-model 30 "${ours[@]}" "$root/build-device/tools/orzo-make-model" --shape llama-3.2-1b --dtype bf16 \
     --format safetensors --out /tmp/orzo-llama-1b
-  stage gpu-bench 90 sh -c "'$root/build-device/bench/gpu_bench' -m /tmp/orzo-llama-1b \
+  stage gpu-bench 90 "${ours[@]}" sh -c "'$root/build-device/bench/gpu_bench' -m /tmp/orzo-llama-1b \
     --logits-out /tmp/orzo-logits.bin > '$WORK/gpu-bench.json'"
   stage torch 60 python3 bench/torch_reference.py /tmp/orzo-llama-1b --orzo-logits /tmp/orzo-logits.bin \
     --json "$WORK/torch.json"
   # The same model through the whole runtime (sessions, batcher, a GPU worker): what the
   # actors add to the bare forward pass above.
-  stage actors 45 sh -c "'$root/build-device/cli/orzo' bench --actors --placement cuda:0 -m /tmp/orzo-llama-1b \
+  stage actors 45 "${ours[@]}" sh -c "'$root/build-device/cli/orzo' bench --actors --placement cuda:0 -m /tmp/orzo-llama-1b \
     --batch 64 --prompt 128 --gen 128 --ttft-probes 8 --json > '$WORK/actors.json'"
   python3 scripts/device_report.py "$WORK" "$out"
 }

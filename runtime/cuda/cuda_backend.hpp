@@ -38,7 +38,7 @@ class CudaBackend final : public LayerBackend {
     int32_t max_rows = 512;              // rows in a step (the scheduler's max_num_batched_tokens)
     int32_t max_seqs = 256;              // sequences in a step (max_num_seqs)
     int32_t max_model_len = 4096;        // tokens of the longest sequence
-    double gpu_memory_utilization = 0.9; // the share of the device's memory this stage may fill
+    double gpu_memory_utilization = 0.9; // the share of the device all that is on it may fill (vLLM's)
     bool cuda_graphs = true;             // false: every step runs eagerly (vLLM's --enforce-eager)
   };
 
