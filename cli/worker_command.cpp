@@ -1,9 +1,9 @@
 #include "cli/worker_command.hpp"
 
+#include "actors/engine.hpp"
 #include "actors/worker.hpp"
 #include "cli/middleman_flags.hpp"
 #include "protocol/errors.hpp"
-#include "actors/engine.hpp"
 #include "runtime/engine/placement.hpp"
 #include "runtime/model.hpp"
 
