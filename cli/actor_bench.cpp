@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -40,6 +41,15 @@ struct Tally {
   Clock::time_point all_started{};       // when the last of the batch got its first token
   std::atomic<int64_t> tokens{0};
   int64_t tokens_at_all_started = 0;
+  std::vector<double> ttft;              // per batch request: submission to its first token
+  std::vector<double> itl;               // per token after a request's first: the gap before it
+};
+
+// One batch request's clock, kept by its session's callbacks (which run one at a time).
+struct RequestClock {
+  Clock::time_point sent, last;
+  bool started = false;
+  std::vector<double> gaps;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -165,25 +175,37 @@ void run_actor_bench(const BenchOptions& o) {
   const auto t0 = Clock::now();
   for (int i = 0; i < o.batch; ++i) {
     SessionCallbacks cb;
-    auto got_first = std::make_shared<bool>(false);
-    cb.on_text = [&tally, got_first, batch = o.batch](TextChunk& chunk) {
+    auto clock = std::make_shared<RequestClock>();
+    cb.on_text = [&tally, clock, batch = o.batch](TextChunk& chunk) {
       tally.tokens.fetch_add(static_cast<int64_t>(chunk.tokens.size()), std::memory_order_relaxed);
-      if (*got_first || chunk.tokens.empty()) return;
-      *got_first = true;
+      if (chunk.tokens.empty()) return;
+      const auto now = Clock::now();
+      // A chunk of several tokens arrived after one gap: each of them waited its share.
+      if (clock->started) {
+        const double gap = seconds(now - clock->last) / static_cast<double>(chunk.tokens.size());
+        clock->gaps.insert(clock->gaps.end(), chunk.tokens.size(), gap);
+      }
+      clock->last = now;
+      if (clock->started) return;
+      clock->started = true;
       std::lock_guard<std::mutex> lock(tally.mutex);
+      tally.ttft.push_back(seconds(now - clock->sent));
       if (++tally.started == batch) {
         tally.all_started = Clock::now();
         tally.tokens_at_all_started = tally.tokens.load();
         tally.changed.notify_all();
       }
     };
-    cb.on_done = [&tally](Completion& c) {
+    cb.on_done = [&tally, clock](Completion& c) {
       std::lock_guard<std::mutex> lock(tally.mutex);
+      tally.itl.insert(tally.itl.end(), clock->gaps.begin(), clock->gaps.end());
       ++tally.completed;
       if (c.reason == FinishReason::error) ++tally.errors;
       tally.changed.notify_all();
     };
-    engine->generate(bench_request(i, random_prompt(), o.gen), cb);
+    auto request = bench_request(i, random_prompt(), o.gen);
+    clock->sent = Clock::now();
+    engine->generate(std::move(request), cb);
   }
   std::vector<double> ttft;
   if (o.ttft_probes > 0) {
@@ -224,6 +246,10 @@ void run_actor_bench(const BenchOptions& o) {
     j["ttft_p50_ms"] = percentile(ttft, 0.5) * 1e3;
     j["ttft_p99_ms"] = percentile(ttft, 0.99) * 1e3;
   }
+  j["batch_ttft_p50_ms"] = percentile(tally.ttft, 0.5) * 1e3;
+  j["batch_ttft_p99_ms"] = percentile(tally.ttft, 0.99) * 1e3;
+  j["itl_p50_ms"] = percentile(tally.itl, 0.5) * 1e3;
+  j["itl_p99_ms"] = percentile(tally.itl, 0.99) * 1e3;
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -231,6 +257,9 @@ void run_actor_bench(const BenchOptions& o) {
                 "decode: %.1f tokens/s\n",
                 o.backend.c_str(), o.batch, o.prompt, o.gen, steps, total_s, total_s / steps * 1e6, delivered / total_s,
                 j["decode_tps"].get<double>());
+    std::printf("the batch: TTFT p50 %.2f ms, p99 %.2f ms; inter-token latency p50 %.3f ms, p99 %.3f ms\n",
+                j["batch_ttft_p50_ms"].get<double>(), j["batch_ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
+                j["itl_p99_ms"].get<double>());
     if (!ttft.empty())
       std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
                   j["ttft_p99_ms"].get<double>(), ttft.size());

@@ -79,8 +79,10 @@ def main():
     a = report["actors"]
     if a:
         md += ["", f"Through the actors (`orzo bench --actors --placement cuda:0`, {a['batch']} sequences): "
-               f"{a['decode_tps']:.0f} tok/s decode, {a['us_per_step']:.0f} us per step"
-               + (f", TTFT of a request arriving mid-batch p50 {a['ttft_p50_ms']:.1f} ms, p99 {a['ttft_p99_ms']:.1f} ms"
+               f"{a['decode_tps']:.0f} tok/s decode, {a['us_per_step']:.0f} us per step, "
+               f"TTFT p50 {a['batch_ttft_p50_ms']:.1f} / p99 {a['batch_ttft_p99_ms']:.1f} ms, "
+               f"ITL p50 {a['itl_p50_ms']:.2f} / p99 {a['itl_p99_ms']:.2f} ms"
+               + (f"; TTFT of a request arriving mid-batch p50 {a['ttft_p50_ms']:.1f} ms, p99 {a['ttft_p99_ms']:.1f} ms"
                   if "ttft_p50_ms" in a else "") + "."]
     (out / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
