@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/exp_nonpositive.hpp"
 #include "runtime/philox.hpp"
 
 namespace orzo {
@@ -31,32 +31,6 @@ std::pair<const int32_t*, size_t> penalty_window(const int32_t* recent, size_t n
                                                  int32_t window) {
   const size_t n = std::min(n_recent, static_cast<size_t>(std::max(window, 0)));
   return {recent + (n_recent - n), n};
-}
-
-// sampling_weight's body, here so that the loops over the vocabulary inline and vectorize it.
-[[gnu::always_inline]] inline float exp_nonpositive(float x) {
-  // Below this, exp(x) leaves the normal floats; 2^n stays a normal float over the whole range.
-  constexpr float kLowest = -87.0f;
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2High = 0.693145751953125f;  // few mantissa bits: n * kLn2High is exact
-  constexpr float kLn2Low = 1.428606765330187045e-6f;
-  constexpr float kRoundingShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float clamped = x > kLowest ? (x < 0.0f ? x : 0.0f) : kLowest;  // NaN too
-  const float n = std::fma(clamped, kLog2e, kRoundingShift) - kRoundingShift;
-  const float r = std::fma(n, -kLn2Low, std::fma(n, -kLn2High, clamped));  // |r| <= ln2 / 2
-  // Taylor to degree 7: the truncation error, below 6e-9 relative, hides under the rounding.
-  float p = 1.0f / 5040;
-  p = std::fma(p, r, 1.0f / 720);
-  p = std::fma(p, r, 1.0f / 120);
-  p = std::fma(p, r, 1.0f / 24);
-  p = std::fma(p, r, 1.0f / 6);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  const auto exponent = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &exponent, sizeof scale);
-  return x > kLowest ? p * scale : 0.0f;
 }
 
 // Eight independent maxima let the compiler keep them in one vector register; a single

@@ -57,8 +57,9 @@ void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
 // exp(x) for x <= 0 (x > 0 gives 1), within 8e-8 relative (checked for every float in
 // (-87, 0)); 0 below -87 and for NaN.
 // The candidates' weights, exp((logit - max logit) / temperature), come from this function:
-// plain float operations and fma, which vectorize here and which a CUDA sampler can repeat
-// bit for bit, where std::exp differs from one math library to the next.
+// exp_nonpositive (runtime/exp_nonpositive.hpp), plain float operations and fma, which
+// vectorize here and which the CUDA sampling kernel compiles from the same definition, so
+// both give the same bits where std::exp differs from one math library to the next.
 float sampling_weight(float x);
 
 class Sampler {

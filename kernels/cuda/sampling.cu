@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/check.hpp"
+#include "runtime/exp_nonpositive.hpp"
 #include "runtime/philox.hpp"
 
 // One block walks one row through the CPU Sampler's stages. Where the CPU sorts (top-k heap,
@@ -39,30 +40,6 @@ static_assert(kMaxTopLogprobs <= kMaxCandidates, "top logprobs use the candidate
 // kMaxSamplingVocab weights of at most 1 sum to at most 2^63.
 constexpr float kFixedOne = 0x1p43f;
 static_assert(kMaxSamplingVocab <= (1 << 20), "fixed-point sums would overflow");
-
-// sampling_weight (runtime/sampler.cpp), operation for operation.
-__device__ float sampling_weight_device(float x) {
-  constexpr float kLowest = -87.0f;
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2High = 0.693145751953125f;
-  constexpr float kLn2Low = 1.428606765330187045e-6f;
-  constexpr float kRoundingShift = 12582912.0f;
-  constexpr float kC7 = 1.0f / 5040, kC6 = 1.0f / 720, kC5 = 1.0f / 120, kC4 = 1.0f / 24,
-                  kC3 = 1.0f / 6;
-  const float clamped = x > kLowest ? (x < 0.0f ? x : 0.0f) : kLowest;
-  const float n = __fsub_rn(fmaf(clamped, kLog2e, kRoundingShift), kRoundingShift);
-  const float r = fmaf(n, -kLn2Low, fmaf(n, -kLn2High, clamped));
-  float p = kC7;
-  p = fmaf(p, r, kC6);
-  p = fmaf(p, r, kC5);
-  p = fmaf(p, r, kC4);
-  p = fmaf(p, r, kC3);
-  p = fmaf(p, r, 0.5f);
-  p = fmaf(p, r, 1.0f);
-  p = fmaf(p, r, 1.0f);
-  const float scale = __int_as_float((__float2int_rz(n) + 127) << 23);
-  return x > kLowest ? __fmul_rn(p, scale) : 0.0f;
-}
 
 __device__ bool is_nan(float x) { return x != x; }
 
@@ -104,7 +81,7 @@ struct Weigher {
       mass = kept = 0;
       return;
     }
-    const float weight = sampling_weight_device(__fdiv_rn(__fsub_rn(logit, max), temperature));
+    const float weight = exp_nonpositive(__fdiv_rn(__fsub_rn(logit, max), temperature));
     mass = __float2ull_rn(__fmul_rn(weight, kFixedOne));
     kept = weight >= min_p ? mass : 0;
   }
@@ -163,7 +140,7 @@ __device__ float row_max(const float* row, int32_t vocab, float* copy, Shared& s
 __device__ double row_exp_sum(const float* row, int32_t vocab, float max, Shared& s) {
   double sum = 0;
   for (int32_t i = static_cast<int32_t>(threadIdx.x); i < vocab; i += kThreads) {
-    sum += sampling_weight_device(__fsub_rn(row[i], max));
+    sum += exp_nonpositive(__fsub_rn(row[i], max));
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
   if (lane_id() == 0) s.reduce_double[warp_id()] = sum;
@@ -418,7 +395,7 @@ __device__ int32_t draw_sorted(const Shared& s, int count, const DeviceDraw& d, 
   float weights[kMaxCandidates];
   double mass = 0;
   for (int c = 0; c < count; ++c) {
-    weights[c] = sampling_weight_device(__fdiv_rn(__fsub_rn(s.sorted_logit[c], max), d.temperature));
+    weights[c] = exp_nonpositive(__fdiv_rn(__fsub_rn(s.sorted_logit[c], max), d.temperature));
     mass = __dadd_rn(mass, weights[c]);
   }
   const auto kept_weight = [&](float w) { return w >= d.min_p ? w : 0.0f; };
@@ -534,7 +511,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void sampling_weights_kernel(const float* x, float* out, int32_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = sampling_weight_device(x[i]);
+  if (i < n) out[i] = exp_nonpositive(x[i]);
 }
 
 __global__ void philox_uniforms_kernel(uint64_t seed, const uint64_t* steps, float* out, int32_t n) {
