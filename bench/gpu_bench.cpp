@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/percentile.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/device.hpp"
 #include "runtime/batch_sampler.hpp"
@@ -34,12 +35,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kMatrixRate = 790e12;  // bf16 FLOP/s on random data, measured on these machines (KINDS.md)
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
-}
 
 // Bytes read plus bytes written per second by device-to-device copies of 1 GiB, best of 10.
 double copy_bandwidth() {
@@ -219,10 +214,10 @@ int main_(int argc, char** argv) {
                     {"step_ms", step * 1e3},
                     {"roofline_step_ms", r.roofline_step_s * 1e3},
                     {"of_roofline", r.roofline_step_s / step},
-                    {"ttft_p50_ms", percentile(r.ttft, 0.5) * 1e3},
-                    {"ttft_p99_ms", percentile(r.ttft, 0.99) * 1e3},
-                    {"itl_p50_ms", percentile(r.itl, 0.5) * 1e3},
-                    {"itl_p99_ms", percentile(r.itl, 0.99) * 1e3}});
+                    {"ttft_p50_ms", bench::percentile(r.ttft, 50) * 1e3},
+                    {"ttft_p99_ms", bench::percentile(r.ttft, 99) * 1e3},
+                    {"itl_p50_ms", bench::percentile(r.itl, 50) * 1e3},
+                    {"itl_p99_ms", bench::percentile(r.itl, 99) * 1e3}});
     std::fprintf(stderr, "batch %3d: decode %9.1f tok/s (%.1f per sequence), step %.3f ms = %.0f%% of its roofline %.3f ms\n",
                  batch, decode_tps, decode_tps / batch, step * 1e3, 100 * r.roofline_step_s / step,
                  r.roofline_step_s * 1e3);

@@ -31,7 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/percentile.hpp"
+
 namespace {
+
+using orzo::bench::percentile;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -410,16 +414,6 @@ std::string first_model(asio::io_context& io, const tcp::endpoint& endpoint, con
   const json models = json::parse(res.body());
   if (!models.contains("data") || models["data"].empty()) throw std::runtime_error("GET /v1/models lists no model");
   return models["data"][0].at("id").get<std::string>();
-}
-
-// Linear interpolation between closest ranks, as numpy.percentile does.
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
 }
 
 // mean, median, p90 and p99 in milliseconds, under keys like vLLM's ("mean_ttft_ms").
