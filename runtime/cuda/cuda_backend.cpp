@@ -50,10 +50,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
     throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
   max_table_ = ceil_div(o.max_model_len, o.block_size);
-  // A step samples each sequence at most once; a decode graph pads its batch to a bucket of
-  // at most max_seqs rows, each with a logit row.
-  max_logit_rows_ = o.max_seqs;
-  max_graph_rows_ = std::min(o.max_seqs, o.max_rows);
   select(o.device);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), name_.c_str());
 
@@ -67,13 +63,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
 
   // Inputs: four int arrays per row, the logit rows, a block table per sequence and the
   // attention tiles, each array rounded up to the staging's alignment.
-  const size_t ints = size_t{4} * static_cast<size_t>(o.max_rows) + static_cast<size_t>(max_logit_rows_) +
+  const size_t ints = size_t{4} * static_cast<size_t>(o.max_rows) + static_cast<size_t>(o.max_seqs) +
                       static_cast<size_t>(o.max_seqs) * static_cast<size_t>(max_table_);
   inputs_ = std::make_unique<StagedUpload>(
       ints * sizeof(int32_t) + static_cast<size_t>(o.max_rows) * sizeof(AttentionTile) + 7 * 16, name_ + " step inputs");
   // Sampling inputs: a draw per row, with room for 64-token penalty windows and 16 biases
   // each; a step that needs more grows them (sampling is never part of a graph).
-  const auto rows = static_cast<size_t>(max_logit_rows_);
+  const auto rows = static_cast<size_t>(o.max_seqs);
   draws_in_ = std::make_unique<StagedUpload>(rows * (sizeof(DeviceDraw) + 64 * sizeof(int32_t) + 16 * 8) + 64,
                                              name_ + " sampling inputs");
   check(cudaMallocHost(reinterpret_cast<void**>(&host_samples_), rows * sizeof(DeviceSample)), name_.c_str());
@@ -89,7 +85,8 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::layout_scratch(DeviceArena& a) {
   const auto rows = static_cast<size_t>(o_.max_rows);
-  const auto logit_rows = static_cast<size_t>(max_logit_rows_);
+  // A step samples each sequence at most once, and a decode graph pads to at most max_seqs rows.
+  const auto logit_rows = static_cast<size_t>(o_.max_seqs);
   const auto hidden = static_cast<size_t>(cfg_.hidden_size), qd = static_cast<size_t>(cfg_.q_dim()),
              kvd = static_cast<size_t>(cfg_.kv_dim()), inter = static_cast<size_t>(cfg_.intermediate_size);
   const size_t half = elem_bytes(storage());
@@ -102,7 +99,7 @@ void CudaBackend::layout_scratch(DeviceArena& a) {
   act_ = a.take_bytes(rows * inter * half);
   if (produces_logits()) {
     logits_ = a.take<float>(logit_rows * static_cast<size_t>(cfg_.vocab_size));
-    sampling_ws_ = a.take_bytes(sampling_workspace_bytes(max_logit_rows_, static_cast<int32_t>(cfg_.vocab_size)));
+    sampling_ws_ = a.take_bytes(sampling_workspace_bytes(o_.max_seqs, static_cast<int32_t>(cfg_.vocab_size)));
     samples_ = a.take<DeviceSample>(logit_rows);
   }
   gemm_ws_ = a.take_bytes(Gemm::kWorkspaceBytes);
@@ -325,7 +322,7 @@ void CudaBackend::run(const ForwardBatch& b, std::vector<float>& hidden) {
   const auto rows = static_cast<int32_t>(b.rows());
   if (rows > o_.max_rows) too_big("rows", rows, o_.max_rows);
   if (static_cast<int32_t>(b.block_tables.size()) > o_.max_seqs) too_big("sequences", static_cast<int64_t>(b.block_tables.size()), o_.max_seqs);
-  if (static_cast<int32_t>(b.logit_rows.size()) > max_logit_rows_) too_big("logit rows", static_cast<int64_t>(b.logit_rows.size()), max_logit_rows_);
+  if (static_cast<int32_t>(b.logit_rows.size()) > o_.max_seqs) too_big("logit rows", static_cast<int64_t>(b.logit_rows.size()), o_.max_seqs);
   for (const auto& table : b.block_tables)
     if (static_cast<int32_t>(table.size()) > max_table_) too_big("blocks in a table", static_cast<int64_t>(table.size()), max_table_);
   if (rows == 0) return;
@@ -340,7 +337,9 @@ void CudaBackend::run(const ForwardBatch& b, std::vector<float>& hidden) {
   }
 
   const bool decode = decodes_only(b);
-  const int32_t graph_rows = decode && o_.cuda_graphs ? graph_batch_size(rows, max_graph_rows_) : 0;
+  // A graph's padded batch must fit both the step's rows and its logit rows.
+  const int32_t graph_rows =
+      decode && o_.cuda_graphs ? graph_batch_size(rows, std::min(o_.max_seqs, o_.max_rows)) : 0;
   const Step s = stage_inputs(b, graph_rows > 0 ? graph_rows : rows, decode, graph_rows > 0);
   if (graph_rows > 0)
     graphs_.run(stream_, s.rows, s.table_stride, [&] { enqueue_forward(s); });

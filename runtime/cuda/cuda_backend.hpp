@@ -107,8 +107,6 @@ class CudaBackend final : public LayerBackend {
   std::string name_;
   int sm_count_ = 0;
   int32_t max_table_ = 0;      // block ids per sequence at max_model_len
-  int32_t max_logit_rows_ = 0;
-  int32_t max_graph_rows_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<DeviceWeights> weights_;
 
