@@ -1,8 +1,8 @@
 #include "actors/batcher.hpp"
 
+#include "batching/block_manager.hpp"
+#include "batching/sequence.hpp"
 #include "protocol/errors.hpp"
-#include "runtime/engine/block_manager.hpp"
-#include "runtime/engine/sequence.hpp"
 #include "runtime/sampler.hpp"
 
 #include <caf/all.hpp>

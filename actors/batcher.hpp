@@ -5,8 +5,8 @@
 // worker in another process that joins (and, after its death, joins again) at run time; the
 // model is healthy only while every stage has a worker.
 
+#include "batching/scheduler.hpp"
 #include "protocol/interfaces.hpp"
-#include "runtime/engine/scheduler.hpp"
 #include "runtime/layer_backend.hpp"
 
 #include <caf/timespan.hpp>

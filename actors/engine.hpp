@@ -6,8 +6,9 @@
 #include "actors/batcher.hpp"
 #include "actors/session.hpp"
 #include "actors/worker.hpp"
+#include "batching/scheduler.hpp"
 #include "protocol/interfaces.hpp"
-#include "runtime/engine/scheduler.hpp"
+#include "stages/stage_factory.hpp"
 
 #include <caf/timespan.hpp>
 
@@ -30,13 +31,10 @@ class Tokenizer;
 
 struct EngineOptions {
   std::string model;                  // HF directory or .gguf file
-  std::string placement = "cpu";      // stages, see runtime/engine/placement.hpp; remote ones wait for `orzo worker`
-  int threads = 0;                    // CPU threads per CPU worker; 0: all hardware threads
+  std::string placement = "cpu";      // stages, see stages/placement.hpp; remote ones wait for `orzo worker`
+  StageOptions backend;               // threads, KV budget, GPU memory share, CUDA graphs
   SchedulerConfig scheduler;
-  int32_t kv_blocks = 0;              // 0: enough for max_num_seqs full contexts, within kv_budget_bytes
-  int64_t kv_budget_bytes = int64_t{1} << 30;   // host memory for the KV of CPU stages
-  double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
-  bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
+  int32_t kv_blocks = 0;              // 0: sized by the stage factory (stages/stage_factory.hpp)
   int32_t block_size = 16;
   bool prefix_caching = true;
   int32_t max_model_len = 0;          // 0: the model's context length
@@ -47,14 +45,6 @@ struct EngineOptions {
   // in lazily by the first steps.
   std::function<void(size_t done, size_t total)> on_load_progress;
 };
-
-struct Stage;
-
-// One stage's backend, built to a batcher's terms (its KV pool allocated): what `orzo worker`
-// runs when it joins. `options` gives the knobs (threads, gpu_memory_utilization,
-// cuda_graphs). Throws std::invalid_argument or a CUDA error naming the device.
-std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
-                                                 const StageTerms& terms, const EngineOptions& options);
 
 class Engine {
  public:

@@ -1,8 +1,8 @@
 #include "actors/session.hpp"
 
-#include "runtime/text/detokenizer.hpp"
-#include "runtime/text/stop_matcher.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "text/detokenizer.hpp"
+#include "text/stop_matcher.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
 

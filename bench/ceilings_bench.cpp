@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 
 namespace {
 

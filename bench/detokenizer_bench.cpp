@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/text/decode_table.hpp"
-#include "runtime/text/detokenizer.hpp"
-#include "runtime/text/stop_matcher.hpp"
+#include "text/decode_table.hpp"
+#include "text/detokenizer.hpp"
+#include "text/stop_matcher.hpp"
 
 namespace {
 

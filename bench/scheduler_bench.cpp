@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "runtime/engine/block_manager.hpp"
-#include "runtime/engine/scheduler.hpp"
-#include "runtime/engine/sequence.hpp"
+#include "batching/block_manager.hpp"
+#include "batching/scheduler.hpp"
+#include "batching/sequence.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/text/tokenizer.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 namespace {
 

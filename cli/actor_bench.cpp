@@ -140,7 +140,7 @@ void run_actor_bench(const BenchOptions& o) {
     EngineOptions e;
     e.model = o.model;
     e.placement = o.placement;
-    e.threads = o.threads;
+    e.backend.threads = o.threads;
     e.scheduler.max_num_seqs = o.batch + 1;
     e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
     e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);

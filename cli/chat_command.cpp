@@ -2,10 +2,10 @@
 
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
+#include "chat_template/chat_template.hpp"
 #include "cli/engine_flags.hpp"
 #include "cli/stream_to_stdout.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>

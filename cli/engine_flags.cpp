@@ -34,7 +34,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: a built-in random-weight model)");
   cmd.add_option("--placement", engine.placement, "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2")
       ->capture_default_str();
-  cmd.add_option("-t,--threads", engine.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
   cmd.add_option("--max-num-seqs", engine.scheduler.max_num_seqs, "Sequences per step at most")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -48,7 +48,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd.add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
+  cmd.add_option("--gpu-memory-utilization", engine.backend.gpu_memory_utilization,
                  "Share of each GPU's memory a CUDA stage may fill, KV cache included")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
@@ -76,7 +76,7 @@ WorkerThread parse_worker_thread(const std::string& name) {
 EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
   o.worker_thread = parse_worker_thread(worker_thread);
-  o.cuda_graphs = !enforce_eager;
+  o.backend.cuda_graphs = !enforce_eager;
   if (model.empty()) {
     o.model = default_model();
     std::fprintf(stderr,

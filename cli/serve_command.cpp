@@ -3,8 +3,8 @@
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
-#include "runtime/read_file.hpp"
 #include "cli/middleman_flags.hpp"
+#include "core/read_file.hpp"
 #include "server/http_server.hpp"
 #include "server/openai_api.hpp"
 

@@ -4,8 +4,8 @@
 #include "actors/worker.hpp"
 #include "cli/middleman_flags.hpp"
 #include "protocol/errors.hpp"
-#include "runtime/engine/placement.hpp"
 #include "runtime/model.hpp"
+#include "stages/stage_factory.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -26,7 +26,7 @@ struct WorkerFlags {
   std::string layers;
   std::string device = "cpu";
   std::string model;
-  EngineOptions knobs;  // threads, gpu_memory_utilization, cuda_graphs
+  StageOptions knobs;
   bool enforce_eager = false;
   MiddlemanFlags middleman;
 };
@@ -87,7 +87,7 @@ int run_worker(const WorkerFlags& flags) {
   self->monitor(batcher);
 
   const auto terms = ask<StageTerms>(self, batcher, "the batcher at " + at + " did not say what a stage needs", terms_atom::value);
-  EngineOptions knobs = flags.knobs;
+  StageOptions knobs = flags.knobs;
   knobs.cuda_graphs = !flags.enforce_eager;
   auto backend = make_stage_backend(model, stage, terms, knobs);
   const std::string device = stage.device + ":" + std::to_string(stage.device_index) + " layers " + flags.layers +

@@ -10,7 +10,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>

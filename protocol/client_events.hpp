@@ -2,7 +2,7 @@
 // session -> client: the request's output as text. A client actor (in this process or on
 // another node) or a callback receives TextChunks in order, then exactly one Completion.
 
-#include "protocol/finished_event.hpp"
+#include "protocol/outcome.hpp"
 #include "protocol/token_event.hpp"
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // the category orzo_error_category, with the ErrorCode as the code and a message as context.
 
 #include "protocol/atoms.hpp"
-#include "protocol/finished_event.hpp"
+#include "protocol/outcome.hpp"
 
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>

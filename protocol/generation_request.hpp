@@ -2,7 +2,7 @@
 // What a session asks of the batcher (the `register` message): the prompt as token ids,
 // how to sample, and when to end. Text never reaches the batcher.
 
-#include "protocol/sampling_params.hpp"
+#include "core/sampling_params.hpp"
 #include "protocol/wire.hpp"
 
 #include <cstdint>

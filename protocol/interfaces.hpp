@@ -7,7 +7,8 @@
 #include "protocol/client_events.hpp"
 #include "protocol/finished_event.hpp"
 #include "protocol/generation_request.hpp"
-#include "protocol/health.hpp"
+#include "protocol/membership.hpp"
+#include "protocol/status.hpp"
 #include "protocol/step.hpp"
 #include "protocol/token_event.hpp"
 

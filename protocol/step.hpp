@@ -3,10 +3,10 @@
 // Every stage receives the whole request, runs its layers, writes its output hidden states
 // into it and passes it on; the last stage samples and replies with a StepResult.
 
+#include "core/forward_batch.hpp"
 #include "protocol/generation_request.hpp"
 #include "protocol/token_event.hpp"
 #include "protocol/wire.hpp"
-#include "runtime/forward_batch.hpp"
 
 #include <cstdint>
 #include <vector>

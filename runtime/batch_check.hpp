@@ -4,7 +4,7 @@
 // is refused with std::invalid_argument, never read out of bounds.
 #include <cstdint>
 
-#include "runtime/forward_batch.hpp"
+#include "core/forward_batch.hpp"
 
 namespace orzo {
 

@@ -3,9 +3,9 @@
 // token history its penalties read. It lives on the last worker of the pipeline, so that
 // only token ids travel back to the batcher; sequences come and go with the steps.
 
-#include "protocol/sampling_params.hpp"
-#include "runtime/draw_plan.hpp"
-#include "runtime/forward_batch.hpp"
+#include "core/draw_plan.hpp"
+#include "core/forward_batch.hpp"
+#include "core/sampling_params.hpp"
 #include "runtime/sampler.hpp"
 
 #include <cstdint>

@@ -4,10 +4,10 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/kv_cache.hpp"
+#include "core/kv_cache.hpp"
+#include "core/thread_pool.hpp"
 #include "runtime/layer_backend.hpp"
 #include "runtime/model.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace orzo {
 

@@ -1,17 +1,8 @@
 #include "runtime/layer_backend.hpp"
 
 #include <stdexcept>
-#include <string>
 
 namespace orzo {
-
-LayerRange resolve_range(LayerRange r, int64_t layers) {
-  if (r.end == 0) r.end = layers;
-  if (r.begin < 0 || r.begin >= r.end || r.end > layers)
-    throw std::invalid_argument("layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                ") is not inside the model's " + std::to_string(layers) + " layers");
-  return r;
-}
 
 void LayerBackend::forward_and_sample(const ForwardBatch&, std::vector<float>&, const std::vector<DrawPlan>&,
                                       std::vector<SampleResult>&) {

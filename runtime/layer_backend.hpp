@@ -5,19 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/draw_plan.hpp"
-#include "runtime/forward_batch.hpp"
+#include "core/draw_plan.hpp"
+#include "core/forward_batch.hpp"
+#include "core/layer_range.hpp"
 #include "runtime/sampler.hpp"
 
 namespace orzo {
-
-struct LayerRange {
-  int64_t begin = 0, end = 0;  // [begin, end)
-};
-
-// `range` inside a model of `layers` layers, end == 0 meaning the last; throws
-// std::invalid_argument when it is empty or reaches outside.
-LayerRange resolve_range(LayerRange range, int64_t layers);
 
 class LayerBackend {
  public:

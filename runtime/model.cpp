@@ -5,11 +5,11 @@
 #include <cmath>
 #include <map>
 
+#include "core/load_error.hpp"
+#include "core/mapped_file.hpp"
+#include "formats/gguf.hpp"
+#include "formats/safetensors.hpp"
 #include "kernels/cpu/convert.hpp"
-#include "runtime/gguf.hpp"
-#include "runtime/load_error.hpp"
-#include "runtime/mapped_file.hpp"
-#include "runtime/safetensors.hpp"
 
 namespace orzo {
 

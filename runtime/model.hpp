@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.hpp"
 #include "runtime/model_config.hpp"
-#include "runtime/tensor.hpp"
 
 namespace orzo {
 

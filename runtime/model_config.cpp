@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/gguf.hpp"
-#include "runtime/load_error.hpp"
+#include "core/load_error.hpp"
+#include "formats/gguf.hpp"
 
 namespace orzo {
 

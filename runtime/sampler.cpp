@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
-#include "runtime/exp_nonpositive.hpp"
-#include "runtime/philox.hpp"
+#include "core/exp_nonpositive.hpp"
+#include "core/philox.hpp"
 
 namespace orzo {
 namespace {

@@ -16,7 +16,7 @@
 // Candidates are ordered most likely first (by the final logit), equal logits by ascending
 // token id, so a draw is a pure function of (logits, recent, params, seed, step).
 //
-// The uniform for step n is philox_uniform(seed, n) (runtime/philox.hpp); the sampler counts
+// The uniform for step n is philox_uniform(seed, n) (core/philox.hpp); the sampler counts
 // its steps itself, one per call, greedy calls included, so step n is the request's (n+1)-th
 // token. A CUDA sampler using the same uniform and weights (sampling_weight) makes the same
 // draws, except where u falls within summation rounding of the boundary between two tokens.
@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "protocol/sampling_params.hpp"
+#include "core/sampling_params.hpp"
 
 namespace orzo {
 
@@ -57,7 +57,7 @@ void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
 // exp(x) for x <= 0 (x > 0 gives 1), within 8e-8 relative (checked for every float in
 // (-87, 0)); 0 below -87 and for NaN.
 // The candidates' weights, exp((logit - max logit) / temperature), come from this function:
-// exp_nonpositive (runtime/exp_nonpositive.hpp), plain float operations and fma, which
+// exp_nonpositive (core/exp_nonpositive.hpp), plain float operations and fma, which
 // vectorize here and which the CUDA sampling kernel compiles from the same definition, so
 // both give the same bits where std::exp differs from one math library to the next.
 float sampling_weight(float x);

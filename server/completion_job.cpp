@@ -1,8 +1,8 @@
 #include "server/completion_job.hpp"
 
-#include "runtime/text/tokenizer.hpp"
 #include "server/api_error.hpp"
 #include "server/metrics.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
 

@@ -5,7 +5,7 @@
 // preemptions), read fresh from the batcher for each scrape. Names follow vLLM's with an
 // "orzo:" prefix, so dashboards carry over; every series has a model_name label.
 
-#include "protocol/health.hpp"
+#include "protocol/status.hpp"
 
 #include <cstdint>
 #include <mutex>

@@ -1,12 +1,12 @@
 #include "server/openai_api.hpp"
 
 #include "actors/engine.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "chat_template/chat_template.hpp"
 #include "server/api_error.hpp"
 #include "server/completion_job.hpp"
 #include "server/json_text.hpp"
 #include "server/openai_request.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
 

@@ -11,7 +11,7 @@
 // orzo does not implement (tools, response_format other than text, best_of > n, suffix, ...)
 // are refused by name rather than ignored.
 
-#include "protocol/sampling_params.hpp"
+#include "core/sampling_params.hpp"
 #include "server/api_error.hpp"
 
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 // decides what goes in, these write it out. Strings are dumped with invalid UTF-8 replaced
 // (a token's bytes may be part of a character), never throwing.
 
-#include "runtime/text/decode_table.hpp"
+#include "text/decode_table.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -22,11 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+#include "formats/gguf_writer.hpp"
+#include "formats/safetensors_writer.hpp"
 #include "kernels/cpu/convert.hpp"
-#include "runtime/dtype.hpp"
-#include "runtime/gguf_writer.hpp"
-#include "runtime/safetensors_writer.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace orzo {
 namespace {

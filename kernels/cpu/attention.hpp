@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/forward_batch.hpp"
-#include "runtime/kv_cache.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/forward_batch.hpp"
+#include "core/kv_cache.hpp"
+#include "core/thread_pool.hpp"
 
 namespace orzo::cpu {
 

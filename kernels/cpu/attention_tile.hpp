@@ -10,7 +10,7 @@
 // arithmetic, the same sequence of operations in every lane, never mixes with another's.
 #include <cstdint>
 
-#include "runtime/kv_cache.hpp"
+#include "core/kv_cache.hpp"
 
 namespace orzo::cpu {
 

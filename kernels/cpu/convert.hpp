@@ -3,7 +3,7 @@
 // lookup and the GGUF writer go through these, so each dtype is decoded in one place.
 #include <cstdint>
 
-#include "runtime/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace orzo::cpu {
 

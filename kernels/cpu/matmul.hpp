@@ -3,8 +3,8 @@
 // type: activations are f32 and accumulation is f32.
 #include <cstdint>
 
-#include "runtime/tensor.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
 
 namespace orzo::cpu {
 

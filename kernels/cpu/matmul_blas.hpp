@@ -4,8 +4,8 @@
 // multiplies the tile with a single-threaded sgemm.
 #include <cstdint>
 
-#include "runtime/tensor.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
 
 namespace orzo::cpu {
 

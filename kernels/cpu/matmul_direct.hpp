@@ -5,8 +5,8 @@
 // with every activation row (up to 8 at a time) while it is in cache.
 #include <cstdint>
 
-#include "runtime/tensor.hpp"
-#include "runtime/thread_pool.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
 
 namespace orzo::cpu {
 

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/forward_batch.hpp"
 #include "kernels/cuda/elem.hpp"
-#include "runtime/forward_batch.hpp"
 
 namespace orzo::cuda {
 

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/exp_nonpositive.hpp"
+#include "core/philox.hpp"
 #include "kernels/cuda/check.hpp"
-#include "runtime/exp_nonpositive.hpp"
-#include "runtime/philox.hpp"
 
 // One block walks one row through the CPU Sampler's stages. Where the CPU sorts (top-k heap,
 // buckets), the block searches instead: every token has a unique 64-bit order key (final

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_cache.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/sampling.hpp"
@@ -23,7 +24,6 @@
 #include "runtime/cuda/device_weights.hpp"
 #include "runtime/cuda/draw_packing.hpp"
 #include "runtime/cuda/staged_upload.hpp"
-#include "runtime/kv_cache.hpp"
 #include "runtime/layer_backend.hpp"
 #include "runtime/model.hpp"
 

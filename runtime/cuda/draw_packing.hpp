@@ -1,12 +1,12 @@
 #pragma once
-// The host half of GPU sampling: each logit row's DrawPlan (runtime/draw_plan.hpp) packed
+// The host half of GPU sampling: each logit row's DrawPlan (core/draw_plan.hpp) packed
 // into the flat arrays the sampling kernel reads (kernels/cuda/sampling.hpp), and the
 // kernel's answers turned back into SampleResults. Pure host code.
 #include <cstdint>
 #include <vector>
 
+#include "core/draw_plan.hpp"
 #include "kernels/cuda/sampling.hpp"
-#include "runtime/draw_plan.hpp"
 #include "runtime/sampler.hpp"
 
 namespace orzo::cuda {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/text/chat_template.hpp"
+#include "chat_template/chat_template.hpp"
 
 namespace {
 

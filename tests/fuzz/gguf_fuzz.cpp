@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/gguf.hpp"
-#include "runtime/load_error.hpp"
+#include "core/load_error.hpp"
+#include "formats/gguf.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/load_error.hpp"
+#include "core/load_error.hpp"
 #include "runtime/model_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/placement.hpp"
+#include "stages/placement.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/load_error.hpp"
-#include "runtime/safetensors.hpp"
+#include "core/load_error.hpp"
+#include "formats/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   orzo::SafetensorsFile f;

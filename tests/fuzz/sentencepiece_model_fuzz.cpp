@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/load_error.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "core/load_error.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/text/decode_table.hpp"
-#include "runtime/text/detokenizer.hpp"
-#include "runtime/text/stop_matcher.hpp"
-#include "runtime/text/utf8.hpp"
+#include "text/decode_table.hpp"
+#include "text/detokenizer.hpp"
+#include "text/stop_matcher.hpp"
+#include "text/utf8.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/load_error.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "core/load_error.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

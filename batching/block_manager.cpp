@@ -1,0 +1,276 @@
+#include "batching/block_manager.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace orzo {
+namespace {
+
+// The splitmix64 finalizer: every input bit reaches every output bit.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+size_t to_size(int32_t n) { return static_cast<size_t>(n); }
+
+[[noreturn]] void broken(const std::string& what) { throw std::logic_error("BlockManager: " + what); }
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
+    : block_size_(block_size), prefix_caching_(prefix_caching) {
+  if (num_blocks < 1) throw std::invalid_argument("BlockManager: num_blocks must be >= 1, got " + std::to_string(num_blocks));
+  if (block_size < 1) throw std::invalid_argument("BlockManager: block_size must be >= 1, got " + std::to_string(block_size));
+  blocks_.resize(to_size(num_blocks));
+  if (prefix_caching) {
+    block_tokens_.resize(to_size(num_blocks) * to_size(block_size));
+    index_.reserve(to_size(num_blocks));
+  }
+  free_.reserve(to_size(num_blocks));
+  // Pushed in reverse so that a fresh pool hands out 0, 1, 2, ...
+  for (int32_t id = num_blocks - 1; id >= 0; --id) free_.push_back(id);
+}
+
+uint64_t BlockManager::chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
+  uint64_t h = mix(parent ^ 0x9e3779b97f4a7c15ULL);
+  for (int32_t i = 0; i < n; ++i) h = mix(h + static_cast<uint32_t>(tokens[i]));
+  return mix(h ^ static_cast<uint64_t>(n));
+}
+
+void BlockManager::set_hash_function(HashFunction hash) {
+  if (!index_.empty()) throw std::logic_error("BlockManager: the hash function can only change while nothing is registered");
+  hash_ = hash;
+}
+
+bool BlockManager::holds(int32_t id, uint64_t parent, const int32_t* tokens) const {
+  return blocks_[to_size(id)].parent_registration == parent &&
+         std::equal(tokens, tokens + block_size_, block_tokens_.data() + tokens_at(id));
+}
+
+int32_t BlockManager::find(uint64_t hash, uint64_t parent, const int32_t* tokens) const {
+  auto it = index_.find(hash);
+  return it != index_.end() && holds(it->second, parent, tokens) ? it->second : -1;
+}
+
+size_t BlockManager::tokens_at(int32_t id) const { return to_size(id) * to_size(block_size_); }
+
+bool BlockManager::alive(uint64_t hash, uint64_t registration) const {
+  auto it = index_.find(hash);
+  return it != index_.end() && blocks_[to_size(it->second)].registration == registration;
+}
+
+template <typename OnHit>
+int32_t BlockManager::walk(const int32_t* tokens, int32_t max_blocks, OnHit on_hit) const {
+  if (!prefix_caching_) return 0;
+  uint64_t hash = 0, parent = kRoot;
+  int32_t hits = 0;
+  for (; hits < max_blocks; ++hits) {
+    const int32_t* block_tokens = tokens + static_cast<ptrdiff_t>(hits) * block_size_;
+    hash = hash_(hash, block_tokens, block_size_);
+    const int32_t id = find(hash, parent, block_tokens);
+    if (id < 0) break;
+    on_hit(id, hash);
+    parent = blocks_[to_size(id)].registration;
+  }
+  return hits;
+}
+
+int32_t BlockManager::cached_prefix_tokens(const int32_t* tokens, int32_t n) const {
+  if (n < 1) return 0;
+  return walk(tokens, (n - 1) / block_size_, [](int32_t, uint64_t) {}) * block_size_;
+}
+
+int32_t BlockManager::take_cached_prefix(SequenceBlocks& seq, const int32_t* tokens, int32_t n) {
+  if (!seq.table.empty()) throw std::logic_error("BlockManager::take_cached_prefix: the sequence already holds blocks");
+  if (n < 1 || !prefix_caching_) return 0;
+  const int32_t hits = walk(tokens, (n - 1) / block_size_, [&](int32_t id, uint64_t hash) {
+    Block& b = blocks_[to_size(id)];
+    if (b.refcount++ == 0) {
+      lru_unlink(id);
+      b.where = Where::used;
+    }
+    seq.table.push_back(id);
+    seq.hashes.push_back(hash);
+    seq.registrations.push_back(b.registration);
+  });
+  const int32_t covered = hits * block_size_;
+  ++stats_.prefix_queries;
+  stats_.prefix_query_tokens += static_cast<uint64_t>(n);
+  stats_.prefix_hit_tokens += static_cast<uint64_t>(covered);
+  return covered;
+}
+
+bool BlockManager::allocate(SequenceBlocks& seq, int32_t num_tokens) {
+  const int64_t wanted = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
+  const int64_t missing = wanted - static_cast<int64_t>(seq.table.size());
+  if (missing <= 0) return true;
+  if (missing > num_free()) return false;
+  for (int64_t i = 0; i < missing; ++i) seq.table.push_back(take_block());
+  return true;
+}
+
+int32_t BlockManager::take_block() {
+  int32_t id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = lru_head_;
+    lru_unlink(id);
+    unregister(blocks_[to_size(id)]);
+    ++stats_.evictions;
+  }
+  Block& b = blocks_[to_size(id)];
+  b.refcount = 1;
+  b.where = Where::used;
+  return id;
+}
+
+void BlockManager::commit(SequenceBlocks& seq, const int32_t* tokens, int32_t num_computed) {
+  if (!prefix_caching_) return;
+  const size_t full = std::min(to_size(std::max(num_computed, 0) / block_size_), seq.table.size());
+  for (size_t j = seq.hashes.size(); j < full; ++j) {
+    const int32_t* block_tokens = tokens + j * to_size(block_size_);
+    const uint64_t parent_hash = j == 0 ? 0 : seq.hashes[j - 1];
+    const uint64_t parent = j == 0 ? kRoot : seq.registrations[j - 1];
+    const uint64_t hash = hash_(parent_hash, block_tokens, block_size_);
+    uint64_t registration = kUnregistered;
+    // The parent is the sequence's own block, alive, or a duplicate's original, which may
+    // have been evicted since; a child registered under it could never be reached, so the
+    // chain stops there.
+    const bool own_parent = j > 0 && parent != kUnregistered && blocks_[to_size(seq.table[j - 1])].registration == parent;
+    if (parent == kRoot || own_parent || alive(parent_hash, parent)) {
+      if (auto it = index_.find(hash); it == index_.end()) {
+        const int32_t id = seq.table[j];
+        Block& b = blocks_[to_size(id)];
+        b.hash = hash;
+        b.registration = registration = next_registration_++;
+        b.parent_registration = parent;
+        std::copy(block_tokens, block_tokens + block_size_, block_tokens_.data() + tokens_at(id));
+        index_.emplace(hash, id);
+      } else if (holds(it->second, parent, block_tokens)) {
+        registration = blocks_[to_size(it->second)].registration;
+      }
+    }
+    seq.hashes.push_back(hash);
+    seq.registrations.push_back(registration);
+  }
+}
+
+void BlockManager::release(SequenceBlocks& seq) {
+  for (auto it = seq.table.rbegin(); it != seq.table.rend(); ++it) {
+    Block& b = blocks_[to_size(*it)];
+    if (--b.refcount > 0) continue;
+    if (b.registration != kUnregistered) {
+      b.where = Where::cached;
+      lru_push_back(*it);
+    } else {
+      b.where = Where::free;
+      free_.push_back(*it);
+    }
+  }
+  seq.table.clear();
+  seq.hashes.clear();
+  seq.registrations.clear();
+}
+
+void BlockManager::forget_cached() {
+  if (num_used() != 0)
+    throw std::logic_error("BlockManager: cannot forget the prefix cache while " + std::to_string(num_used()) +
+                           " blocks are in use");
+  while (lru_head_ >= 0) {
+    const int32_t id = lru_head_;
+    lru_unlink(id);
+    Block& b = blocks_[to_size(id)];
+    unregister(b);
+    b.where = Where::free;
+    free_.push_back(id);
+  }
+}
+
+void BlockManager::lru_push_back(int32_t id) {
+  Block& b = blocks_[to_size(id)];
+  b.lru_prev = lru_tail_;
+  b.lru_next = -1;
+  (lru_tail_ >= 0 ? blocks_[to_size(lru_tail_)].lru_next : lru_head_) = id;
+  lru_tail_ = id;
+  ++num_cached_;
+}
+
+void BlockManager::lru_unlink(int32_t id) {
+  Block& b = blocks_[to_size(id)];
+  (b.lru_prev >= 0 ? blocks_[to_size(b.lru_prev)].lru_next : lru_head_) = b.lru_next;
+  (b.lru_next >= 0 ? blocks_[to_size(b.lru_next)].lru_prev : lru_tail_) = b.lru_prev;
+  b.lru_prev = b.lru_next = -1;
+  --num_cached_;
+}
+
+void BlockManager::unregister(Block& b) {
+  index_.erase(b.hash);
+  b.registration = b.parent_registration = kUnregistered;
+  b.hash = 0;
+}
+
+void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
+  const size_t n = blocks_.size();
+  std::vector<int32_t> holders(n, 0);
+  for (const SequenceBlocks* seq : live) {
+    for (int32_t id : seq->table) {
+      if (id < 0 || to_size(id) >= n) broken("a sequence table holds block id " + std::to_string(id) + ", outside the pool");
+      ++holders[to_size(id)];
+    }
+    if (seq->hashes.size() != seq->registrations.size() || seq->hashes.size() > seq->table.size())
+      broken("a sequence has " + std::to_string(seq->hashes.size()) + " hashes and " +
+             std::to_string(seq->registrations.size()) + " registrations for " + std::to_string(seq->table.size()) +
+             " blocks");
+  }
+  std::vector<uint8_t> listed(n, 0);
+  auto visit = [&](int32_t id, const char* list) {
+    if (id < 0 || to_size(id) >= n) broken(std::string("the ") + list + " list holds block id " + std::to_string(id));
+    if (listed[to_size(id)]++) broken("block " + std::to_string(id) + " is listed twice (seen again in the " + list + " list)");
+  };
+  for (int32_t id : free_) {
+    visit(id, "free");
+    const Block& b = blocks_[to_size(id)];
+    if (b.where != Where::free || b.registration != kUnregistered)
+      broken("block " + std::to_string(id) + " is on the free list but not marked free and unregistered");
+  }
+  int32_t cached = 0, prev = -1;
+  for (int32_t id = lru_head_; id >= 0; prev = id, id = blocks_[to_size(id)].lru_next) {
+    visit(id, "cached");
+    const Block& b = blocks_[to_size(id)];
+    if (b.lru_prev != prev) broken("the LRU list is broken at block " + std::to_string(id));
+    if (b.where != Where::cached || b.registration == kUnregistered)
+      broken("block " + std::to_string(id) + " is on the LRU list but not marked cached and registered");
+    ++cached;
+  }
+  if (prev != lru_tail_) broken("the LRU tail is not the last block of the list");
+  if (cached != num_cached_) broken("the cached count is " + std::to_string(num_cached_) + ", the LRU list holds " + std::to_string(cached));
+  for (size_t i = 0; i < n; ++i) {
+    const Block& b = blocks_[i];
+    const std::string name = "block " + std::to_string(i);
+    if (b.refcount != holders[i])
+      broken(name + " has refcount " + std::to_string(b.refcount) + " but " + std::to_string(holders[i]) + " tables hold it");
+    if ((b.refcount > 0) != (b.where == Where::used)) broken(name + " is marked used iff its refcount is > 0, which fails");
+    if (b.where == Where::used && listed[i]) broken(name + " is used yet on a free or cached list");
+    if (b.where != Where::used && !listed[i]) broken(name + " has refcount 0 yet is on neither the free nor the LRU list");
+    if (b.registration != kUnregistered) {
+      auto it = index_.find(b.hash);
+      if (it == index_.end() || to_size(it->second) != i) broken(name + " is registered but the index does not point at it");
+    }
+  }
+  for (const auto& [hash, id] : index_) {
+    if (id < 0 || to_size(id) >= n) broken("the hash index points at block id " + std::to_string(id));
+    const Block& b = blocks_[to_size(id)];
+    if (b.registration == kUnregistered || b.hash != hash)
+      broken("the hash index points at block " + std::to_string(id) + ", whose stored hash differs");
+  }
+}
+
+}  // namespace orzo

@@ -1,0 +1,111 @@
+#pragma once
+// Continuous batching in the spirit of vLLM V1: every step mixes the decode rows of running
+// sequences with chunks of prompts still being prefilled, under a token budget and a cap on
+// running sequences. When the KV pool runs dry, the sequence served last is preempted: its
+// blocks are released and it returns to the front of the waiting queue, to be recomputed
+// later (its full blocks usually still sit in the prefix cache, so recomputing is cheap).
+//
+// One step, as the batcher drives it:
+//   plan = schedule();  run the chunks;  complete(plan);  append sampled tokens;  remove() the finished.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "batching/block_manager.hpp"
+#include "batching/sequence.hpp"
+
+namespace orzo {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;             // running sequences at most
+  int32_t max_num_batched_tokens = 2048;  // rows per step at most
+  int32_t max_waiting = 1024;             // add() refuses beyond this many waiting (free running slots aside)
+  bool priority = false;                  // false: FCFS (priority ignored); true: by (priority, arrival)
+};
+
+// Rows seq->tokens[first_pos, first_pos + count). sample: the chunk reaches the end of
+// seq->tokens, so its last row yields logits.
+struct ScheduledChunk {
+  Sequence* seq;
+  int32_t first_pos;
+  int32_t count;
+  bool sample;
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // decode rows first, then prefill chunks
+  // Moved back to waiting while planning (blocks released); never also in `chunks`.
+  std::vector<Sequence*> preempted;
+  int32_t num_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  // Throws std::invalid_argument unless every limit in `config` is >= 1.
+  Scheduler(SchedulerConfig config, BlockManager& blocks);
+
+  // Queues a sequence (state waiting, no blocks, at least one token; std::invalid_argument
+  // otherwise) and stamps its arrival. False, with seq untouched, when max_waiting are waiting
+  // besides those the free running slots will take at the next step.
+  bool add(Sequence& seq);
+
+  // Takes seq out of whichever queue holds it, releases its blocks and marks it finished.
+  // Harmless on a finished sequence. A sequence removed between schedule() and complete()
+  // is skipped by complete() (the object must outlive that call).
+  void remove(Sequence& seq);
+
+  // Plans one step:
+  //  1. running sequences with one token left (decode rows), in admission order; one that
+  //     cannot get a block for it preempts the running sequence served last (see below) and
+  //     retries; when that victim is the sequence itself, it is the one preempted.
+  //  2. running sequences still prefilling: a chunk of min(tokens left, budget), with the
+  //     same preemption rule.
+  //  3. only when nothing was preempted (the pool is tight), waiting sequences in queue order
+  //     while fewer than max_num_seqs run and budget remains: the prefix cache serves what
+  //     it can, then a chunk is allocated; the first that cannot get its blocks stops
+  //     admission (waiting sequences never preempt).
+  // "Served last" is the latest admitted in FCFS mode, the highest (priority, arrival) in
+  // priority mode. A victim already planned this step is taken out of the plan again. In
+  // FCFS mode a victim goes to the front of the waiting queue; in priority mode the queue
+  // stays sorted by (priority, arrival), victims included.
+  // Each admission attempt counts as a prefix-cache query, a failed one too.
+  StepPlan schedule();
+
+  // The plan ran: advances num_computed by each chunk and registers newly full blocks in
+  // the prefix cache. std::logic_error when a chunk no longer starts at its sequence's
+  // num_computed (a plan completed twice, or out of order).
+  void complete(const StepPlan& plan);
+
+  // Whether seq, with one more token, fits the whole pool at all. A sequence that does not
+  // would wait forever, holding up admission behind it: the batcher refuses it up front,
+  // and ends generation before a sequence's tokens exceed capacity_tokens().
+  bool fits(const Sequence& seq) const;
+  // The most positions one sequence can ever hold: the batcher caps generation by it.
+  int64_t capacity_tokens() const;
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }  // admission order
+  std::vector<const SequenceBlocks*> live_blocks() const;              // for BlockManager::check
+
+ private:
+  // Grows seq's blocks to `num_tokens` positions, preempting as schedule() describes.
+  // False when seq itself had to be preempted.
+  bool reserve(Sequence& seq, int32_t num_tokens, StepPlan& plan, int32_t& budget);
+  Sequence& choose_victim() const;
+  void preempt(Sequence& victim, StepPlan& plan, int32_t& budget);
+  void enqueue(Sequence& seq, bool front);
+  bool served_before(const Sequence& a, const Sequence& b) const;
+
+  SchedulerConfig config_;
+  BlockManager& blocks_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  std::vector<Sequence*> snapshot_;  // running_ at the start of a phase; reused to avoid allocating
+  uint64_t next_arrival_ = 0;
+};
+
+}  // namespace orzo

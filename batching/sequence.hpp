@@ -1,0 +1,29 @@
+#pragma once
+// The scheduler's view of one request: token ids only (prompt, then what was generated),
+// how far its KV has been computed, and the blocks holding that KV. The batcher owns the
+// object and appends sampled tokens; the scheduler moves it between its queues.
+#include <cstdint>
+#include <vector>
+
+#include "batching/block_manager.hpp"
+
+namespace orzo {
+
+struct Sequence {
+  enum class State { waiting, running, finished };
+
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt then generated tokens
+  int32_t prompt_len = 0;
+  int32_t num_computed = 0;  // leading tokens whose KV is in the cache
+  int32_t num_cached = 0;    // prompt tokens the prefix cache served at first admission (for usage)
+  int32_t priority = 0;      // lower is served first (vLLM's convention); ties by arrival
+  uint64_t arrival = 0;      // set by Scheduler::add, increasing
+  int32_t preemptions = 0;
+  State state = State::waiting;
+  SequenceBlocks blocks;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+};
+
+}  // namespace orzo

@@ -1,0 +1,21 @@
+#pragma once
+// What a device sampler needs to draw one logit row as the CPU Sampler would: the request's
+// params, the Philox (seed, step) of this draw, and the tokens its penalties count. The
+// BatchSampler makes plans (runtime/batch_sampler.hpp); a backend that samples on its device
+// consumes them (runtime/layer_backend.hpp).
+#include <cstddef>
+#include <cstdint>
+
+#include "core/sampling_params.hpp"
+
+namespace orzo {
+
+struct DrawPlan {
+  const SamplingParams* params = nullptr;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  const int32_t* recent = nullptr;  // the penalty window, oldest first; valid until the next plan
+  size_t n_recent = 0;
+};
+
+}  // namespace orzo

@@ -1,0 +1,19 @@
+#include "core/kv_cache.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace orzo {
+
+KvCache::KvCache(int64_t layers, int32_t num_blocks, int32_t block_size, int64_t kv_dim)
+    : num_blocks_(num_blocks), block_size_(block_size), kv_dim_(kv_dim) {
+  if (layers < 0 || num_blocks <= 0 || block_size <= 0 || kv_dim <= 0)
+    throw std::invalid_argument("KvCache: layers, blocks, block size and kv_dim must be positive (blocks " +
+                                std::to_string(num_blocks) + ", block size " + std::to_string(block_size) + ")");
+  const size_t n = static_cast<size_t>(layers) * static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
+                   static_cast<size_t>(kv_dim);
+  keys_.assign(n, 0.0f);
+  values_.assign(n, 0.0f);
+}
+
+}  // namespace orzo

@@ -1,0 +1,35 @@
+#pragma once
+// A read-only view of one stored weight tensor: its bytes stay in the mapped file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace orzo {
+
+struct TensorView {
+  std::string name;            // canonical (HF) name, e.g. model.layers.0.self_attn.q_proj.weight
+  std::string file;            // the file it was read from, for error messages
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // outermost first, as in PyTorch: a Linear weight is [out, in]
+  const void* data = nullptr;
+  size_t nbytes = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * dtype_row_bytes(dtype, cols());
+  }
+};
+
+}  // namespace orzo

@@ -1,0 +1,47 @@
+#pragma once
+// How the model is serving: its health (anyone -> batcher `health`: /health, a joining
+// worker's wait) and the batcher's counters (anyone -> batcher `stats`: what /metrics shows).
+
+#include "protocol/membership.hpp"
+
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace orzo {
+
+struct ModelHealth {
+  bool healthy = false;
+  std::string detail;        // why not, when not
+  std::vector<WorkerInfo> workers;
+};
+
+struct BatcherStats {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;
+  uint64_t steps = 0;
+  uint64_t prompt_tokens = 0;            // admitted prompt tokens
+  uint64_t generated_tokens = 0;
+  uint64_t prefix_query_tokens = 0;      // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t preemptions = 0;
+  std::vector<uint64_t> finished;        // requests ended, indexed by FinishReason
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ModelHealth& x) {
+  return f(caf::meta::type_name("model_health"), x.healthy, x.detail, x.workers);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BatcherStats& x) {
+  return f(caf::meta::type_name("batcher_stats"), x.running, x.waiting, x.kv_blocks_total, x.kv_blocks_used,
+           x.steps, x.prompt_tokens, x.generated_tokens, x.prefix_query_tokens, x.prefix_hit_tokens,
+           x.preemptions, x.finished);
+}
+
+}  // namespace orzo

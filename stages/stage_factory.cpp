@@ -1,0 +1,134 @@
+#include "stages/stage_factory.hpp"
+
+#include "runtime/cpu_backend.hpp"
+#include "runtime/model.hpp"
+
+#ifdef ORZO_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.hpp"
+#endif
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace orzo {
+namespace {
+
+int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+// Enough blocks for every sequence at full context, within the byte budget, and never fewer
+// than one full context (a smaller pool could not serve a long request at all).
+int32_t auto_kv_blocks(const ModelConfig& cfg, const StageTerms& terms, const StageOptions& o) {
+  const int64_t bytes_per_block = 2 * cfg.num_layers * cfg.kv_dim() * int64_t{sizeof(float)} * terms.block_size;
+  const int32_t per_context = ceil_div(terms.max_model_len, terms.block_size);
+  const int64_t wanted = int64_t{per_context} * terms.max_seqs;
+  const int64_t affordable = o.kv_budget_bytes / bytes_per_block;
+  return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), per_context + 1));
+}
+
+CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, const StageOptions& options) {
+  CpuBackend::Options o;
+  o.range = stage.layers;
+  o.kv_blocks = terms.kv_blocks;
+  o.block_size = terms.block_size;
+  o.threads = options.threads;
+  o.max_rows = terms.max_rows;
+  return o;
+}
+
+#ifdef ORZO_HAVE_CUDA
+cuda::CudaBackend::Options cuda_options(const Stage& stage, const StageTerms& terms, const StageOptions& options) {
+  cuda::CudaBackend::Options o;
+  o.device = stage.device_index;
+  o.range = stage.layers;
+  o.block_size = terms.block_size;
+  o.max_rows = terms.max_rows;
+  o.max_seqs = terms.max_seqs;
+  o.max_model_len = terms.max_model_len;
+  o.gpu_memory_utilization = options.gpu_memory_utilization;
+  o.cuda_graphs = options.cuda_graphs;
+  return o;
+}
+
+// The GPU stages are made first: what KV pool they can afford bounds the pipeline's, which
+// every stage holds with the same block ids. Adjacent GPU stages pass hidden states device to
+// device.
+std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Model>& model,
+                                                 const std::vector<Stage>& stages, const StageTerms& terms,
+                                                 const StageOptions& options,
+                                                 std::vector<std::unique_ptr<LayerBackend>>& backends) {
+  std::vector<cuda::CudaBackend*> made;
+  cuda::CudaBackend* previous = nullptr;  // the stage before, when it is a GPU stage
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].device != "cuda") {
+      previous = nullptr;
+      continue;
+    }
+    auto backend = std::make_unique<cuda::CudaBackend>(model, cuda_options(stages[i], terms, options));
+    if (previous) backend->receive_from(*previous);
+    previous = backend.get();
+    made.push_back(previous);
+    backends[i] = std::move(backend);
+  }
+  return made;
+}
+
+// The pool the GPU stages can hold, within what was asked for (0: no bound).
+int32_t gpu_kv_blocks(const std::vector<cuda::CudaBackend*>& gpu_stages, const StageTerms& terms, int32_t asked) {
+  const int32_t per_context = ceil_div(terms.max_model_len, terms.block_size);
+  const int32_t affordable = cuda::CudaBackend::affordable_kv_blocks(gpu_stages);
+  if (affordable < per_context)
+    throw std::invalid_argument(gpu_stages.front()->device_name() + ": GPU memory for " + std::to_string(affordable) +
+                                " KV blocks, one context of " + std::to_string(terms.max_model_len) + " tokens needs " +
+                                std::to_string(per_context) +
+                                ": lower --max-model-len or raise --gpu-memory-utilization");
+  return asked > 0 ? std::min(asked, affordable) : affordable;
+}
+#endif
+
+[[noreturn]] void no_cuda() {
+  throw std::invalid_argument("placement: cuda stages need orzo built with CUDA (ORZO_CUDA=ON)");
+}
+
+}  // namespace
+
+PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
+                                        StageTerms terms, const StageOptions& options) {
+  bool cpu = false, gpu = false;
+  for (const auto& stage : stages) {
+    cpu = cpu || stage.device == "cpu";
+    gpu = gpu || stage.device == "cuda";
+  }
+  const bool sized = terms.kv_blocks > 0;
+  if (!sized && (cpu || !gpu)) terms.kv_blocks = auto_kv_blocks(model->config(), terms, options);
+  PipelineBackends out;
+  out.backends.resize(stages.size());
+#ifdef ORZO_HAVE_CUDA
+  const auto gpu_stages = make_cuda_stages(model, stages, terms, options, out.backends);
+  if (!sized && gpu) terms.kv_blocks = gpu_kv_blocks(gpu_stages, terms, terms.kv_blocks);
+  for (auto* stage : gpu_stages) stage->allocate_kv(terms.kv_blocks);
+#else
+  if (gpu) no_cuda();
+#endif
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].device == "cpu") out.backends[i] = std::make_unique<CpuBackend>(model, cpu_options(stages[i], terms, options));
+  out.kv_blocks = terms.kv_blocks;
+  return out;
+}
+
+std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
+                                                 const StageTerms& terms, const StageOptions& options) {
+  if (stage.device == "cpu") return std::make_unique<CpuBackend>(std::move(model), cpu_options(stage, terms, options));
+#ifdef ORZO_HAVE_CUDA
+  if (stage.device == "cuda") {
+    auto backend = std::make_unique<cuda::CudaBackend>(std::move(model), cuda_options(stage, terms, options));
+    backend->allocate_kv(terms.kv_blocks);
+    return backend;
+  }
+#endif
+  if (stage.device == "cuda") no_cuda();
+  throw std::invalid_argument("a " + stage.device + " stage has no backend in this process");
+}
+
+}  // namespace orzo

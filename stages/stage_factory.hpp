@@ -1,0 +1,42 @@
+#pragma once
+// Builds the backend of each stage of a placement (CpuBackend, CudaBackend) and sizes the KV
+// pool that every stage of the pipeline holds with the same block ids. The actors spawn a
+// worker around each backend; this file knows nothing of them.
+#include "core/stage_terms.hpp"
+#include "runtime/layer_backend.hpp"
+#include "stages/placement.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace orzo {
+
+class Model;
+
+// The knobs of a stage's backend that neither the placement nor the batcher's terms say.
+struct StageOptions {
+  int threads = 0;                              // CPU threads per CPU stage; 0: all hardware threads
+  int64_t kv_budget_bytes = int64_t{1} << 30;   // host memory for the KV of CPU stages
+  double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
+  bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
+};
+
+struct PipelineBackends {
+  std::vector<std::unique_ptr<LayerBackend>> backends;  // one per stage, null for remote stages
+  int32_t kv_blocks = 0;                                 // the pool every stage holds
+};
+
+// A backend for every local stage of `stages`, built to `terms`. terms.kv_blocks <= 0 sizes the
+// pool: enough for max_seqs full contexts within kv_budget_bytes on the CPU, what the devices
+// afford on GPUs, the least of the two when both serve. Throws std::invalid_argument (CUDA
+// stages without CUDA, a GPU that cannot hold one context) or a CUDA error naming the device.
+PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
+                                        StageTerms terms, const StageOptions& options);
+
+// One stage's backend, built to a batcher's terms (its KV pool allocated): what `orzo worker`
+// runs when it joins. Throws as make_pipeline_backends does.
+std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
+                                                 const StageTerms& terms, const StageOptions& options);
+
+}  // namespace orzo

@@ -1,0 +1,409 @@
+// The actor runtime over the null backend (no math): the delivery contract, limits,
+// admission control, cancellation, session deaths, failing and dying workers, and a
+// thousand concurrent sessions on a pool small enough to force preemption.
+
+#include "tests/support/actor_harness.hpp"
+
+#include "actors/engine.hpp"
+#include "protocol/errors.hpp"
+#include "runtime/null_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace orzo {
+namespace {
+
+using testing::Collector;
+using testing::eventually;
+using testing::stats_of;
+
+constexpr int32_t kVocab = 64;
+
+// Holds steps until opened, so tests can line requests up deterministically.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = true;
+  int credits = 0;  // steps still let through while closed
+  void set(bool value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = value;
+    cv.notify_all();
+  }
+  // Closes, letting `steps` more steps through first.
+  void allow(int steps) {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = false;
+    credits = steps;
+    cv.notify_all();
+  }
+  void pass() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return open || credits > 0; });
+    if (!open) --credits;
+  }
+};
+
+// The null backend with hooks: a gate before each step, and a step that throws.
+class TestBackend final : public LayerBackend {
+ public:
+  TestBackend(int32_t kv_blocks, Gate* gate, int throw_on_step) : inner_(kVocab, kv_blocks), gate_(gate), throw_on_(throw_on_step) {}
+  LayerRange range() const override { return inner_.range(); }
+  bool embeds() const override { return true; }
+  bool produces_logits() const override { return true; }
+  int32_t kv_blocks() const override { return inner_.kv_blocks(); }
+  void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override {
+    if (gate_) gate_->pass();
+    if (++steps_ == throw_on_) throw std::runtime_error("injected failure");
+    inner_.forward(batch, hidden, logits);
+  }
+
+ private:
+  NullBackend inner_;
+  Gate* gate_;
+  int throw_on_;
+  int steps_ = 0;
+};
+
+BatcherOptions options(int32_t kv_blocks = 256) {
+  BatcherOptions o;
+  o.kv_blocks = kv_blocks;
+  o.block_size = 4;
+  o.max_model_len = 512;
+  o.vocab_size = kVocab;
+  o.eos_token_ids = {kVocab - 1};
+  o.check_invariants = true;
+  return o;
+}
+
+std::unique_ptr<Engine> start(caf::actor_system& sys, BatcherOptions o, Gate* gate = nullptr, int throw_on_step = -1,
+                              WorkerThread thread = WorkerThread::scheduler) {
+  std::vector<std::unique_ptr<LayerBackend>> stages;
+  stages.push_back(std::make_unique<TestBackend>(o.kv_blocks, gate, throw_on_step));
+  return Engine::start_with(sys, std::move(stages), std::move(o), thread);
+}
+
+SessionRequest greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_tokens) {
+  SessionRequest r;
+  r.id = id;
+  r.prompt_ids = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.limits.max_tokens = max_tokens;
+  return r;
+}
+
+// What the null backend generates greedily after `last`, ignoring EOS.
+std::vector<int32_t> counting(int32_t last, int32_t n) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i) out.push_back(last = (last + 1) % kVocab);
+  return out;
+}
+
+class Actors : public ::testing::Test {
+ protected:
+  caf::actor_system_config cfg;
+  caf::actor_system sys{testing::test_config(cfg)};
+};
+
+TEST_F(Actors, StreamsTokensThenOneCompletion) {
+  auto engine = start(sys, options());
+  Collector c;
+  engine->generate(greedy("a", {5, 6, 7}, 10), c.callbacks("a"));
+  ASSERT_TRUE(c.wait(1));
+  auto o = c.outcomes().at("a");
+  EXPECT_EQ(o.tokens, counting(7, 10));
+  ASSERT_EQ(o.completions.size(), 1u);
+  EXPECT_EQ(o.completions[0].reason, FinishReason::length);
+  EXPECT_EQ(o.completions[0].usage.prompt_tokens, 3);
+  EXPECT_EQ(o.completions[0].usage.generated_tokens, 10);
+  EXPECT_EQ(o.chunks_after_completion, 0);
+  EXPECT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).kv_blocks_used == 0; }));
+}
+
+TEST_F(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
+  auto engine = start(sys, options(), nullptr, -1, WorkerThread::own);
+  Collector c;
+  for (int i = 0; i < 8; ++i) engine->generate(greedy("r" + std::to_string(i), {i}, 12), c.callbacks("r" + std::to_string(i)));
+  ASSERT_TRUE(c.wait(8));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(c.outcomes().at("r" + std::to_string(i)).tokens, counting(i, 12)) << i;
+}
+
+TEST_F(Actors, EosStopIdsMinTokensAndIgnoreEos) {
+  auto engine = start(sys, options());
+  Collector c;
+  engine->generate(greedy("eos", {58}, 20), c.callbacks("eos"));  // 59 .. 63 = EOS
+  auto min = greedy("min", {58}, 8);
+  min.limits.min_tokens = 7;  // EOS at the 5th token does not count yet
+  engine->generate(min, c.callbacks("min"));
+  auto ignore = greedy("ignore", {58}, 8);
+  ignore.limits.ignore_eos = true;
+  engine->generate(ignore, c.callbacks("ignore"));
+  auto stop = greedy("stop", {10}, 20);
+  stop.limits.stop_token_ids = {13};
+  engine->generate(stop, c.callbacks("stop"));
+  ASSERT_TRUE(c.wait(4));
+  auto all = c.outcomes();
+  EXPECT_EQ(all["eos"].tokens, counting(58, 5));
+  EXPECT_EQ(all["eos"].completions.at(0).reason, FinishReason::eos);
+  EXPECT_EQ(all["min"].tokens, counting(58, 8));
+  EXPECT_EQ(all["min"].completions.at(0).reason, FinishReason::length);
+  EXPECT_EQ(all["ignore"].tokens, counting(58, 8));
+  EXPECT_EQ(all["stop"].tokens, counting(10, 3));
+  EXPECT_EQ(all["stop"].completions.at(0).reason, FinishReason::stop);
+}
+
+TEST_F(Actors, InvalidRequestsAreRefusedWithOneCompletion) {
+  auto engine = start(sys, options());
+  Collector c;
+  engine->generate(greedy("empty", {}, 4), c.callbacks("empty"));
+  engine->generate(greedy("vocab", {kVocab}, 4), c.callbacks("vocab"));
+  engine->generate(greedy("context", {1, 2}, 511), c.callbacks("context"));
+  auto hot = greedy("temperature", {1}, 4);
+  hot.sampling.temperature = -1;
+  engine->generate(hot, c.callbacks("temperature"));
+  engine->generate(greedy("zero", {1}, 0), c.callbacks("zero"));
+  ASSERT_TRUE(c.wait(5));
+  for (const auto& [id, o] : c.outcomes()) {
+    ASSERT_EQ(o.completions.size(), 1u) << id;
+    EXPECT_EQ(o.completions[0].reason, FinishReason::error) << id;
+    EXPECT_EQ(o.completions[0].error, ErrorCode::invalid_request) << id;
+    EXPECT_FALSE(o.completions[0].message.empty()) << id;
+    EXPECT_TRUE(o.tokens.empty()) << id;
+  }
+}
+
+TEST_F(Actors, QueueLimitRefusesOnlyTheRequestBeyondIt) {
+  Gate gate;
+  gate.set(false);
+  auto o = options();
+  o.scheduler.max_num_seqs = 1;
+  o.scheduler.max_waiting = 3;
+  auto engine = start(sys, o, &gate);
+  Collector c;
+  engine->generate(greedy("running", {1}, 5), c.callbacks("running"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
+  for (int i = 0; i < 3; ++i) engine->generate(greedy("w" + std::to_string(i), {1}, 5), c.callbacks("w" + std::to_string(i)));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 3; }));
+  engine->generate(greedy("over", {1}, 5), c.callbacks("over"));
+  ASSERT_TRUE(c.wait(1, std::chrono::seconds(10)));  // refused while every step is held
+  EXPECT_EQ(c.outcomes().at("over").completions.at(0).error, ErrorCode::overloaded);
+  gate.set(true);
+  ASSERT_TRUE(c.wait(5));
+  for (const auto& [id, out] : c.outcomes()) {
+    if (id == "over") continue;
+    EXPECT_EQ(out.tokens, counting(1, 5)) << id;
+    EXPECT_EQ(out.completions.at(0).reason, FinishReason::length) << id;
+  }
+}
+
+TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
+  Gate gate;
+  auto engine = start(sys, options(), &gate);
+  Collector c;
+  auto long_request = greedy("long", {1}, 400);
+  long_request.limits.ignore_eos = true;
+  gate.allow(3);  // the fourth step is held while the cancel arrives
+  auto session = engine->generate(long_request, c.callbacks("long"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens == 3; }));
+  caf::anon_send(session, cancel_atom::value);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  gate.set(true);
+  ASSERT_TRUE(c.wait(1));
+  auto o = c.outcomes().at("long");
+  EXPECT_EQ(o.completions.at(0).reason, FinishReason::cancelled);
+  EXPECT_EQ(o.tokens, counting(1, 3));  // the held step's token is not delivered
+  EXPECT_TRUE(eventually([&] {
+    auto s = stats_of(sys, engine->batcher());
+    return s.kv_blocks_used == 0 && s.running == 0;
+  }));
+}
+
+TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
+  Gate gate;
+  auto engine = start(sys, options(), &gate);
+  Collector c;
+  auto doomed = greedy("doomed", {1}, 400);
+  doomed.limits.ignore_eos = true;
+  gate.allow(3);  // the fourth step is held while the session dies
+  auto session = engine->generate(doomed, c.callbacks("doomed"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens == 3; }));
+  caf::anon_send_exit(session, caf::exit_reason::kill);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  gate.set(true);
+  EXPECT_TRUE(eventually([&] {
+    auto s = stats_of(sys, engine->batcher());
+    return s.kv_blocks_used == 0 && s.running == 0 && s.finished[static_cast<size_t>(FinishReason::cancelled)] == 1;
+  }));
+}
+
+TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
+  // Step 1 runs a; step 2 a and b; step 3 (a, b) throws; x waits all along (two seats).
+  Gate gate;
+  gate.set(false);
+  auto o = options();
+  o.scheduler.max_num_seqs = 2;
+  auto engine = start(sys, o, &gate, /*throw_on_step=*/3);
+  Collector c;
+  engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
+  engine->generate(greedy("b", {2}, 10), c.callbacks("b"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 1; }));  // b before x
+  engine->generate(greedy("x", {3}, 10), c.callbacks("x"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).waiting == 2; }));
+  gate.set(true);
+  ASSERT_TRUE(c.wait(3));
+  auto all = c.outcomes();
+  for (const char* id : {"a", "b"}) {
+    const auto& done = all[id].completions.at(0);
+    EXPECT_EQ(done.error, ErrorCode::step_failed) << id;
+    EXPECT_NE(done.message.find("injected failure"), std::string::npos) << done.message;
+  }
+  EXPECT_EQ(all["a"].tokens, counting(1, 2));
+  EXPECT_EQ(all["b"].tokens, counting(2, 1));
+  EXPECT_EQ(all["x"].tokens, counting(3, 10));
+  EXPECT_EQ(all["x"].completions.at(0).reason, FinishReason::length);
+  engine->generate(greedy("after", {4}, 6), c.callbacks("after"));
+  ASSERT_TRUE(c.wait(4));
+  EXPECT_EQ(c.outcomes().at("after").tokens, counting(4, 6));
+  EXPECT_TRUE(testing::health_of(sys, engine->batcher()).healthy);
+}
+
+TEST_F(Actors, AWorkerThatDiesFailsItsRequestsAndTheModelTurnsUnhealthy) {
+  Gate gate;
+  gate.set(false);
+  auto engine = start(sys, options(), &gate);
+  Collector c;
+  engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
+  caf::anon_send_exit(engine->workers().front(), caf::exit_reason::kill);
+  gate.set(true);
+  ASSERT_TRUE(c.wait(1));
+  EXPECT_EQ(c.outcomes().at("a").completions.at(0).error, ErrorCode::worker_lost);
+  auto health = testing::health_of(sys, engine->batcher());
+  EXPECT_FALSE(health.healthy);
+  EXPECT_FALSE(health.detail.empty());
+  engine->generate(greedy("later", {1}, 4), c.callbacks("later"));
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_EQ(c.outcomes().at("later").completions.at(0).error, ErrorCode::unavailable);
+}
+
+// A join from this process, as `orzo worker` does it from another: the reply, or the orzo
+// error's code and message.
+std::pair<ErrorCode, std::string> join(caf::actor_system& sys, const batcher_actor& batcher, const worker_actor& worker,
+                                       WorkerInfo info) {
+  caf::scoped_actor self{sys};
+  std::pair<ErrorCode, std::string> out{ErrorCode::none, ""};
+  self->request(batcher, std::chrono::seconds(10), join_atom::value, worker, std::move(info))
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = {error_code_of(e), error_message(e)}; });
+  return out;
+}
+
+TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) {
+  const auto o = options();
+  auto batcher = spawn_batcher(sys, o, {PipelineStage{{0, 1}, worker_actor{}}});
+  auto health = testing::health_of(sys, batcher);
+  EXPECT_FALSE(health.healthy);
+  EXPECT_EQ(health.detail, "waiting for a worker for layers 0-1");
+  auto worker = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "joiner", {}, WorkerThread::scheduler);
+
+  auto refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 2, o.kv_blocks});
+  EXPECT_EQ(refused.first, ErrorCode::invalid_request);
+  EXPECT_NE(refused.second.find("the pipeline has no such stage (its stages are 0-1)"), std::string::npos) << refused.second;
+  refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks - 1});
+  EXPECT_NE(refused.second.find("its KV pool holds 255 blocks, the batcher plans with 256"), std::string::npos)
+      << refused.second;
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).second,
+            "cannot join for layers 0-1: a worker already serves them");
+
+  Collector c;
+  spawn_session(sys, batcher, nullptr, greedy("a", {1}, 5), c.callbacks("a"));
+  ASSERT_TRUE(c.wait(1));
+  EXPECT_EQ(c.outcomes().at("a").tokens, counting(1, 5));
+
+  caf::anon_send_exit(worker, caf::exit_reason::kill);
+  EXPECT_TRUE(eventually([&] { return !testing::health_of(sys, batcher).healthy; }));
+  health = testing::health_of(sys, batcher);
+  EXPECT_NE(health.detail.find("the worker for layers 0-1 was lost"), std::string::npos) << health.detail;
+  EXPECT_TRUE(health.workers.empty());
+
+  auto again = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "again", {}, WorkerThread::scheduler);
+  EXPECT_EQ(join(sys, batcher, again, WorkerInfo{"again", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
+  spawn_session(sys, batcher, nullptr, greedy("b", {2}, 5), c.callbacks("b"));
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_EQ(c.outcomes().at("b").tokens, counting(2, 5));
+  caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+}
+
+// A thousand sessions, some stopped, some killed, random lengths, a pool that forces
+// preemption: every surviving session sees its tokens in order and exactly one
+// Completion, and afterwards every block is free.
+TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
+  auto o = options(/*kv_blocks=*/96);
+  o.scheduler.max_num_seqs = 64;
+  o.scheduler.max_num_batched_tokens = 256;
+  o.scheduler.max_waiting = 2000;
+  auto engine = start(sys, o);
+  Collector c;
+  std::mt19937 rng(1234);
+  constexpr int kSessions = 1000;
+  std::vector<session_actor> sessions;
+  std::vector<int> fate(kSessions);  // 0 run, 1 cancel, 2 kill
+  std::vector<SessionRequest> requests;
+  for (int i = 0; i < kSessions; ++i) {
+    std::vector<int32_t> prompt(1 + rng() % 40);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % (kVocab - 1));
+    auto r = greedy("s" + std::to_string(i), prompt, 1 + static_cast<int32_t>(rng() % 60));
+    r.limits.ignore_eos = true;
+    fate[static_cast<size_t>(i)] = rng() % 10 == 0 ? 1 : (rng() % 10 == 0 ? 2 : 0);
+    requests.push_back(r);
+    sessions.push_back(engine->generate(r, c.callbacks(r.id)));
+  }
+  for (int i = 0; i < kSessions; ++i) {
+    if (fate[static_cast<size_t>(i)] == 1) caf::anon_send(sessions[static_cast<size_t>(i)], cancel_atom::value);
+    if (fate[static_cast<size_t>(i)] == 2) caf::anon_send_exit(sessions[static_cast<size_t>(i)], caf::exit_reason::kill);
+  }
+  const size_t killed = static_cast<size_t>(std::count(fate.begin(), fate.end(), 2));
+  // A killed session may still have completed before the kill landed.
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 0 &&
+                                      stats_of(sys, engine->batcher()).waiting == 0; },
+                         std::chrono::seconds(120)));
+  ASSERT_TRUE(c.wait(kSessions - killed, std::chrono::seconds(60)));
+  auto all = c.outcomes();
+  size_t preempted_output_checked = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    const auto& r = requests[static_cast<size_t>(i)];
+    auto it = all.find(r.id);
+    if (fate[static_cast<size_t>(i)] == 2 && (it == all.end() || it->second.completions.empty())) continue;
+    ASSERT_NE(it, all.end()) << r.id;
+    const auto& out = it->second;
+    ASSERT_EQ(out.completions.size(), 1u) << r.id;
+    EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
+    const auto reason = out.completions[0].reason;
+    if (fate[static_cast<size_t>(i)] == 0) {
+      EXPECT_EQ(reason, FinishReason::length) << r.id << " " << out.completions[0].message;
+      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
+      ++preempted_output_checked;
+    } else {
+      const auto expect = counting(r.prompt_ids.back(), static_cast<int32_t>(out.tokens.size()));
+      EXPECT_EQ(out.tokens, expect) << r.id;
+    }
+  }
+  EXPECT_GT(preempted_output_checked, 700u);
+  auto s = stats_of(sys, engine->batcher());
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_GT(s.preemptions, 0u) << "the pool was meant to be small enough to force preemption";
+}
+
+}  // namespace
+}  // namespace orzo

@@ -1,0 +1,137 @@
+// The actor runtime on a real model (stories260K): a request's greedy output is the same
+// whether it runs alone or with 63 others, with or without preemption, on one worker or with
+// the model split over two or three, and with or without prefix-cache hits. The reference is
+// the bare forward pass, one sequence at a time, with no actors at all.
+
+#include "tests/support/actor_harness.hpp"
+#include "tests/support/model_harness.hpp"
+
+#include "actors/engine.hpp"
+#include "runtime/cpu_backend.hpp"
+#include "runtime/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace orzo {
+namespace {
+
+const std::string kModel = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+constexpr int kRequests = 64;
+constexpr int kGenerate = 40;
+
+struct Case {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> expected;
+};
+
+// 64 prompts of 1 to 60 tokens; half of them share a 37-token prefix so that prefix
+// caching has something to find.
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = [] {
+    auto model = Model::load(kModel);
+    CpuBackend::Options o;
+    o.kv_blocks = 8;
+    o.threads = 1;
+    CpuBackend backend(model, o);
+    testing::Pipeline pipeline({&backend}, 8);
+    std::mt19937 rng(99);
+    std::vector<int32_t> shared(37);
+    for (auto& t : shared) t = static_cast<int32_t>(3 + rng() % 509);
+    std::vector<Case> out;
+    for (int i = 0; i < kRequests; ++i) {
+      Case c;
+      if (i % 2 == 0) c.prompt = shared;
+      const auto extra = 1 + rng() % 23;
+      for (size_t k = 0; k < extra; ++k) c.prompt.push_back(static_cast<int32_t>(3 + rng() % 509));
+      c.expected = pipeline.greedy(0, c.prompt, kGenerate, 512);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }();
+  return all;
+}
+
+SessionRequest request(int i) {
+  SessionRequest r;
+  r.id = "r" + std::to_string(i);
+  r.prompt_ids = cases()[static_cast<size_t>(i)].prompt;
+  r.sampling.temperature = 0;
+  r.limits.max_tokens = kGenerate;
+  r.limits.ignore_eos = true;
+  return r;
+}
+
+class RuntimeStories : public ::testing::Test {
+ protected:
+  caf::actor_system_config cfg;
+  caf::actor_system sys{testing::test_config(cfg)};
+
+  std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks, bool prefix_caching = true) {
+    EngineOptions o;
+    o.model = kModel;
+    o.placement = placement;
+    o.backend.threads = 1;
+    o.kv_blocks = kv_blocks;
+    o.prefix_caching = prefix_caching;
+    o.scheduler.max_num_seqs = kRequests;
+    o.scheduler.max_num_batched_tokens = 256;
+    return Engine::start(sys, o);
+  }
+
+  // Sends requests [first, last) at once and checks every output against the reference.
+  std::map<std::string, testing::Outcome> run_all(Engine& engine, int first, int last) {
+    testing::Collector c;
+    for (int i = first; i < last; ++i) engine.generate(request(i), c.callbacks("r" + std::to_string(i)));
+    EXPECT_TRUE(c.wait(static_cast<size_t>(last - first), std::chrono::seconds(300)));
+    auto all = c.outcomes();
+    for (int i = first; i < last; ++i) {
+      const auto& o = all["r" + std::to_string(i)];
+      EXPECT_EQ(o.completions.size(), 1u) << i;
+      EXPECT_EQ(o.tokens, cases()[static_cast<size_t>(i)].expected) << "request " << i;
+    }
+    return all;
+  }
+};
+
+TEST_F(RuntimeStories, AloneEqualsTheBareForwardPass) {
+  auto engine = start("cpu", 256);
+  for (int i = 0; i < 4; ++i) run_all(*engine, i, i + 1);
+}
+
+TEST_F(RuntimeStories, SixtyFourTogetherEqualAlone) {
+  auto engine = start("cpu", 1024, /*prefix_caching=*/false);
+  run_all(*engine, 0, kRequests);
+}
+
+TEST_F(RuntimeStories, PreemptionDoesNotChangeOutputs) {
+  // 64 sequences of up to 100 tokens need ~400 blocks of 16; 40 force preemption.
+  auto engine = start("cpu", 40, /*prefix_caching=*/false);
+  run_all(*engine, 0, kRequests);
+  const auto stats = testing::stats_of(sys, engine->batcher());
+  EXPECT_GT(stats.preemptions, 0u);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+}
+
+TEST_F(RuntimeStories, TwoAndThreeWorkersEqualOne) {
+  for (const std::string placement : {"cpu:0-2,cpu:2-5", "cpu:0-1,cpu:1-3,cpu:3-5"}) {
+    SCOPED_TRACE(placement);
+    auto engine = start(placement, 1024);
+    run_all(*engine, 0, 24);
+  }
+}
+
+TEST_F(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {
+  auto engine = start("cpu", 1024);
+  run_all(*engine, 0, 1);  // request 0 leaves the shared prefix in the cache
+  auto second = run_all(*engine, 2, kRequests);
+  int hits = 0;
+  for (int i = 2; i < kRequests; i += 2) hits += second["r" + std::to_string(i)].completions.at(0).usage.cached_tokens > 0;
+  EXPECT_EQ(hits, kRequests / 2 - 1) << "every request with the shared prefix should reuse its cached blocks";
+  const auto stats = testing::stats_of(sys, engine->batcher());
+  EXPECT_GT(stats.prefix_hit_tokens, 0u);
+}
+
+}  // namespace
+}  // namespace orzo

@@ -1,0 +1,305 @@
+#include "batching/scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "batching/block_manager.hpp"
+#include "batching/sequence.hpp"
+
+namespace orzo {
+namespace {
+
+Sequence make_seq(uint64_t id, int32_t prompt_len, int32_t priority = 0) {
+  Sequence s;
+  s.id = id;
+  s.tokens.resize(static_cast<size_t>(prompt_len));
+  // Distinct per sequence, so that no two share a prefix unless a test says so.
+  std::iota(s.tokens.begin(), s.tokens.end(), static_cast<int32_t>(id) * 1000);
+  s.prompt_len = prompt_len;
+  s.priority = priority;
+  return s;
+}
+
+// The step ran: every sampling chunk yields one token.
+void finish_step(Scheduler& sched, const StepPlan& plan) {
+  sched.complete(plan);
+  for (const ScheduledChunk& c : plan.chunks)
+    if (c.sample) c.seq->tokens.push_back(7);
+}
+
+struct Row {
+  const Sequence* seq;
+  int32_t first_pos, count;
+  bool sample;
+  bool operator==(const Row& o) const {
+    return seq == o.seq && first_pos == o.first_pos && count == o.count && sample == o.sample;
+  }
+};
+
+std::vector<Row> rows(const StepPlan& plan) {
+  std::vector<Row> out;
+  for (const ScheduledChunk& c : plan.chunks) out.push_back({c.seq, c.first_pos, c.count, c.sample});
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Row& r) {
+  return os << "{seq " << r.seq->id << " @" << r.first_pos << " x" << r.count << (r.sample ? " sample}" : "}");
+}
+
+SchedulerConfig config(int32_t max_seqs, int32_t max_tokens, int32_t max_waiting = 1024, bool priority = false) {
+  SchedulerConfig c;
+  c.max_num_seqs = max_seqs;
+  c.max_num_batched_tokens = max_tokens;
+  c.max_waiting = max_waiting;
+  c.priority = priority;
+  return c;
+}
+
+TEST(Scheduler, DecodeRowsComeFirstThenPrefillThenAdmissions) {
+  BlockManager bm(64, 4);
+  Scheduler sched(config(8, 10), bm);
+  Sequence a = make_seq(1, 3), b = make_seq(2, 14), c = make_seq(3, 5);
+  ASSERT_TRUE(sched.add(a));
+  ASSERT_TRUE(sched.add(b));
+  StepPlan p1 = sched.schedule();
+  EXPECT_EQ(rows(p1), (std::vector<Row>{{&a, 0, 3, true}, {&b, 0, 7, false}}));
+  EXPECT_EQ(p1.num_tokens, 10);
+  finish_step(sched, p1);
+  ASSERT_TRUE(sched.add(c));
+  StepPlan p2 = sched.schedule();
+  EXPECT_EQ(rows(p2), (std::vector<Row>{{&a, 3, 1, true}, {&b, 7, 7, true}, {&c, 0, 2, false}}));
+  EXPECT_EQ(sched.num_running(), 3u);
+  finish_step(sched, p2);
+  StepPlan p3 = sched.schedule();
+  EXPECT_EQ(rows(p3), (std::vector<Row>{{&a, 4, 1, true}, {&b, 14, 1, true}, {&c, 2, 3, true}}));
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, TokenBudgetAndSequenceCap) {
+  BlockManager bm(64, 4);
+  Scheduler sched(config(2, 5), bm);
+  Sequence a = make_seq(1, 4), b = make_seq(2, 4), c = make_seq(3, 4);
+  for (Sequence* s : {&a, &b, &c}) ASSERT_TRUE(sched.add(*s));
+  StepPlan p1 = sched.schedule();
+  EXPECT_EQ(rows(p1), (std::vector<Row>{{&a, 0, 4, true}, {&b, 0, 1, false}}));
+  EXPECT_EQ(sched.num_running(), 2u);
+  EXPECT_EQ(sched.num_waiting(), 1u);
+  finish_step(sched, p1);
+  StepPlan p2 = sched.schedule();  // c still waits: two are running
+  EXPECT_EQ(rows(p2), (std::vector<Row>{{&a, 4, 1, true}, {&b, 1, 3, true}}));
+  finish_step(sched, p2);
+  sched.remove(a);
+  StepPlan p3 = sched.schedule();
+  EXPECT_EQ(rows(p3), (std::vector<Row>{{&b, 4, 1, true}, {&c, 0, 4, true}}));
+  EXPECT_EQ(p3.num_tokens, 5);
+}
+
+TEST(Scheduler, BudgetSmallerThanTheDecodeRows) {
+  BlockManager bm(64, 4);
+  Scheduler sched(config(8, 2), bm);
+  Sequence a = make_seq(1, 1), b = make_seq(2, 1), c = make_seq(3, 1);
+  for (Sequence* s : {&a, &b, &c}) ASSERT_TRUE(sched.add(*s));
+  finish_step(sched, sched.schedule());  // a, b
+  StepPlan p = sched.schedule();
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 1, 1, true}, {&b, 1, 1, true}}));
+  EXPECT_EQ(sched.num_waiting(), 1u);
+}
+
+TEST(Scheduler, ChunkedPrefillAcrossSteps) {
+  BlockManager bm(64, 4);
+  Scheduler sched(config(8, 4), bm);
+  Sequence a = make_seq(1, 10);
+  ASSERT_TRUE(sched.add(a));
+  const std::vector<Row> expected[] = {{{&a, 0, 4, false}}, {{&a, 4, 4, false}}, {{&a, 8, 2, true}}, {{&a, 10, 1, true}}};
+  for (const std::vector<Row>& step : expected) {
+    StepPlan p = sched.schedule();
+    EXPECT_EQ(rows(p), step);
+    EXPECT_GE(static_cast<int32_t>(a.blocks.table.size()) * 4, step[0].first_pos + step[0].count);
+    finish_step(sched, p);
+    EXPECT_EQ(a.num_computed, step[0].first_pos + step[0].count);
+  }
+  EXPECT_EQ(a.tokens.size(), 12u);
+  EXPECT_EQ(a.blocks.hashes.size(), 2u);  // positions [0, 11) computed: two full blocks
+}
+
+TEST(Scheduler, FcfsIgnoresPriorityAndPriorityModeHonoursIt) {
+  for (const bool priority : {false, true}) {
+    BlockManager bm(64, 4);
+    Scheduler sched(config(1, 100, 1024, priority), bm);
+    Sequence low = make_seq(1, 2, 5), high = make_seq(2, 2, 0), high_later = make_seq(3, 2, 0);
+    for (Sequence* s : {&low, &high, &high_later}) ASSERT_TRUE(sched.add(*s));
+    std::vector<const Sequence*> order;
+    for (int i = 0; i < 3; ++i) {
+      StepPlan p = sched.schedule();
+      ASSERT_EQ(p.chunks.size(), 1u);
+      order.push_back(p.chunks[0].seq);
+      finish_step(sched, p);
+      sched.remove(*p.chunks[0].seq);
+    }
+    if (priority)
+      EXPECT_EQ(order, (std::vector<const Sequence*>{&high, &high_later, &low}));
+    else
+      EXPECT_EQ(order, (std::vector<const Sequence*>{&low, &high, &high_later}));
+  }
+}
+
+TEST(Scheduler, RefusesBeyondTheWaitingLimitAndTheFreeRunningSlots) {
+  BlockManager bm(64, 4);
+  Scheduler sched(config(1, 100, 2), bm);
+  Sequence a = make_seq(1, 2), b = make_seq(2, 2), c = make_seq(3, 2), d = make_seq(4, 2);
+  EXPECT_TRUE(sched.add(a));  // takes the free running slot at the next step
+  EXPECT_TRUE(sched.add(b));
+  EXPECT_TRUE(sched.add(c));
+  d.arrival = 99;
+  EXPECT_FALSE(sched.add(d));
+  EXPECT_EQ(d.arrival, 99u);
+  EXPECT_EQ(d.state, Sequence::State::waiting);
+  EXPECT_EQ(sched.num_waiting(), 3u);
+  sched.schedule();  // a runs; b and c fill the queue
+  EXPECT_EQ(sched.num_waiting(), 2u);
+  EXPECT_FALSE(sched.add(d));
+  sched.remove(a);  // its slot is free again
+  EXPECT_TRUE(sched.add(d));
+  EXPECT_GT(d.arrival, c.arrival);
+}
+
+TEST(Scheduler, RejectsBadInput) {
+  BlockManager bm(8, 4);
+  EXPECT_THROW(Scheduler(config(0, 10), bm), std::invalid_argument);
+  EXPECT_THROW(Scheduler(config(1, 0), bm), std::invalid_argument);
+  EXPECT_THROW(Scheduler(config(1, 1, 0), bm), std::invalid_argument);
+  Scheduler sched(config(8, 100), bm);
+  Sequence empty;
+  EXPECT_THROW(sched.add(empty), std::invalid_argument);
+  Sequence a = make_seq(1, 2);
+  ASSERT_TRUE(sched.add(a));
+  sched.schedule();
+  EXPECT_THROW(sched.add(a), std::invalid_argument);  // running
+}
+
+// Pool of 3 blocks of 4: three sequences of 3 tokens fit until each grows past 4.
+TEST(Scheduler, PreemptsTheLatestAdmittedAndRecomputesItLater) {
+  BlockManager bm(3, 4);
+  Scheduler sched(config(8, 100), bm);
+  Sequence a = make_seq(1, 3), b = make_seq(2, 3), c = make_seq(3, 3);
+  for (Sequence* s : {&a, &b, &c}) ASSERT_TRUE(sched.add(*s));
+  finish_step(sched, sched.schedule());
+  finish_step(sched, sched.schedule());  // each now has 5 tokens, 4 computed: block 0 full
+  EXPECT_EQ(bm.num_free(), 0);
+  StepPlan p = sched.schedule();
+  // a takes c's block; b then finds none and is itself the last admitted
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 4, 1, true}}));
+  EXPECT_EQ(p.preempted, (std::vector<Sequence*>{&c, &b}));
+  EXPECT_EQ(sched.waiting(), (std::deque<Sequence*>{&b, &c}));  // to the front, earlier admitted first
+  for (Sequence* s : {&b, &c}) {
+    EXPECT_EQ(s->state, Sequence::State::waiting);
+    EXPECT_EQ(s->num_computed, 0);
+    EXPECT_EQ(s->preemptions, 1);
+    EXPECT_TRUE(s->blocks.table.empty());
+  }
+  bm.check(sched.live_blocks());
+  finish_step(sched, p);
+  StepPlan p2 = sched.schedule();  // b's full block is still cached, but it needs one more
+  EXPECT_EQ(rows(p2), (std::vector<Row>{{&a, 5, 1, true}}));
+  finish_step(sched, p2);
+  sched.remove(a);
+  StepPlan p3 = sched.schedule();
+  // b's first block comes from the prefix cache; c's was evicted and one block is left, too few
+  EXPECT_EQ(rows(p3), (std::vector<Row>{{&b, 4, 1, true}}));
+  EXPECT_EQ(b.num_cached, 0);  // usage counts the first admission only
+  finish_step(sched, p3);
+  EXPECT_EQ(b.tokens.size(), 6u);
+  sched.remove(b);
+  StepPlan p4 = sched.schedule();
+  EXPECT_EQ(rows(p4), (std::vector<Row>{{&c, 0, 5, true}}));
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, PriorityModePreemptsTheLeastImportant) {
+  BlockManager bm(2, 4);
+  Scheduler sched(config(8, 100, 1024, true), bm);
+  Sequence low = make_seq(1, 2, 9), high = make_seq(2, 4, 0);
+  ASSERT_TRUE(sched.add(low));
+  finish_step(sched, sched.schedule());  // low admitted first
+  ASSERT_TRUE(sched.add(high));
+  finish_step(sched, sched.schedule());  // low decodes, high prefills: one block each
+  StepPlan p = sched.schedule();
+  // low was admitted first and is planned first; high's need then preempts it
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&high, 4, 1, true}}));
+  EXPECT_EQ(p.preempted, (std::vector<Sequence*>{&low}));
+  EXPECT_EQ(p.num_tokens, 1);
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, RemoveFromEitherQueue) {
+  BlockManager bm(16, 4);
+  Scheduler sched(config(1, 100), bm);
+  Sequence a = make_seq(1, 6), b = make_seq(2, 6);
+  ASSERT_TRUE(sched.add(a));
+  ASSERT_TRUE(sched.add(b));
+  sched.schedule();
+  EXPECT_EQ(bm.num_used(), 2);
+  sched.remove(b);  // waiting
+  EXPECT_EQ(b.state, Sequence::State::finished);
+  EXPECT_EQ(sched.num_waiting(), 0u);
+  sched.remove(a);  // running
+  EXPECT_EQ(sched.num_running(), 0u);
+  EXPECT_EQ(bm.num_used(), 0);
+  sched.remove(a);
+  sched.remove(b);
+  bm.check(sched.live_blocks());
+  EXPECT_TRUE(sched.schedule().empty());
+}
+
+TEST(Scheduler, CompleteSkipsWhatWasRemovedAfterPlanning) {
+  BlockManager bm(16, 4);
+  Scheduler sched(config(8, 100), bm);
+  Sequence a = make_seq(1, 6), b = make_seq(2, 6);
+  ASSERT_TRUE(sched.add(a));
+  ASSERT_TRUE(sched.add(b));
+  StepPlan p = sched.schedule();
+  sched.remove(a);
+  sched.complete(p);
+  EXPECT_EQ(a.num_computed, 0);
+  EXPECT_EQ(b.num_computed, 6);
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, ASequenceLargerThanThePoolNeverRunsAndNeverHangs) {
+  BlockManager bm(2, 4);
+  Scheduler sched(config(8, 100), bm);
+  Sequence fits = make_seq(1, 7), too_big = make_seq(2, 9);
+  EXPECT_TRUE(sched.fits(fits));
+  EXPECT_FALSE(sched.fits(too_big));
+  EXPECT_EQ(sched.capacity_tokens(), 8);
+  ASSERT_TRUE(sched.add(too_big));
+  for (int i = 0; i < 3; ++i) {
+    StepPlan p = sched.schedule();
+    EXPECT_TRUE(p.empty());
+    EXPECT_TRUE(p.preempted.empty());
+  }
+  EXPECT_EQ(bm.num_used(), 0);
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, AdmissionServesTheCachedPrefix) {
+  BlockManager bm(16, 4);
+  Scheduler sched(config(8, 100), bm);
+  Sequence a = make_seq(1, 9), b = make_seq(2, 11);
+  std::copy(a.tokens.begin(), a.tokens.end(), b.tokens.begin());
+  ASSERT_TRUE(sched.add(a));
+  finish_step(sched, sched.schedule());
+  ASSERT_TRUE(sched.add(b));
+  StepPlan p = sched.schedule();
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 9, 1, true}, {&b, 8, 3, true}}));
+  EXPECT_EQ(b.num_cached, 8);
+  EXPECT_EQ(b.blocks.table[0], a.blocks.table[0]);
+  bm.check(sched.live_blocks());
+}
+
+}  // namespace
+}  // namespace orzo

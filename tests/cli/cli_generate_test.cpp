@@ -1,0 +1,114 @@
+// `orzo generate` and `orzo chat` as a user runs them: stories260K's greedy story equals
+// transformers' from either file form, the default model runs with no -m, and bad input is one
+// line and a non-zero exit.
+
+#include "tests/support/cli_harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace orzo {
+namespace {
+
+using testing::CliRun;
+using testing::orzo;
+
+const std::string kStories = std::string(ORZO_SHARED_DIR) + "/models/stories260K";
+
+// transformers' greedy continuation of "Once upon a time" (tools/make_fixtures.py).
+std::string transformers_text() {
+  std::ifstream in(std::string(ORZO_FIXTURES_DIR) + "/stories260K/expected.json");
+  return nlohmann::json::parse(in)["text"].get<std::string>();
+}
+
+TEST(CliGenerate, GreedyStoryEqualsTransformersFromGgufAndHfDirectory) {
+  const std::string expected = transformers_text() + "\n";
+  for (const std::string& model : {kStories + "/stories260K.gguf", kStories + "/hf"}) {
+    const CliRun r = orzo("generate -m '" + model + "' -p 'Once upon a time' --temperature 0 -n 64 -t 1", false);
+    ASSERT_EQ(r.status, 0) << model;
+    EXPECT_EQ(r.out, expected) << model;
+  }
+}
+
+TEST(CliGenerate, ReportsTimingAndStopsAtAStopString) {
+  const CliRun r = orzo("generate -m '" + kStories + "/stories260K.gguf' -p 'Once upon a time' --temperature 0 -n 64 "
+                        "--stop 'park' -t 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find(", there was a little girl named Lily. She loved to play outside in the \n"), 0u) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finish: stop"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, RunsTheDefaultModelWithoutArguments) {
+  const CliRun r = orzo("generate -n 8 --seed 1 -t 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("default model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generated 8 tokens"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"generate -m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --temperature -1", "--temperature"},
+      {"generate -m '" + kStories + "/stories260K.gguf' -n 5000", "exceeds the context length"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --placement cpu:0-9", "placement"},
+      {"chat -m '" + kStories + "/stories260K.gguf'", "no chat template"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
+      {"bench --backend gpu --batch 2", "--backend"},
+      {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
+      {"worker --connect 127.0.0.1:1 --layers 0-2 --device tpu -m '" + kStories + "/stories260K.gguf'",
+       "unknown device 'tpu'"},
+      {"serve -m /nonexistent/model.gguf --port 0", "/nonexistent/model.gguf"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --host 1.2.3.4.5 --port 0", "not an IP address"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 70000", "--port"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --chat-template /nonexistent.jinja", "/nonexistent.jinja"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --max-queue 0", "--max-queue"},
+  };
+  for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
+}
+
+}  // namespace
+}  // namespace orzo
+
+namespace orzo {
+namespace {
+
+// stories260K with a chat template added: a tiny chat model whose replies generate can check.
+class CliChat : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+      std::filesystem::create_symlink(kStories + "/hf/" + f, dir_ / f);
+    std::ifstream in(kStories + "/hf/tokenizer_config.json");
+    auto config = nlohmann::json::parse(in);
+    config["chat_template"] =
+        "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}"
+        "{% endif %}{% endfor %}";
+    std::ofstream(path("tokenizer_config.json")) << config.dump();
+  }
+};
+
+TEST_F(CliChat, EachTurnIsTheTemplateOfTheWholeConversationGenerated) {
+  const std::string flags = " --temperature 0 -n 12 -t 1";
+  const CliRun chat = orzo("chat -m '" + dir_.string() + "'" + flags, false, "Once upon a time\\n The end.\\n/exit\\n");
+  ASSERT_EQ(chat.status, 0) << chat.out;
+  const CliRun first = orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time'" + flags, false);
+  ASSERT_EQ(first.status, 0);
+  const std::string reply = first.out.substr(0, first.out.size() - 1);
+  const CliRun second = orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time" + reply +
+                                 "</s> The end.'" + flags,
+                             false);
+  ASSERT_EQ(second.status, 0);
+  EXPECT_EQ(chat.out, first.out + second.out);
+}
+
+}  // namespace
+}  // namespace orzo

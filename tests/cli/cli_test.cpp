@@ -1,0 +1,61 @@
+// The orzo binary as a user runs it: `orzo bench` output, and bad input ending in one
+// clear line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace orzo {
+namespace {
+
+const std::string kStoriesGguf = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+
+using testing::CliRun;
+using testing::orzo;
+
+TEST(Cli, BenchPrintsOneJsonObject) {
+  const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 3 --prompt 20 --gen 5 --threads 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch"], 3);
+  EXPECT_EQ(j["prompt"], 20);
+  EXPECT_EQ(j["gen"], 5);
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_EQ(j["model"], kStoriesGguf);
+  for (const char* key : {"prefill_tps", "decode_tps", "decode_tps_per_seq"}) EXPECT_GT(j[key].get<double>(), 0) << key;
+  EXPECT_NEAR(j["decode_tps"].get<double>(), 3 * j["decode_tps_per_seq"].get<double>(), 1e-6 * j["decode_tps"].get<double>());
+}
+
+TEST(Cli, BenchPrintsReadableText) {
+  const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("prefill:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode:"), std::string::npos) << r.out;
+}
+
+using CliErrors = testing::TempDirTest;
+
+TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
+  testing::Bytes truncated = testing::read_bytes(kStoriesGguf);
+  truncated.resize(truncated.size() / 2);
+  testing::write_bytes(path("half.gguf"), truncated);
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"bench -m " + path("missing.gguf"), path("missing.gguf")},
+      {"bench -m " + path("half.gguf"), path("half.gguf")},
+      {"bench -m '" + kStoriesGguf + "' --batch 0", "--batch"},
+      {"bench -m '" + kStoriesGguf + "' --prompt 100000000", "--prompt"},
+      {"bench -m '" + kStoriesGguf + "' --prompt 2000 --gen 100", "exceeds the model's context of 2048"},
+      {"bench --batch 2", "--model"},
+      {"frobnicate", "frobnicate"},
+  };
+  for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
+}
+
+}  // namespace
+}  // namespace orzo

@@ -1,0 +1,290 @@
+// The CUDA backend against its twin, the CPU backend: the same model and the same steps
+// (prefill chunks that start mid-sequence, decode rows, block tables with holes), logits within
+// bf16 tolerance and the same greedy tokens; decode graphs, a split over two GPU stages and
+// sampling on the device each against the plain path. Needs a GPU; skips, saying why, without.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/batch_sampler.hpp"
+#include "runtime/cpu_backend.hpp"
+#include "runtime/cuda/cuda_backend.hpp"
+#include "runtime/model.hpp"
+#include "tests/support/cuda_harness.hpp"
+
+namespace orzo::cuda {
+namespace {
+
+const std::string kStories = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+constexpr int32_t kBlocks = 24;       // the pool; tables below use some ids and skip others
+constexpr int32_t kMaxModelLen = 64;
+
+std::unique_ptr<CudaBackend> gpu_stage(const std::shared_ptr<const Model>& model, LayerRange range = {},
+                                       bool graphs = true) {
+  CudaBackend::Options o;
+  o.range = range;
+  o.max_rows = 96;
+  o.max_seqs = 8;
+  o.max_model_len = kMaxModelLen;
+  o.cuda_graphs = graphs;
+  auto stage = std::make_unique<CudaBackend>(model, o);
+  stage->allocate_kv(kBlocks);
+  return stage;
+}
+
+std::unique_ptr<CpuBackend> cpu_stage(const std::shared_ptr<const Model>& model) {
+  CpuBackend::Options o;
+  o.kv_blocks = kBlocks;
+  o.threads = 2;
+  return std::make_unique<CpuBackend>(model, o);
+}
+
+// Three sequences whose tables are out of order and leave blocks unused: [0] prefills 20
+// tokens then decodes, [1] prefills in two chunks (the second starts at 10) while the others
+// decode, [2] prefills 5 then decodes. Then ten decode steps of all three, the tokens fed back
+// being the CPU's greedy choices.
+class StepScript {
+ public:
+  explicit StepScript(int64_t vocab) : vocab_(vocab) {
+    std::mt19937 rng(17);
+    const int prompt_len[3] = {20, 30, 5};
+    for (int s = 0; s < 3; ++s)
+      for (int i = 0; i < prompt_len[s]; ++i)
+        seq_[s].push_back(static_cast<int32_t>(1 + rng() % static_cast<uint32_t>(vocab - 1)));
+  }
+
+  // Runs every step on both pipelines (each a list of stages, front to back) and calls
+  // check(cpu logits, gpu logits, step) after each.
+  template <typename Check>
+  void run(const std::vector<LayerBackend*>& cpu, const std::vector<LayerBackend*>& gpu, const Check& check) {
+    const std::vector<std::vector<int32_t>> tables = {{7, 2, 11, 19}, {0, 5, 9, 14}, {3, 22, 13, 1}};
+    std::vector<int32_t> len = {0, 0, 0};
+    auto step = [&](const std::vector<std::pair<int, int32_t>>& chunks, int index) {
+      ForwardBatch b;
+      b.block_tables = tables;
+      for (const auto& [seq, count] : chunks) {
+        b.add_chunk(seq, seq_[static_cast<size_t>(seq)].data() + len[static_cast<size_t>(seq)], count,
+                    len[static_cast<size_t>(seq)], true);
+        len[static_cast<size_t>(seq)] += count;
+      }
+      if (index == 0) b.logit_rows.push_back(3);  // a logit row in mid-chunk too
+      const auto want = forward(cpu, b), got = forward(gpu, b);
+      ASSERT_EQ(got.size(), want.size());
+      check(want, got, index);
+      // Decode steps continue with the CPU's greedy token.
+      for (size_t i = 0; i < b.logit_rows.size(); ++i) {
+        const auto row = static_cast<size_t>(b.logit_rows[i]);
+        const auto seq = static_cast<size_t>(b.seq_index[row]);
+        if (static_cast<int32_t>(row) != last_row_of(b, b.seq_index[row])) continue;
+        auto& tokens = seq_[seq];
+        if (static_cast<size_t>(len[seq]) < tokens.size()) continue;  // mid-prompt: the prompt goes on
+        const float* l = want.data() + i * static_cast<size_t>(vocab_);
+        tokens.push_back(static_cast<int32_t>(std::max_element(l, l + vocab_) - l));
+      }
+    };
+    step({{0, 20}, {1, 10}, {2, 5}}, 0);
+    step({{0, 1}, {1, 20}, {2, 1}}, 1);
+    for (int i = 0; i < 10; ++i) step({{0, 1}, {1, 1}, {2, 1}}, 2 + i);
+  }
+
+ private:
+  static int32_t last_row_of(const ForwardBatch& b, int32_t seq) {
+    int32_t last = -1;
+    for (int32_t r = 0; r < b.rows(); ++r)
+      if (b.seq_index[static_cast<size_t>(r)] == seq) last = r;
+    return last;
+  }
+  static std::vector<float> forward(const std::vector<LayerBackend*>& stages, const ForwardBatch& b) {
+    std::vector<float> hidden, logits;
+    for (auto* s : stages) s->forward(b, hidden, logits);
+    return logits;
+  }
+
+  int64_t vocab_;
+  std::vector<int32_t> seq_[3];
+};
+
+// bf16 keeps 8 significant bits: each rounding is within 2^-9 relative. Weights and the
+// activations into each GEMM are rounded once per layer, so logits stray by a few per cent
+// of their scale; an indexing bug strays by their whole scale.
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab, int step) {
+  for (size_t row = 0; row * static_cast<size_t>(vocab) < want.size(); ++row) {
+    const float* w = want.data() + row * static_cast<size_t>(vocab);
+    const float* g = got.data() + row * static_cast<size_t>(vocab);
+    float scale = 1, diff = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      scale = std::max(scale, std::abs(w[i]));
+      diff = std::max(diff, std::abs(w[i] - g[i]));
+    }
+    EXPECT_LE(diff, 0.04f * scale) << "step " << step << " logit row " << row;
+  }
+}
+
+class CudaBackendTwin : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaBackendTwin, LogitsMatchTheCpuBackendOnEveryKindOfStep) {
+  ORZO_REQUIRE_GPU();
+  const std::string path = GetParam() == "stories260K" ? kStories : std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
+  auto model = Model::load(path);
+  auto cpu = cpu_stage(model);
+  auto gpu = gpu_stage(model);
+  StepScript script(model->config().vocab_size);
+  script.run({cpu.get()}, {gpu.get()}, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
+    expect_close(want, got, model->config().vocab_size, step);
+  });
+  EXPECT_GT(gpu->captured_graphs(), 0u) << gpu->graph_failure();
+  EXPECT_EQ(gpu->graph_failure(), "");
+}
+
+// Safetensors of each architecture (HF's half-split RoPE, Llama 3 scaling, Mistral's window,
+// Qwen2's biases, Qwen3's q/k norms), GGUF (interleaved RoPE), f16 storage, and stories260K.
+INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
+                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "llama/model-f32.gguf",
+                                           "qwen3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
+                           for (auto& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+TEST(CudaBackend, GreedyStoryEqualsTheCpuBackend) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  auto cpu = cpu_stage(model);
+  auto gpu = gpu_stage(model);
+  StepScript script(model->config().vocab_size);
+  script.run({cpu.get()}, {gpu.get()}, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
+    const auto vocab = static_cast<size_t>(model->config().vocab_size);
+    for (size_t row = 0; row * vocab < want.size(); ++row) {
+      const auto w = std::max_element(want.begin() + row * vocab, want.begin() + (row + 1) * vocab) - want.begin();
+      const auto g = std::max_element(got.begin() + row * vocab, got.begin() + (row + 1) * vocab) - got.begin();
+      EXPECT_EQ(g, w) << "step " << step << " row " << row;
+    }
+  });
+}
+
+TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  auto eager = gpu_stage(model, {}, false);
+  auto graphs = gpu_stage(model, {}, true);
+  StepScript script(model->config().vocab_size);
+  script.run({eager.get()}, {graphs.get()}, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
+    // Only the split-K partition may differ (the graph pads the table stride).
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-3f * (1 + std::abs(want[i]))) << "step " << step << " at " << i;
+  });
+  EXPECT_EQ(eager->captured_graphs(), 0u);
+  EXPECT_GT(graphs->captured_graphs(), 0u) << graphs->graph_failure();
+}
+
+TEST(CudaBackend, TwoStagesEqualOneWhetherHiddenStatesStayOnTheDeviceOrNot) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  auto whole = gpu_stage(model);
+  auto front = gpu_stage(model, {0, 2}), back = gpu_stage(model, {2, 0});
+  back->receive_from(*front);
+  auto host_front = gpu_stage(model, {0, 2}), host_back = gpu_stage(model, {2, 0});
+  for (const auto& split : {std::vector<LayerBackend*>{front.get(), back.get()},
+                      std::vector<LayerBackend*>{host_front.get(), host_back.get()}}) {
+    StepScript script(model->config().vocab_size);
+    script.run({whole.get()}, split, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << step;
+    });
+  }
+}
+
+// The worker's device path (plans from the BatchSampler, drawn by the kernel) against its host
+// path (the same logits drawn by the CPU Sampler), step by step on the same backend.
+TEST(CudaBackend, SamplesOnTheDeviceAsTheCpuSamplerDraws) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  auto gpu = gpu_stage(model);
+  const int32_t vocab = static_cast<int32_t>(model->config().vocab_size);
+  std::vector<SamplingParams> params(4);
+  params[0].temperature = 0;
+  params[1].temperature = 0.8f;
+  params[1].top_k = 40;
+  params[1].seed = 1;
+  params[2].temperature = 1.0f;
+  params[2].top_p = 0.9f;
+  params[2].min_p = 0.05f;
+  params[2].repetition_penalty = 1.3f;
+  params[2].seed = 2;
+  params[2].top_logprobs = 5;
+  params[3].temperature = 1.2f;
+  params[3].frequency_penalty = 0.5f;
+  params[3].presence_penalty = 0.5f;
+  params[3].logit_bias = {{10, 5.0f}};
+  params[3].seed = 3;
+  params[3].logprobs = true;
+  BatchSampler host, device;
+  std::vector<std::vector<int32_t>> tokens(4);
+  std::vector<uint64_t> ids;
+  for (uint64_t s = 0; s < 4; ++s) {
+    tokens[s] = {1, static_cast<int32_t>(400 + s), 407, 261};
+    host.start(s, params[s], tokens[s]);
+    device.start(s, params[s], tokens[s]);
+    ids.push_back(s);
+  }
+  int agree = 0, draws = 0;
+  for (int step = 0; step < 30; ++step) {
+    ForwardBatch b;
+    for (int32_t s = 0; s < 4; ++s) {
+      b.block_tables.push_back({s * 4, s * 4 + 1, s * 4 + 2, s * 4 + 3});
+      const auto& t = tokens[static_cast<size_t>(s)];
+      const auto first = step == 0 ? 0 : static_cast<int32_t>(t.size()) - 1;
+      b.add_chunk(s, t.data() + first, static_cast<int32_t>(t.size()) - first, first, true);
+    }
+    std::vector<float> hidden, logits;
+    gpu->forward(b, hidden, logits);
+    std::vector<SampleResult> want, got;
+    host.sample(b, ids, logits.data(), vocab, want);
+    std::vector<DrawPlan> plans;
+    device.plan(b, ids, plans);
+    gpu->forward_and_sample(b, hidden, plans, got);
+    ASSERT_EQ(got.size(), 4u);
+    for (size_t s = 0; s < 4; ++s) {
+      ++draws;
+      agree += got[s].token == want[s].token;
+      if (s == 0) {
+        EXPECT_EQ(got[s].token, want[s].token) << "greedy, step " << step;
+      }
+      if (params[s].logprobs || params[s].top_logprobs > 0) {
+        EXPECT_NEAR(got[s].logprob, want[s].logprob, 1e-4f);
+        ASSERT_EQ(got[s].top_logprobs.size(), want[s].top_logprobs.size());
+        for (size_t k = 0; k < want[s].top_logprobs.size(); ++k)
+          EXPECT_EQ(got[s].top_logprobs[k].token, want[s].top_logprobs[k].token) << "step " << step;
+      }
+      tokens[s].push_back(want[s].token);
+    }
+  }
+  // Equal draws, but where u lands within float summation rounding of a boundary.
+  EXPECT_GE(agree, draws - 2) << agree << " of " << draws;
+}
+
+TEST(CudaBackend, RefusesStepsBeyondWhatItWasSizedFor) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  auto gpu = gpu_stage(model);
+  ForwardBatch b;
+  b.block_tables = {{0, 1, 2, 3, 4}};  // 80 positions: beyond max_model_len 64
+  const int32_t token = 5;
+  b.add_chunk(0, &token, 1, 70, true);
+  std::vector<float> hidden, logits;
+  EXPECT_THROW(gpu->forward(b, hidden, logits), std::invalid_argument);
+  ForwardBatch bad;
+  bad.block_tables = {{kBlocks}};
+  bad.add_chunk(0, &token, 1, 0, true);
+  EXPECT_THROW(gpu->forward(bad, hidden, logits), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace orzo::cuda

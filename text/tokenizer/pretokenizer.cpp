@@ -1,0 +1,173 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "text/tokenizer/pretokenizer.hpp"
+
+#include <pcre2.h>
+
+#include <stdexcept>
+
+namespace orzo {
+
+const char* const kGpt2SplitRegex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kLlama3SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kQwen2SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct SplitRegex::MatchData {
+  explicit MatchData(const pcre2_code* code) : md(pcre2_match_data_create_from_pattern(code, nullptr)) {
+    if (md == nullptr) throw std::bad_alloc();
+  }
+  ~MatchData() { pcre2_match_data_free(md); }
+  MatchData(const MatchData&) = delete;
+  MatchData& operator=(const MatchData&) = delete;
+  pcre2_match_data* md;
+};
+
+SplitRegex::SplitRegex(const std::string& pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof message);
+    throw std::invalid_argument("regex '" + pattern + "' does not compile at offset " +
+                                std::to_string(offset) + ": " + reinterpret_cast<const char*>(message));
+  }
+  code_ = code;
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+SplitRegex::~SplitRegex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+
+bool SplitRegex::match_at(std::string_view text, size_t start, MatchData& md, size_t& begin,
+                          size_t& end) const {
+  const auto* code = static_cast<const pcre2_code*>(code_);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  // Text reaching here is valid UTF-8 (Tokenizer::encode repairs it first).
+  const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), start, 0, md.md, nullptr)
+                      : pcre2_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, md.md, nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof message);
+    throw std::runtime_error(std::string("pre-tokenizer regex failed: ") + reinterpret_cast<const char*>(message));
+  }
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.md);
+  begin = ov[0];
+  end = ov[1];
+  return true;
+}
+
+template <class F>
+void SplitRegex::for_each_match(std::string_view text, F&& on_match) const {
+  MatchData md(static_cast<const pcre2_code*>(code_));
+  size_t pos = 0, begin = 0, end = 0;
+  while (pos < text.size() && match_at(text, pos, md, begin, end)) {
+    if (end == begin) {
+      // Step over one whole character so the next search starts on a boundary.
+      pos = begin + 1;
+      while (pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
+      continue;
+    }
+    on_match(begin, end);
+    pos = end;
+  }
+}
+
+void PreTokenizer::add_split(std::shared_ptr<const SplitRegex> regex, SplitBehavior behavior) {
+  Step s;
+  s.kind = Step::Kind::Split;
+  s.regex = std::move(regex);
+  s.behavior = behavior;
+  steps_.push_back(std::move(s));
+}
+
+void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
+  Step s;
+  s.kind = Step::Kind::ByteLevel;
+  if (use_regex) s.regex = std::make_shared<const SplitRegex>(kGpt2SplitRegex);
+  s.add_prefix_space = add_prefix_space;
+  steps_.push_back(std::move(s));
+}
+
+void PreTokenizer::add_metaspace(std::string replacement, PrependScheme scheme, bool split) {
+  Step s;
+  s.kind = Step::Kind::Metaspace;
+  s.replacement = std::move(replacement);
+  s.scheme = scheme;
+  s.split = split;
+  steps_.push_back(std::move(s));
+}
+
+void PreTokenizer::split_piece(const Step& step, std::string_view piece,
+                               std::vector<std::string_view>& out) const {
+  size_t gap = 0;
+  step.regex->for_each_match(piece, [&](size_t begin, size_t end) {
+    if (begin > gap) out.push_back(piece.substr(gap, begin - gap));
+    if (step.behavior == SplitBehavior::Isolated) out.push_back(piece.substr(begin, end - begin));
+    gap = end;
+  });
+  if (gap < piece.size()) out.push_back(piece.substr(gap));
+}
+
+void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scratch) const {
+  scratch.pieces.clear();
+  scratch.owned.clear();
+  if (text.empty()) return;
+  scratch.pieces.push_back(text);
+  for (const Step& step : steps_) {
+    scratch.next.clear();
+    for (size_t k = 0; k < scratch.pieces.size(); ++k) {
+      std::string_view piece = scratch.pieces[k];
+      switch (step.kind) {
+        case Step::Kind::Split: split_piece(step, piece, scratch.next); break;
+        case Step::Kind::ByteLevel:
+          if (step.add_prefix_space && piece.front() != ' ') {
+            piece = scratch.owned.emplace_back(" " + std::string(piece));
+          }
+          if (step.regex) {
+            split_piece(step, piece, scratch.next);
+          } else {
+            scratch.next.push_back(piece);
+          }
+          break;
+        case Step::Kind::Metaspace: {
+          std::string& s = scratch.owned.emplace_back();
+          const bool first_piece = at_input_start && k == 0;
+          // HF replaces spaces first and prepends only when the result does not already
+          // begin with the replacement, hence the leading ' ' counts too.
+          if ((step.scheme == PrependScheme::Always || (step.scheme == PrependScheme::First && first_piece)) &&
+              piece.front() != ' ' && piece.substr(0, step.replacement.size()) != step.replacement) {
+            s = step.replacement;
+          }
+          for (char c : piece) {
+            if (c == ' ') {
+              s += step.replacement;
+            } else {
+              s += c;
+            }
+          }
+          if (!step.split) {
+            scratch.next.push_back(s);
+            break;
+          }
+          // Each replacement character starts a new piece (HF's MergedWithNext).
+          const std::string_view all = s;
+          size_t start = 0;
+          for (size_t at = all.find(step.replacement, 1); at != std::string_view::npos;
+               at = all.find(step.replacement, at + step.replacement.size())) {
+            scratch.next.push_back(all.substr(start, at - start));
+            start = at;
+          }
+          scratch.next.push_back(all.substr(start));
+          break;
+        }
+      }
+    }
+    scratch.pieces.swap(scratch.next);
+  }
+}
+
+}  // namespace orzo
