@@ -1,6 +1,6 @@
 #pragma once
 // The batcher: exactly one per model. It admits requests from sessions, plans each step with
-// the scheduler and the KV block manager (runtime/engine/), sends the step down the pipeline
+// the scheduler and the KV block manager (batching/), sends the step down the pipeline
 // of workers, and fans the sampled tokens out to the sessions. A stage may be served by a
 // worker in another process that joins (and, after its death, joins again) at run time; the
 // model is healthy only while every stage has a worker.
