@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Two builds of `orzo`, side by side: the same `orzo bench --json` workloads, alternating
+A and B so that the machine's drift falls on both, for PAIRS pairs. Prints each workload's
+median for A and B and the ratio B / A, with the CPU it ran on.
+
+  python3 bench/compare_builds.py --a OLD/orzo --b NEW/orzo --small models/small-f16.gguf [--pairs 3]
+
+The small shape is `orzo-make-model --shape small --dtype f16 --format gguf` (dim 1024, 8 layers,
+vocab 32000); stories260K comes from ../shared/models.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STORIES = os.path.join(ROOT, "..", "shared", "models", "stories260K", "stories260K.gguf")
+
+
+def workloads(small):
+    # (name, orzo bench arguments, the figure it reports)
+    return [
+        ("small f16: prefill 512", ["-m", small, "--batch", 1, "--prompt", 512, "--gen", 0], "prefill_tps"),
+        ("small f16: decode 1 seq", ["-m", small, "--batch", 1, "--prompt", 128, "--gen", 64], "decode_tps"),
+        ("small f16: decode 32 seqs", ["-m", small, "--batch", 32, "--prompt", 128, "--gen", 32], "decode_tps"),
+        ("stories260K: decode 16 seqs", ["-m", STORIES, "--batch", 16, "--prompt", 32, "--gen", 128], "decode_tps"),
+        ("stories260K: actors, 16 sessions",
+         ["-m", STORIES, "--actors", "--batch", 16, "--prompt", 32, "--gen", 128], "tokens_delivered_per_s"),
+        ("stories260K: actors, 64 sessions",
+         ["-m", STORIES, "--actors", "--batch", 64, "--prompt", 32, "--gen", 128], "tokens_delivered_per_s"),
+        ("null backend: actors, 64 sessions",
+         ["--backend", "null", "--batch", 64, "--prompt", 16, "--gen", 2048], "tokens_delivered_per_s"),
+    ]
+
+
+def bench(binary, args):
+    out = subprocess.run([binary, "bench", "--json", *map(str, args)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        info = f.read()
+    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    return f"{name}, {os.cpu_count()} cores, {isa}" + (" + BF16" if "avx512_bf16" in flags else "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="the first orzo binary (the baseline)")
+    ap.add_argument("--b", required=True, help="the second orzo binary")
+    ap.add_argument("--small", required=True, help="the small-shape F16 GGUF")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--out", help="write the runs as JSON here")
+    a = ap.parse_args()
+
+    rows = []
+    for name, args, key in workloads(a.small):
+        runs = {"a": [], "b": []}
+        for _ in range(a.pairs):
+            for side in ("a", "b"):
+                runs[side].append(bench(getattr(a, side), args)[key])
+        rows.append({"workload": name, "figure": key, **runs})
+
+    print(f"CPU: {cpu_model()}; {a.pairs} pairs, A and B alternating")
+    print("| workload | figure | A median | B median | B / A | A runs | B runs |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for r in rows:
+        ma, mb = statistics.median(r["a"]), statistics.median(r["b"])
+        fmt = lambda xs: " ".join(f"{x:,.0f}" for x in xs)
+        print(f"| {r['workload']} | {r['figure']} | {ma:,.1f} | {mb:,.1f} | {mb / ma:.3f} | {fmt(r['a'])} | {fmt(r['b'])} |")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"cpu": cpu_model(), "a": a.a, "b": a.b, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
