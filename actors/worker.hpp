@@ -16,11 +16,12 @@ class LayerBackend;
 
 // Where a worker runs. A step blocks the thread that runs it, so a worker either gets a
 // thread of its own (the choice for a worker that waits on a device) or shares the actor
-// system's scheduler threads, which saves the two thread wake-ups per step that a hand-off to
-// a thread of its own costs (~20 µs of a step on the 2-core test VM). Sharing needs spare
-// scheduler threads for the batcher and the sessions: on 2 cores it doubled the time to first
-// token of requests arriving under load (docs/BENCHMARKS.md). `automatic` shares only when
-// the scheduler has at least three threads.
+// system's scheduler threads. Sharing saves the two thread wake-ups per step that a hand-off
+// to a thread of its own costs, which counts when steps are short; but the step then holds a
+// scheduler thread, and without one to spare the batcher and the sessions wait behind it, so
+// requests arriving under load get their first token later. Steady latency comes first:
+// `automatic` shares only when the scheduler has at least three threads. The measurements of
+// both ways are in docs/BENCHMARKS.md ("The actor runtime").
 enum class WorkerThread { automatic, own, scheduler };
 
 // Spawns a worker over `backend`. `next` is the following stage, or an invalid handle when

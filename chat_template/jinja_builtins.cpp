@@ -119,6 +119,9 @@ std::string title(const std::string& s) {
   return out;
 }
 
+std::string upper(const std::string& s) { return ascii_case(s, "upper()", [](int c) { return std::toupper(c); }); }
+std::string lower(const std::string& s) { return ascii_case(s, "lower()", [](int c) { return std::tolower(c); }); }
+
 bool has_prefix_arg(const std::string& fn, const std::string& s, const Value& arg, bool suffix) {
   const auto one = [&](const Value& v) {
     if (!v.is_string()) throw ChatTemplateError(fn + "() argument must be str or a tuple of str, not " + type_name(v));
@@ -136,106 +139,128 @@ int64_t code_point_index(const std::string& s, size_t byte_offset) {
   return static_cast<int64_t>(py::count_code_points(std::string_view(s).substr(0, byte_offset)));
 }
 
-// Python str methods a template may call. Names of real str methods that are not implemented are
-// refused by name so that a template using them fails instead of printing an undefined.
-Value string_method(const Value& self, const std::string& name, Budget& budget) {
-  const std::string s = self.str();
-  const std::string fn = "str." + name;
-  const auto method = [&](auto body) {
-    return Value::function(fn, [s, fn, body, &budget](Args& args) -> Value { return body(s, fn, args, budget); });
+// The budget of py::replace's result, charged before it is built: a short input can ask for a
+// result far over the string limit.
+void charge_replace(Budget& b, const std::string& s, const std::string& from, const std::string& to) {
+  const size_t hits = from.empty() ? py::count_code_points(s) + 1 : s.size() / from.size();
+  b.string_of(s.size() + (to.size() > 0 && hits > 0 && to.size() > SIZE_MAX / 2 / hits ? SIZE_MAX / 2 : to.size() * hits));
+}
+
+// A str method called on `s`; `fn` is its name for errors, such as "str.split".
+using StrMethodFn = Value (*)(const std::string& s, const std::string& fn, Args& args, Budget& b);
+
+// The str methods that come in pairs or families (startswith and endswith, strip and its
+// one-sided forms, ...), told apart by their flags.
+Value str_has_affix(const std::string& s, const std::string& fn, Args& args, bool suffix) {
+  Params p(fn, args, {"prefix"});
+  return Value::boolean(has_prefix_arg(fn, s, p.get(0), suffix));
+}
+
+Value str_remove_affix(const std::string& s, const std::string& fn, Args& args, Budget& b, bool suffix) {
+  Params p(fn, args, {"affix"});
+  const Value affix = Value::string(p.string(0));
+  if (!has_prefix_arg(fn, s, affix, suffix)) return Value::string(s);
+  const size_t n = affix.str().size();
+  return str_value(suffix ? s.substr(0, s.size() - n) : s.substr(n), b);
+}
+
+Value str_split(const std::string& s, const std::string& fn, Args& args, Budget& b, bool right) {
+  Params p(fn, args, {"sep", "maxsplit"});
+  const auto sep = p.optional_string(0);
+  const int64_t maxsplit = p.integer(1, -1);
+  return string_list(right ? py::rsplit(s, sep, maxsplit) : py::split(s, sep, maxsplit), b);
+}
+
+Value str_strip(const std::string& s, const std::string& fn, Args& args, Budget& b, bool left, bool right) {
+  Params p(fn, args, {"chars"});
+  return str_value(py::strip(s, p.optional_string(0), left, right), b);
+}
+
+// upper, lower, capitalize and title: no arguments, checked before the string is mapped.
+Value str_mapped(const std::string& s, const std::string& fn, Args& args, Budget& b, std::string (*map)(const std::string&)) {
+  Params p(fn, args, {});
+  return str_value(map(s), b);
+}
+
+// find, rfind, index and rindex: the index in code points; index and rindex throw where the
+// find forms return -1.
+Value str_find(const std::string& s, const std::string& fn, Args& args, bool from_right, bool must_find) {
+  Params p(fn, args, {"sub"});
+  const std::string sub = p.string(0);
+  const size_t pos = from_right ? s.rfind(sub) : s.find(sub);
+  if (pos == std::string::npos) {
+    if (must_find) throw ChatTemplateError(fn + "(): substring not found");
+    return Value::integer(-1);
+  }
+  return Value::integer(code_point_index(s, pos));
+}
+
+// Python str methods a template may call.
+const std::map<std::string, StrMethodFn, std::less<>>& string_methods() {
+  static const std::map<std::string, StrMethodFn, std::less<>> table = {
+      {"capitalize", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_mapped(s, fn, args, b, capitalize); }},
+      {"count", [](const std::string& s, const std::string& fn, Args& args, Budget&) {
+         Params p(fn, args, {"sub"});
+         const std::string sub = p.string(0);
+         if (sub.empty()) return Value::integer(static_cast<int64_t>(py::count_code_points(s)) + 1);
+         int64_t n = 0;
+         for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++n;
+         return Value::integer(n);
+       }},
+      {"endswith", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_has_affix(s, fn, args, true); }},
+      {"find", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_find(s, fn, args, false, false); }},
+      {"index", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_find(s, fn, args, false, true); }},
+      {"isspace", [](const std::string& s, const std::string& fn, Args& args, Budget&) {
+         Params p(fn, args, {});
+         const std::u32string cps = py::decode_utf8(s);
+         return Value::boolean(!cps.empty() && std::all_of(cps.begin(), cps.end(), py::is_space));
+       }},
+      {"join", [](const std::string& s, const std::string& fn, Args& args, Budget& b) {
+         Params p(fn, args, {"iterable"});
+         std::string out;
+         bool first = true;
+         for (const Value& v : iterate(p.get(0))) {
+           if (!v.is_string()) throw ChatTemplateError(fn + "(): sequence item must be str, not " + type_name(v));
+           if (!first) out += s;
+           first = false;
+           b.append_of(out.size() + v.str().size(), v.str().size());
+           out += v.str();
+         }
+         return str_value(std::move(out), b);
+       }},
+      {"lower", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_mapped(s, fn, args, b, lower); }},
+      {"lstrip", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_strip(s, fn, args, b, true, false); }},
+      {"removeprefix", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_remove_affix(s, fn, args, b, false); }},
+      {"removesuffix", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_remove_affix(s, fn, args, b, true); }},
+      {"replace", [](const std::string& s, const std::string& fn, Args& args, Budget& b) {
+         Params p(fn, args, {"old", "new", "count"});
+         const std::string from = p.string(0);
+         const std::string to = p.string(1);
+         const int64_t count = p.integer(2, -1);
+         charge_replace(b, s, from, to);
+         return str_value(py::replace(s, from, to, count), b);
+       }},
+      {"rfind", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_find(s, fn, args, true, false); }},
+      {"rindex", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_find(s, fn, args, true, true); }},
+      {"rsplit", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_split(s, fn, args, b, true); }},
+      {"rstrip", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_strip(s, fn, args, b, false, true); }},
+      {"split", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_split(s, fn, args, b, false); }},
+      {"startswith", [](const std::string& s, const std::string& fn, Args& args, Budget&) { return str_has_affix(s, fn, args, false); }},
+      {"strip", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_strip(s, fn, args, b, true, true); }},
+      {"title", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_mapped(s, fn, args, b, title); }},
+      {"upper", [](const std::string& s, const std::string& fn, Args& args, Budget& b) { return str_mapped(s, fn, args, b, upper); }},
   };
-  if (name == "startswith" || name == "endswith") {
-    const bool suffix = name == "endswith";
-    return method([suffix](const std::string& str, const std::string& f, Args& args, Budget&) {
-      Params p(f, args, {"prefix"});
-      return Value::boolean(has_prefix_arg(f, str, p.get(0), suffix));
-    });
-  }
-  if (name == "split" || name == "rsplit") {
-    const bool right = name == "rsplit";
-    return method([right](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {"sep", "maxsplit"});
-      const auto sep = p.optional_string(0);
-      const int64_t maxsplit = p.integer(1, -1);
-      return string_list(right ? py::rsplit(str, sep, maxsplit) : py::split(str, sep, maxsplit), b);
-    });
-  }
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    const bool left = name != "rstrip";
-    const bool right = name != "lstrip";
-    return method([left, right](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {"chars"});
-      return str_value(py::strip(str, p.optional_string(0), left, right), b);
-    });
-  }
-  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-    return method([name](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {});
-      if (name == "upper") return str_value(ascii_case(str, "upper()", [](int c) { return std::toupper(c); }), b);
-      if (name == "lower") return str_value(ascii_case(str, "lower()", [](int c) { return std::tolower(c); }), b);
-      return str_value(name == "title" ? title(str) : capitalize(str), b);
-    });
-  }
-  if (name == "replace") {
-    return method([](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {"old", "new", "count"});
-      const std::string from = p.string(0);
-      const std::string to = p.string(1);
-      const int64_t count = p.integer(2, -1);
-      const size_t hits = from.empty() ? py::count_code_points(str) + 1 : str.size() / from.size();
-      b.string_of(str.size() + (to.size() > 0 && hits > 0 && to.size() > SIZE_MAX / 2 / hits ? SIZE_MAX / 2 : to.size() * hits));
-      return str_value(py::replace(str, from, to, count), b);
-    });
-  }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    return method([name](const std::string& str, const std::string& f, Args& args, Budget&) {
-      Params p(f, args, {"sub"});
-      const std::string sub = p.string(0);
-      if (name == "count") {
-        if (sub.empty()) return Value::integer(static_cast<int64_t>(py::count_code_points(str)) + 1);
-        int64_t n = 0;
-        for (size_t pos = str.find(sub); pos != std::string::npos; pos = str.find(sub, pos + sub.size())) ++n;
-        return Value::integer(n);
-      }
-      const size_t pos = name[0] == 'r' ? str.rfind(sub) : str.find(sub);
-      if (pos == std::string::npos) {
-        if (name == "index" || name == "rindex") throw ChatTemplateError(f + "(): substring not found");
-        return Value::integer(-1);
-      }
-      return Value::integer(code_point_index(str, pos));
-    });
-  }
-  if (name == "join") {
-    return method([](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {"iterable"});
-      std::string out;
-      bool first = true;
-      for (const Value& v : iterate(p.get(0))) {
-        if (!v.is_string()) throw ChatTemplateError(f + "(): sequence item must be str, not " + type_name(v));
-        if (!first) out += str;
-        first = false;
-        b.append_of(out.size() + v.str().size(), v.str().size());
-        out += v.str();
-      }
-      return str_value(std::move(out), b);
-    });
-  }
-  if (name == "removeprefix" || name == "removesuffix") {
-    const bool suffix = name == "removesuffix";
-    return method([suffix](const std::string& str, const std::string& f, Args& args, Budget& b) {
-      Params p(f, args, {"affix"});
-      const Value affix = Value::string(p.string(0));
-      if (!has_prefix_arg(f, str, affix, suffix)) return Value::string(str);
-      const size_t n = affix.str().size();
-      return str_value(suffix ? str.substr(0, str.size() - n) : str.substr(n), b);
-    });
-  }
-  if (name == "isspace") {
-    return method([](const std::string& str, const std::string& f, Args& args, Budget&) {
-      Params p(f, args, {});
-      const std::u32string cps = py::decode_utf8(str);
-      return Value::boolean(!cps.empty() && std::all_of(cps.begin(), cps.end(), py::is_space));
-    });
+  return table;
+}
+
+// `self.name` on a string: the method bound to its string. Names of real str methods that are
+// not implemented are refused by name so that a template using them fails instead of printing
+// an undefined.
+Value string_method(const Value& self, const std::string& name, Budget& budget) {
+  const auto it = string_methods().find(name);
+  if (it != string_methods().end()) {
+    const std::string fn = "str." + name;
+    return Value::function(fn, [s = self.str(), fn, body = it->second, &budget](Args& args) -> Value { return body(s, fn, args, budget); });
   }
   static const char* const kOtherStrMethods[] = {
       "casefold", "center", "encode", "expandtabs", "format", "format_map", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
@@ -539,7 +564,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"lower", [](const Value& in, Args& args, Budget& b) {
          Params p("lower", args, {});
-         return str_value(ascii_case(to_str(in), "lower()", [](int c) { return std::tolower(c); }), b);
+         return str_value(lower(to_str(in)), b);
        }},
       {"map", [](const Value& in, Args& args, Budget& b) {
          std::vector<Value> out;
@@ -579,8 +604,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
          const std::string s = to_str(in);
          const std::string from = to_str(p.get(0));
          const std::string to = to_str(p.get(1));
-         const size_t hits = from.empty() ? py::count_code_points(s) + 1 : s.size() / from.size();
-         b.string_of(s.size() + (to.size() > 0 && hits > 0 && to.size() > SIZE_MAX / 2 / hits ? SIZE_MAX / 2 : to.size() * hits));
+         charge_replace(b, s, from, to);
          return str_value(py::replace(s, from, to, p.integer(2, -1)), b);
        }},
       {"reverse", [](const Value& in, Args& args, Budget& b) {
@@ -614,7 +638,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
        }},
       {"upper", [](const Value& in, Args& args, Budget& b) {
          Params p("upper", args, {});
-         return str_value(ascii_case(to_str(in), "upper()", [](int c) { return std::toupper(c); }), b);
+         return str_value(upper(to_str(in)), b);
        }},
   };
   return table;

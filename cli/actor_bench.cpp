@@ -43,6 +43,12 @@ struct Tally {
   int64_t tokens_at_all_started = 0;
   std::vector<double> ttft;              // per batch request: submission to its first token
   std::vector<double> itl;               // per token after a request's first: the gap before it
+
+  template <typename Predicate>
+  void wait_until(Predicate done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  }
 };
 
 // One batch request's clock, kept by its session's callbacks (which run one at a time).
@@ -67,6 +73,22 @@ SessionRequest bench_request(int i, std::vector<int32_t> prompt, int gen) {
   r.limits.ignore_eos = true;
   return r;
 }
+
+// Prompts of `length` tokens drawn uniformly from the vocabulary, the same sequence on every run.
+class RandomPrompts {
+ public:
+  RandomPrompts(int32_t vocab, int length) : any_token_(0, vocab - 1), length_(static_cast<size_t>(length)) {}
+  std::vector<int32_t> operator()() {
+    std::vector<int32_t> p(length_);
+    for (auto& t : p) t = any_token_(rng_);
+    return p;
+  }
+
+ private:
+  std::mt19937 rng_{1234};
+  std::uniform_int_distribution<int32_t> any_token_;
+  size_t length_;
+};
 
 // Time to first token of requests sent one at a time while the batch decodes.
 std::vector<double> probe_ttft(Engine& engine, const std::vector<int32_t>& prompt, int probes) {
@@ -112,121 +134,100 @@ void publish_and_wait(caf::actor_system& sys, const batcher_actor& batcher, int 
   }
 }
 
-}  // namespace
-
-void run_actor_bench(const BenchOptions& o) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg);
-  if (o.publish > 0) load_middleman(cfg, {});
-  caf::actor_system sys{cfg};
-
-  const int32_t context = o.prompt + o.gen + 2;
+struct BenchEngine {
   std::unique_ptr<Engine> engine;
-  int32_t vocab = kNullVocab;
-  if (o.backend == "null") {
-    BatcherOptions b;
-    b.scheduler.max_num_seqs = std::max(o.batch + 1, 1);
-    b.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
-    b.block_size = 16;
-    b.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
-    b.max_model_len = context;
-    b.vocab_size = kNullVocab;
-    b.prefix_caching = false;
-    std::vector<std::unique_ptr<LayerBackend>> stages;
-    stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
-    engine = Engine::start_with(sys, std::move(stages), std::move(b), parse_worker_thread(o.worker_thread));
-  } else {
-    if (o.model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
-    EngineOptions e;
-    e.model = o.model;
-    e.placement = o.placement;
-    e.backend.threads = o.threads;
-    e.scheduler.max_num_seqs = o.batch + 1;
-    e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
-    e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
-    e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
-    e.load_tokenizer = false;  // prompts are ids, as in the bare bench
-    e.worker_thread = parse_worker_thread(o.worker_thread);
-    engine = Engine::start(sys, e);
-    vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
-  }
-  if (o.publish > 0) publish_and_wait(sys, engine->batcher(), o.publish);
+  int32_t vocab;
+};
 
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);
-  const auto random_prompt = [&] {
-    std::vector<int32_t> p(static_cast<size_t>(o.prompt));
-    for (auto& t : p) t = any_token(rng);
-    return p;
-  };
-  // Warm-up, as the bare bench does: fault in the weights before timing (one short request,
-  // its own time discarded).
-  probe_ttft(*engine, {1}, 1);
+// One stage that does no math, with KV room for the batch and one probe at a time.
+BenchEngine start_null_engine(caf::actor_system& sys, const BenchOptions& o, int32_t context) {
+  BatcherOptions b;
+  b.scheduler.max_num_seqs = std::max(o.batch + 1, 1);
+  b.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
+  b.block_size = 16;
+  b.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
+  b.max_model_len = context;
+  b.vocab_size = kNullVocab;
+  b.prefix_caching = false;
+  std::vector<std::unique_ptr<LayerBackend>> stages;
+  stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
+  return {Engine::start_with(sys, std::move(stages), std::move(b), parse_worker_thread(o.worker_thread)), kNullVocab};
+}
 
-  Tally tally;
-  const auto batcher_stats = [&] {
-    caf::scoped_actor self{sys};
-    BatcherStats s;
-    self->request(engine->batcher(), std::chrono::seconds(10), stats_atom::value)
-        .receive([&](BatcherStats& x) { s = x; }, [](caf::error&) {});
-    return s;
-  };
-  const BatcherStats before = batcher_stats();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < o.batch; ++i) {
-    SessionCallbacks cb;
-    auto clock = std::make_shared<RequestClock>();
-    cb.on_text = [&tally, clock, batch = o.batch](TextChunk& chunk) {
-      tally.tokens.fetch_add(static_cast<int64_t>(chunk.tokens.size()), std::memory_order_relaxed);
-      if (chunk.tokens.empty()) return;
-      const auto now = Clock::now();
-      // A chunk of several tokens arrived after one gap: each of them waited its share.
-      if (clock->started) {
-        const double gap = seconds(now - clock->last) / static_cast<double>(chunk.tokens.size());
-        clock->gaps.insert(clock->gaps.end(), chunk.tokens.size(), gap);
-      }
-      clock->last = now;
-      if (clock->started) return;
-      clock->started = true;
-      std::lock_guard<std::mutex> lock(tally.mutex);
-      tally.ttft.push_back(seconds(now - clock->sent));
-      if (++tally.started == batch) {
-        tally.all_started = Clock::now();
-        tally.tokens_at_all_started = tally.tokens.load();
-        tally.changed.notify_all();
-      }
-    };
-    cb.on_done = [&tally, clock](Completion& c) {
-      std::lock_guard<std::mutex> lock(tally.mutex);
-      tally.itl.insert(tally.itl.end(), clock->gaps.begin(), clock->gaps.end());
-      ++tally.completed;
-      if (c.reason == FinishReason::error) ++tally.errors;
+BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, int32_t context) {
+  if (o.model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
+  EngineOptions e;
+  e.model = o.model;
+  e.placement = o.placement;
+  e.backend.threads = o.threads;
+  e.scheduler.max_num_seqs = o.batch + 1;
+  e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
+  e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
+  e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
+  e.load_tokenizer = false;  // prompts are ids, as in the bare bench
+  e.worker_thread = parse_worker_thread(o.worker_thread);
+  auto engine = Engine::start(sys, e);
+  const auto vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
+  return {std::move(engine), vocab};
+}
+
+BatcherStats batcher_stats(caf::actor_system& sys, const batcher_actor& batcher) {
+  caf::scoped_actor self{sys};
+  BatcherStats s;
+  self->request(batcher, std::chrono::seconds(10), stats_atom::value).receive([&](BatcherStats& x) { s = x; }, [](caf::error&) {});
+  return s;
+}
+
+// A batch request's callbacks: they count its tokens, time its first token and the gaps
+// between the others, and tell `tally` when the whole batch has started and when it is done.
+SessionCallbacks batch_callbacks(Tally& tally, int batch, std::shared_ptr<RequestClock> clock) {
+  SessionCallbacks cb;
+  cb.on_text = [&tally, clock, batch](TextChunk& chunk) {
+    tally.tokens.fetch_add(static_cast<int64_t>(chunk.tokens.size()), std::memory_order_relaxed);
+    if (chunk.tokens.empty()) return;
+    const auto now = Clock::now();
+    // A chunk of several tokens arrived after one gap: each of them waited its share.
+    if (clock->started) {
+      const double gap = seconds(now - clock->last) / static_cast<double>(chunk.tokens.size());
+      clock->gaps.insert(clock->gaps.end(), chunk.tokens.size(), gap);
+    }
+    clock->last = now;
+    if (clock->started) return;
+    clock->started = true;
+    std::lock_guard<std::mutex> lock(tally.mutex);
+    tally.ttft.push_back(seconds(now - clock->sent));
+    if (++tally.started == batch) {
+      tally.all_started = Clock::now();
+      tally.tokens_at_all_started = tally.tokens.load();
       tally.changed.notify_all();
-    };
+    }
+  };
+  cb.on_done = [&tally, clock](Completion& c) {
+    std::lock_guard<std::mutex> lock(tally.mutex);
+    tally.itl.insert(tally.itl.end(), clock->gaps.begin(), clock->gaps.end());
+    ++tally.completed;
+    if (c.reason == FinishReason::error) ++tally.errors;
+    tally.changed.notify_all();
+  };
+  return cb;
+}
+
+void submit_batch(Engine& engine, const BenchOptions& o, RandomPrompts& random_prompt, Tally& tally) {
+  for (int i = 0; i < o.batch; ++i) {
+    auto clock = std::make_shared<RequestClock>();
+    SessionCallbacks cb = batch_callbacks(tally, o.batch, clock);
     auto request = bench_request(i, random_prompt(), o.gen);
     clock->sent = Clock::now();
-    engine->generate(std::move(request), cb);
+    engine.generate(std::move(request), cb);
   }
-  std::vector<double> ttft;
-  if (o.ttft_probes > 0) {
-    {
-      std::unique_lock<std::mutex> lock(tally.mutex);
-      tally.changed.wait(lock, [&] { return tally.started == o.batch || tally.completed == o.batch; });
-    }
-    ttft = probe_ttft(*engine, random_prompt(), o.ttft_probes);
-  }
-  {
-    std::unique_lock<std::mutex> lock(tally.mutex);
-    tally.changed.wait(lock, [&] { return tally.completed == o.batch; });
-  }
-  const auto t_end = Clock::now();
-  const BatcherStats after = batcher_stats();
-  engine->shutdown();
-  if (tally.errors > 0) throw std::runtime_error(std::to_string(tally.errors) + " bench requests failed");
+}
 
+// The batch's run from its submission (t0) to its last token (t_end); `steps` the batcher's
+// steps in between; `probes` the TTFT of the probes, if any were sent.
+nlohmann::json actor_bench_report(const BenchOptions& o, const Tally& tally, Clock::time_point t0, Clock::time_point t_end,
+                                  double steps, const std::vector<double>& probes) {
   const double total_s = seconds(t_end - t0);
   const double decode_s = seconds(t_end - tally.all_started);
-  const auto steps = static_cast<double>(after.steps - before.steps);
   const double delivered = static_cast<double>(tally.tokens.load());
   const double decode_tokens = delivered - static_cast<double>(tally.tokens_at_all_started);
   nlohmann::json j = {{"backend", o.backend},
@@ -242,28 +243,68 @@ void run_actor_bench(const BenchOptions& o) {
                       {"us_per_step", total_s / steps * 1e6},
                       {"tokens_delivered_per_s", delivered / total_s},
                       {"decode_tps", decode_s > 0 ? decode_tokens / decode_s : 0.0}};
-  if (!ttft.empty()) {
-    j["ttft_p50_ms"] = percentile(ttft, 0.5) * 1e3;
-    j["ttft_p99_ms"] = percentile(ttft, 0.99) * 1e3;
+  if (!probes.empty()) {
+    j["ttft_p50_ms"] = percentile(probes, 0.5) * 1e3;
+    j["ttft_p99_ms"] = percentile(probes, 0.99) * 1e3;
   }
   j["batch_ttft_p50_ms"] = percentile(tally.ttft, 0.5) * 1e3;
   j["batch_ttft_p99_ms"] = percentile(tally.ttft, 0.99) * 1e3;
   j["itl_p50_ms"] = percentile(tally.itl, 0.5) * 1e3;
   j["itl_p99_ms"] = percentile(tally.itl, 0.99) * 1e3;
+  return j;
+}
+
+void print_actor_bench(const BenchOptions& o, const nlohmann::json& j, size_t probes) {
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("%s backend, batch %d, prompt %d, gen %d: %.0f steps in %.3f s (%.1f us/step), %.0f tokens/s delivered; "
-                "decode: %.1f tokens/s\n",
-                o.backend.c_str(), o.batch, o.prompt, o.gen, steps, total_s, total_s / steps * 1e6, delivered / total_s,
-                j["decode_tps"].get<double>());
-    std::printf("the batch: TTFT p50 %.2f ms, p99 %.2f ms; inter-token latency p50 %.3f ms, p99 %.3f ms\n",
-                j["batch_ttft_p50_ms"].get<double>(), j["batch_ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
-                j["itl_p99_ms"].get<double>());
-    if (!ttft.empty())
-      std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
-                  j["ttft_p99_ms"].get<double>(), ttft.size());
+    return;
   }
+  std::printf("%s backend, batch %d, prompt %d, gen %d: %.0f steps in %.3f s (%.1f us/step), %.0f tokens/s delivered; "
+              "decode: %.1f tokens/s\n",
+              o.backend.c_str(), o.batch, o.prompt, o.gen, j["steps"].get<double>(), j["seconds"].get<double>(),
+              j["us_per_step"].get<double>(), j["tokens_delivered_per_s"].get<double>(), j["decode_tps"].get<double>());
+  std::printf("the batch: TTFT p50 %.2f ms, p99 %.2f ms; inter-token latency p50 %.3f ms, p99 %.3f ms\n",
+              j["batch_ttft_p50_ms"].get<double>(), j["batch_ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
+              j["itl_p99_ms"].get<double>());
+  if (probes > 0)
+    std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
+                j["ttft_p99_ms"].get<double>(), probes);
+}
+
+}  // namespace
+
+void run_actor_bench(const BenchOptions& o) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  if (o.publish > 0) load_middleman(cfg, {});
+  caf::actor_system sys{cfg};
+
+  const int32_t context = o.prompt + o.gen + 2;
+  BenchEngine started = o.backend == "null" ? start_null_engine(sys, o, context) : start_model_engine(sys, o, context);
+  Engine& engine = *started.engine;
+  if (o.publish > 0) publish_and_wait(sys, engine.batcher(), o.publish);
+  RandomPrompts random_prompt(started.vocab, o.prompt);
+  // Warm-up, as the bare bench does: fault in the weights before timing (one short request,
+  // its own time discarded).
+  probe_ttft(engine, {1}, 1);
+
+  Tally tally;
+  const BatcherStats before = batcher_stats(sys, engine.batcher());
+  const auto t0 = Clock::now();
+  submit_batch(engine, o, random_prompt, tally);
+  std::vector<double> probes;
+  if (o.ttft_probes > 0) {
+    tally.wait_until([&] { return tally.started == o.batch || tally.completed == o.batch; });
+    probes = probe_ttft(engine, random_prompt(), o.ttft_probes);
+  }
+  tally.wait_until([&] { return tally.completed == o.batch; });
+  const auto t_end = Clock::now();
+  const BatcherStats after = batcher_stats(sys, engine.batcher());
+  engine.shutdown();
+  if (tally.errors > 0) throw std::runtime_error(std::to_string(tally.errors) + " bench requests failed");
+
+  const auto steps = static_cast<double>(after.steps - before.steps);
+  print_actor_bench(o, actor_bench_report(o, tally, t0, t_end, steps, probes), probes.size());
 }
 
 }  // namespace orzo::cli

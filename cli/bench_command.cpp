@@ -64,10 +64,9 @@ double weight_read_bandwidth(const Model& model, int threads) {
   return best;
 }
 
-void run_bench(const BenchOptions& o) {
-  auto model = Model::load(o.model);
-  const auto& cfg = model->config();
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+// The KV blocks each sequence needs, once the shape is known to fit the model's context and
+// this machine's memory.
+int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
   const int32_t bs = kDefaultBlockSize;
   const int64_t context = int64_t{o.prompt} + o.gen;
   if (context > cfg.max_position)
@@ -81,80 +80,112 @@ void run_bench(const BenchOptions& o) {
     throw std::invalid_argument("the KV cache for " + std::to_string(o.batch) + " x " + std::to_string(context) +
                                 " tokens needs " + std::to_string(static_cast<int64_t>(kv_bytes / (1 << 20))) +
                                 " MiB, more than this machine's memory allows");
-  CpuBackend::Options opt;
-  opt.kv_blocks = blocks_per_seq * o.batch;
-  opt.threads = threads;
-  opt.max_rows = std::max(o.chunk, o.batch);
-  CpuBackend backend(model, opt);
+  return blocks_per_seq;
+}
 
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(o.batch));
-  for (int s = 0; s < o.batch; ++s)
-    for (int32_t i = 0; i < blocks_per_seq; ++i) tables[static_cast<size_t>(s)].push_back(s * blocks_per_seq + i);
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> any_token(0, static_cast<int32_t>(cfg.vocab_size - 1));
-  std::vector<int32_t> prompt_tokens(static_cast<size_t>(o.batch) * static_cast<size_t>(o.prompt));
-  for (auto& t : prompt_tokens) t = any_token(rng);
-
-  std::vector<float> hidden, logits;
-  std::vector<int32_t> next(static_cast<size_t>(o.batch));
-  // Greedy through the real sampler, so decode timings include its cost.
-  SamplingParams greedy_params;
-  greedy_params.temperature = 0.0f;
-  Sampler sampler(greedy_params);
-  const auto greedy_token = [&](float* row) {
-    return sampler.sample(row, static_cast<int32_t>(cfg.vocab_size), nullptr, 0).token;
-  };
-  {  // Warm-up: the first pass faults in the mapped weights; timing starts warm, as in llama-bench.
-    ForwardBatch warm;
-    warm.block_tables = tables;
-    warm.add_chunk(0, prompt_tokens.data(), 1, 0, true);
-    backend.forward(warm, hidden, logits);
-  }
-  // Prefill: the prompts of all sequences, packed into chunks of at most `chunk` rows.
-  const auto t_prefill = Clock::now();
-  int seq = 0, done = 0;
-  while (seq < o.batch) {
-    ForwardBatch b;
-    b.block_tables = tables;
-    std::vector<int> finishing;
-    while (seq < o.batch && b.rows() < o.chunk) {
-      const int take = std::min<int>(o.prompt - done, o.chunk - static_cast<int>(b.rows()));
-      const bool last = done + take == o.prompt;
-      b.add_chunk(seq, prompt_tokens.data() + static_cast<size_t>(seq) * static_cast<size_t>(o.prompt) + done, take,
-                  done, last);
-      if (last) finishing.push_back(seq);
-      done += take;
-      if (last) ++seq, done = 0;
-    }
-    backend.forward(b, hidden, logits);
-    for (size_t i = 0; i < finishing.size(); ++i)
-      next[static_cast<size_t>(finishing[i])] = greedy_token(logits.data() + i * static_cast<size_t>(cfg.vocab_size));
-  }
-  const double prefill_s = seconds_since(t_prefill);
-
-  // Decode: one row per sequence per step, greedy.
-  const auto t_decode = Clock::now();
-  for (int step = 0; step < o.gen; ++step) {
-    ForwardBatch b;
-    b.block_tables = tables;
-    for (int s = 0; s < o.batch; ++s) b.add_chunk(s, &next[static_cast<size_t>(s)], 1, o.prompt + step, true);
-    backend.forward(b, hidden, logits);
+// The bare bench's sequences on one CPU backend: each with blocks of its own and a random
+// prompt, the next token drawn greedily through the real sampler, so that decode timings
+// include its cost.
+class BareBench {
+ public:
+  BareBench(std::shared_ptr<const Model> model, const BenchOptions& o, int threads, int32_t blocks_per_seq)
+      : o_(o), vocab_(static_cast<int32_t>(model->config().vocab_size)),
+        backend_(std::move(model), backend_options(o, threads, blocks_per_seq)),
+        tables_(static_cast<size_t>(o.batch)),
+        prompt_tokens_(static_cast<size_t>(o.batch) * static_cast<size_t>(o.prompt)),
+        next_(static_cast<size_t>(o.batch)),
+        sampler_(greedy()) {
     for (int s = 0; s < o.batch; ++s)
-      next[static_cast<size_t>(s)] = greedy_token(logits.data() + static_cast<size_t>(s) * static_cast<size_t>(cfg.vocab_size));
+      for (int32_t i = 0; i < blocks_per_seq; ++i) tables_[static_cast<size_t>(s)].push_back(s * blocks_per_seq + i);
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> any_token(0, vocab_ - 1);
+    for (auto& t : prompt_tokens_) t = any_token(rng);
   }
-  const double decode_s = seconds_since(t_decode);
 
+  // The first pass faults in the mapped weights; timing starts warm, as in llama-bench.
+  void warm_up() {
+    ForwardBatch warm;
+    warm.block_tables = tables_;
+    warm.add_chunk(0, prompt_tokens_.data(), 1, 0, true);
+    backend_.forward(warm, hidden_, logits_);
+  }
+
+  // The prompts of all sequences, packed into chunks of at most `chunk` rows; returns seconds.
+  double prefill() {
+    const auto t0 = Clock::now();
+    int seq = 0, done = 0;
+    while (seq < o_.batch) {
+      ForwardBatch b;
+      b.block_tables = tables_;
+      std::vector<int> finishing;
+      while (seq < o_.batch && b.rows() < o_.chunk) {
+        const int take = std::min<int>(o_.prompt - done, o_.chunk - static_cast<int>(b.rows()));
+        const bool last = done + take == o_.prompt;
+        b.add_chunk(seq, prompt_tokens_.data() + static_cast<size_t>(seq) * static_cast<size_t>(o_.prompt) + done, take,
+                    done, last);
+        if (last) finishing.push_back(seq);
+        done += take;
+        if (last) ++seq, done = 0;
+      }
+      backend_.forward(b, hidden_, logits_);
+      for (size_t i = 0; i < finishing.size(); ++i) next_[static_cast<size_t>(finishing[i])] = greedy_token(i);
+    }
+    return seconds_since(t0);
+  }
+
+  // `gen` steps of one row per sequence; returns seconds.
+  double decode() {
+    const auto t0 = Clock::now();
+    for (int step = 0; step < o_.gen; ++step) {
+      ForwardBatch b;
+      b.block_tables = tables_;
+      for (int s = 0; s < o_.batch; ++s) b.add_chunk(s, &next_[static_cast<size_t>(s)], 1, o_.prompt + step, true);
+      backend_.forward(b, hidden_, logits_);
+      for (int s = 0; s < o_.batch; ++s) next_[static_cast<size_t>(s)] = greedy_token(static_cast<size_t>(s));
+    }
+    return seconds_since(t0);
+  }
+
+ private:
+  static CpuBackend::Options backend_options(const BenchOptions& o, int threads, int32_t blocks_per_seq) {
+    CpuBackend::Options opt;
+    opt.kv_blocks = blocks_per_seq * o.batch;
+    opt.threads = threads;
+    opt.max_rows = std::max(o.chunk, o.batch);
+    return opt;
+  }
+  static SamplingParams greedy() {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }
+  int32_t greedy_token(size_t row) {
+    return sampler_.sample(logits_.data() + row * static_cast<size_t>(vocab_), vocab_, nullptr, 0).token;
+  }
+
+  const BenchOptions& o_;
+  int32_t vocab_;
+  CpuBackend backend_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> prompt_tokens_;
+  std::vector<float> hidden_, logits_;
+  std::vector<int32_t> next_;
+  Sampler sampler_;
+};
+
+void report_bench(const BenchOptions& o, const Model& model, int threads, double prefill_s, double decode_s) {
+  const ModelConfig& cfg = model.config();
   const double prefill_tps = o.batch * o.prompt / prefill_s;
-  const double weight_bw = o.json ? weight_read_bandwidth(*model, threads) : 0.0;
+  const double weight_bw = o.json ? weight_read_bandwidth(model, threads) : 0.0;
   const double decode_tps = o.gen > 0 ? o.batch * o.gen / decode_s : 0.0;
   const double per_seq = o.gen > 0 ? o.gen / decode_s : 0.0;
   if (o.json) {
     nlohmann::json j = {{"model", o.model},           {"batch", o.batch},          {"prompt", o.prompt},
                         {"gen", o.gen},               {"threads", threads},        {"prefill_tps", prefill_tps},
                         {"decode_tps", decode_tps},   {"decode_tps_per_seq", per_seq},
-                        {"weight_bytes_per_token", model->weight_bytes_per_token()},
-                        {"layer_parameters", model->layer_parameters()},
-                        {"lm_head_parameters", model->lm_head().numel()},
+                        {"weight_bytes_per_token", model.weight_bytes_per_token()},
+                        {"layer_parameters", model.layer_parameters()},
+                        {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
                         {"weight_read_bytes_per_s", weight_bw}};
     std::printf("%s\n", j.dump().c_str());
@@ -163,6 +194,16 @@ void run_bench(const BenchOptions& o) {
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
   }
+}
+
+void run_bench(const BenchOptions& o) {
+  auto model = Model::load(o.model);
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  BareBench bench(model, o, threads, blocks_per_sequence(o, model->config()));
+  bench.warm_up();
+  const double prefill_s = bench.prefill();
+  const double decode_s = bench.decode();
+  report_bench(o, *model, threads, prefill_s, decode_s);
 }
 
 }  // namespace

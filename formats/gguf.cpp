@@ -360,111 +360,170 @@ std::optional<std::string> GgufMetadata::find_string(const std::string& key) con
 
 GgufFile read_gguf(const std::string& path) { return read_gguf(MappedFile::open(path)); }
 
-GgufFile read_gguf(std::shared_ptr<const MappedFile> file) {
-  const MappedFile& f = *file;
+namespace {
+
+struct GgufHeader {
+  uint32_t version;
+  uint64_t tensor_count;
+  uint64_t kv_count;
+  size_t end;  // the first byte of the metadata
+};
+
+GgufHeader read_header(const MappedFile& f) {
   Cursor head(f, 0);
   head.need(4, "magic");
   if (std::memcmp(f.data(), "GGUF", 4) != 0) fail(f, "not a GGUF file (bad magic)");
   head.skip(4, "magic");
 
-  GgufFile result;
-  result.version = head.u32("version");
-  if (result.version == 1)
+  GgufHeader h{};
+  h.version = head.u32("version");
+  if (h.version == 1)
     fail(f, "GGUF version 1 is not supported (it predates 64-bit counts); re-convert the model with a current llama.cpp");
-  if (result.version != 2 && result.version != 3) {
-    const bool swapped = __builtin_bswap32(result.version) == 2 || __builtin_bswap32(result.version) == 3;
-    fail(f, "unsupported GGUF version " + std::to_string(result.version) +
+  if (h.version != 2 && h.version != 3) {
+    const bool swapped = __builtin_bswap32(h.version) == 2 || __builtin_bswap32(h.version) == 3;
+    fail(f, "unsupported GGUF version " + std::to_string(h.version) +
                 (swapped ? " (a big-endian file; only little-endian is supported)" : ""));
   }
-  const uint64_t tensor_count = head.u64("tensor count");
-  const uint64_t kv_count = head.u64("metadata key/value count");
+  h.tensor_count = head.u64("tensor count");
+  h.kv_count = head.u64("metadata key/value count");
   // Checked here, before the metadata is read, so a huge count fails fast; each tensor
   // info takes at least a name length, n_dims, type and offset.
-  head.check_count(tensor_count, 24, "tensor");
+  head.check_count(h.tensor_count, 24, "tensor");
+  h.end = head.pos();
+  return h;
+}
 
-  size_t pos = head.pos();
-  result.metadata = GgufMetadata::parse(file, pos, kv_count);
-  Cursor in(f, pos);
-  in.check_count(tensor_count, 24, "tensor");
+uint64_t data_alignment(const MappedFile& f, const GgufMetadata& metadata) {
+  const auto a = metadata.find_int("general.alignment");
+  if (!a) return kGgufDefaultAlignment;
+  if (*a <= 0 || static_cast<uint64_t>(*a) > kMaxAlignment || (*a & (*a - 1)) != 0)
+    fail(f, "general.alignment " + std::to_string(*a) + " is not a power of two up to 2^30");
+  return static_cast<uint64_t>(*a);
+}
 
-  uint64_t alignment = kGgufDefaultAlignment;
-  if (const auto a = result.metadata.find_int("general.alignment")) {
-    if (*a <= 0 || static_cast<uint64_t>(*a) > kMaxAlignment || (*a & (*a - 1)) != 0)
-      fail(f, "general.alignment " + std::to_string(*a) + " is not a power of two up to 2^30");
-    alignment = static_cast<uint64_t>(*a);
+// Reads the dims into `shape`, outermost first (GGUF lists the innermost first), and returns
+// the element count, which fits in int64.
+uint64_t read_shape(Cursor& in, std::vector<int64_t>& shape) {
+  const uint32_t n_dims = in.u32("n_dims");
+  if (n_dims > kMaxDims) in.fail("has " + std::to_string(n_dims) + " dims (at most 4)");
+  shape.resize(n_dims);
+  uint64_t numel = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne = in.u64("dim");
+    if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, ne, &numel) ||
+        numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      in.fail("too many elements");
+    shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
   }
+  return numel;
+}
 
-  struct Info {
-    uint64_t offset;
-    size_t index;
-  };
-  std::vector<Info> infos;
-  infos.reserve(static_cast<size_t>(tensor_count));
-  result.tensors.reserve(static_cast<size_t>(tensor_count));
+DType read_dtype(Cursor& in, const MappedFile& f, const std::string& label) {
+  const uint32_t ggml_type = in.u32("type");
+  const auto dtype = dtype_from_ggml(ggml_type);
+  if (!dtype)
+    fail(f, label + " has ggml type " + ggml_type_label(ggml_type) +
+                ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0)");
+  return *dtype;
+}
+
+// The bytes of a tensor of `numel` elements of view's shape and dtype. numel fits in int64
+// but its size in bytes may not fit anywhere.
+uint64_t tensor_bytes(const Cursor& in, const MappedFile& f, const std::string& label, const TensorView& view,
+                      uint64_t numel) {
+  const uint64_t cols = view.shape.empty() ? 1 : static_cast<uint64_t>(view.shape.back());
+  const bool quantized = dtype_is_quantized(view.dtype);
+  if (quantized && cols % kQuantBlock != 0)
+    fail(f, label + " is " + dtype_name(view.dtype) + " but its row length " + std::to_string(cols) +
+                " is not a multiple of 32");
+  const uint64_t units = quantized ? numel / kQuantBlock : numel;
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(units, static_cast<uint64_t>(dtype_row_bytes(view.dtype, quantized ? kQuantBlock : 1)), &nbytes))
+    in.fail("too many bytes");
+  return nbytes;
+}
+
+// Where a tensor's bytes start in the data section, and the tensor's index in file order.
+struct DataOffset {
+  uint64_t offset;
+  size_t index;
+};
+
+// The tensor infos, into `tensors`; what each holds is checked as it is read, except the
+// data offsets against the data section, which starts only after the last info.
+std::vector<DataOffset> read_tensor_infos(Cursor& in, const MappedFile& f, uint64_t count, uint64_t alignment,
+                                          std::vector<TensorView>& tensors) {
+  std::vector<DataOffset> offsets;
+  offsets.reserve(static_cast<size_t>(count));
+  tensors.reserve(static_cast<size_t>(count));
   std::unordered_set<std::string_view> names;
-  for (uint64_t i = 0; i < tensor_count; ++i) {
+  for (uint64_t i = 0; i < count; ++i) {
     in.set_context("tensor " + std::to_string(i));
     const std::string_view name = in.str("name");
     const std::string label = "tensor '" + std::string(name) + "'";
     in.set_context(label);
     if (!names.insert(name).second) in.fail("appears twice");
-    const uint32_t n_dims = in.u32("n_dims");
-    if (n_dims > kMaxDims) in.fail("has " + std::to_string(n_dims) + " dims (at most 4)");
     TensorView view;
     view.name = std::string(name);
     view.file = f.path();
-    view.shape.resize(n_dims);
-    uint64_t numel = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne = in.u64("dim");
-      if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, ne, &numel) ||
-          numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        in.fail("too many elements");
-      view.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);  // GGUF lists the innermost dim first
-    }
-    const uint32_t ggml_type = in.u32("type");
-    const auto dtype = dtype_from_ggml(ggml_type);
-    if (!dtype)
-      fail(f, label + " has ggml type " + ggml_type_label(ggml_type) +
-                  ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0)");
-    view.dtype = *dtype;
-    const uint64_t cols = n_dims == 0 ? 1 : static_cast<uint64_t>(view.shape.back());
-    const bool quantized = dtype_is_quantized(*dtype);
-    if (quantized && cols % kQuantBlock != 0)
-      fail(f, label + " is " + dtype_name(*dtype) + " but its row length " + std::to_string(cols) +
-                  " is not a multiple of 32");
-    // numel fits in int64 but its size in bytes may not fit anywhere.
-    const uint64_t units = quantized ? numel / kQuantBlock : numel;
-    uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(units, static_cast<uint64_t>(dtype_row_bytes(*dtype, quantized ? kQuantBlock : 1)), &nbytes))
-      in.fail("too many bytes");
+    const uint64_t numel = read_shape(in, view.shape);
+    view.dtype = read_dtype(in, f, label);
+    const uint64_t nbytes = tensor_bytes(in, f, label, view, numel);
     const uint64_t offset = in.u64("offset");
     if (offset % alignment != 0)
       fail(f, label + " data offset " + std::to_string(offset) + " is not a multiple of the alignment " +
                   std::to_string(alignment));
     view.nbytes = static_cast<size_t>(nbytes);
-    infos.push_back({offset, result.tensors.size()});
-    result.tensors.push_back(std::move(view));
+    offsets.push_back({offset, tensors.size()});
+    tensors.push_back(std::move(view));
   }
+  return offsets;
+}
+
+// Points each tensor at its bytes, which must lie inside the data section: from `data_start`
+// to the end of the file.
+void locate_tensor_data(const MappedFile& f, uint64_t data_start, const std::vector<DataOffset>& offsets,
+                        std::vector<TensorView>& tensors) {
+  const uint64_t data_bytes = data_start > f.size() ? 0 : f.size() - data_start;
+  for (const auto& at : offsets) {
+    TensorView& view = tensors[at.index];
+    if (at.offset > data_bytes || view.nbytes > data_bytes - at.offset)
+      fail(f, "tensor '" + view.name + "' data [" + std::to_string(at.offset) + ", +" + std::to_string(view.nbytes) +
+                  ") runs past the " + std::to_string(data_bytes) + "-byte data section (truncated?)");
+    view.data = f.data() + data_start + at.offset;
+  }
+}
+
+// No two tensors with bytes may share any.
+void check_no_overlap(const MappedFile& f, std::vector<DataOffset> offsets, const std::vector<TensorView>& tensors) {
+  std::sort(offsets.begin(), offsets.end(), [](const DataOffset& a, const DataOffset& b) { return a.offset < b.offset; });
+  const DataOffset* previous = nullptr;
+  for (const auto& at : offsets) {
+    if (tensors[at.index].nbytes == 0) continue;
+    if (previous && at.offset < previous->offset + tensors[previous->index].nbytes)
+      fail(f, "tensors '" + tensors[previous->index].name + "' and '" + tensors[at.index].name + "' overlap");
+    previous = &at;
+  }
+}
+
+}  // namespace
+
+GgufFile read_gguf(std::shared_ptr<const MappedFile> file) {
+  const MappedFile& f = *file;
+  const GgufHeader header = read_header(f);
+  GgufFile result;
+  result.version = header.version;
+
+  size_t pos = header.end;
+  result.metadata = GgufMetadata::parse(file, pos, header.kv_count);
+  Cursor in(f, pos);
+  in.check_count(header.tensor_count, 24, "tensor");
+  const uint64_t alignment = data_alignment(f, result.metadata);
+  std::vector<DataOffset> offsets = read_tensor_infos(in, f, header.tensor_count, alignment, result.tensors);
 
   const uint64_t data_start = (in.pos() + alignment - 1) / alignment * alignment;
-  const uint64_t data_bytes = data_start > f.size() ? 0 : f.size() - data_start;
-  for (const auto& info : infos) {
-    TensorView& view = result.tensors[info.index];
-    if (info.offset > data_bytes || view.nbytes > data_bytes - info.offset)
-      fail(f, "tensor '" + view.name + "' data [" + std::to_string(info.offset) + ", +" + std::to_string(view.nbytes) +
-                  ") runs past the " + std::to_string(data_bytes) + "-byte data section (truncated?)");
-    view.data = f.data() + data_start + info.offset;
-  }
-  std::sort(infos.begin(), infos.end(), [](const Info& a, const Info& b) { return a.offset < b.offset; });
-  const Info* previous = nullptr;
-  for (const auto& info : infos) {
-    if (result.tensors[info.index].nbytes == 0) continue;
-    if (previous && info.offset < previous->offset + result.tensors[previous->index].nbytes)
-      fail(f, "tensors '" + result.tensors[previous->index].name + "' and '" + result.tensors[info.index].name +
-                  "' overlap");
-    previous = &info;
-  }
+  locate_tensor_data(f, data_start, offsets, result.tensors);
+  check_no_overlap(f, std::move(offsets), result.tensors);
   result.file = std::move(file);
   return result;
 }

@@ -87,8 +87,6 @@ class Model::Builder {
     return dst.data();
   }
 
-  const float* optional_f32(const std::string& name, int64_t n) { return has(name) ? need_f32(name, n) : nullptr; }
-
   void build() {
     const ModelConfig& c = m_.config_;
     const int64_t d = c.hidden_size;

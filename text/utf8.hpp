@@ -29,9 +29,6 @@ class Utf8Repair {
   // Ends the stream: a held incomplete character becomes one U+FFFD.
   void finish(std::string& out);
 
-  // Bytes held back by the last feed.
-  size_t held() const { return held_len_; }
-
  private:
   size_t continue_held(std::string_view in, std::string& out);
 

@@ -131,8 +131,6 @@ int32_t CudaBackend::affordable_kv_blocks(const std::vector<CudaBackend*>& stage
   return static_cast<int32_t>(blocks);
 }
 
-size_t CudaBackend::kv_bytes() const { return kv_.used(); }
-
 void CudaBackend::allocate_kv(int32_t blocks) {
   if (kv_blocks_ > 0) throw std::logic_error(name_ + ": the KV pool is allocated once");
   if (blocks <= 0) throw std::invalid_argument(name_ + ": the KV pool needs at least one block");

@@ -60,7 +60,6 @@ class CudaBackend final : public LayerBackend {
   size_t kv_bytes_per_block() const;
   Elem storage() const { return weights_->elem(); }
   size_t weight_bytes() const { return weights_->bytes(); }
-  size_t kv_bytes() const;
   size_t captured_graphs() const { return graphs_.size(); }
   const std::string& graph_failure() const { return graphs_.failure(); }
 

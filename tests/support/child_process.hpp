@@ -61,7 +61,6 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
   void signal(int sig) { ::kill(pid_, sig); }
   bool running() {
     if (status_) return false;
