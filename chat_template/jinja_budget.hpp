@@ -20,7 +20,7 @@ class LimitExceeded : public ChatTemplateError {
 };
 
 struct RenderLimits {
-  uint64_t max_steps = 10'000'000;       // evaluation steps, the bound on a render's CPU time (docs/BENCHMARKS.md); each container element and 64 string bytes built count one
+  uint64_t max_steps = 10'000'000;       // evaluation steps, the bound on a render's CPU time; each container element and 64 string bytes built count one
   size_t max_string_bytes = 64u << 20;   // largest string (the output included)
   size_t max_list_items = 1u << 20;      // largest list or dict
   int max_call_depth = 64;               // nested macro calls
