@@ -3,7 +3,6 @@
 #include "batching/block_manager.hpp"
 #include "batching/sequence.hpp"
 #include "protocol/errors.hpp"
-#include "runtime/sampler.hpp"
 
 #include <caf/all.hpp>
 
@@ -11,7 +10,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -121,11 +119,7 @@ std::optional<std::string> invalid(const BatcherState& st, const GenerationReque
   if (total_tokens(req) > o.max_model_len)
     return "prompt (" + std::to_string(req.prompt.size()) + " tokens) + max_tokens (" +
            std::to_string(req.limits.max_tokens) + ") exceeds the context length " + std::to_string(o.max_model_len);
-  try {
-    validate(req.sampling);
-  } catch (const std::invalid_argument& e) {
-    return std::string(e.what());
-  }
+  if (auto problem = sampling_problem(req.sampling)) return problem->message;
   return std::nullopt;
 }
 

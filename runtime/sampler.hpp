@@ -42,9 +42,6 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // the top_logprobs most likely, most likely first
 };
 
-// Throws std::invalid_argument naming the first offending field.
-void validate(const SamplingParams& params);
-
 // Stage 2 alone, in place. Over the last min(penalty_window, n_recent) entries of `recent`,
 // each distinct token t in [0, vocab) seen c times gets
 //   logit = logit > 0 ? logit / repetition_penalty : logit * repetition_penalty
@@ -64,8 +61,8 @@ float sampling_weight(float x);
 
 class Sampler {
  public:
-  // Validates `params` (see validate); without params.seed, the seed comes from
-  // std::random_device.
+  // Throws std::invalid_argument with sampling_problem's message (core/sampling_params.hpp) for
+  // params it cannot run; without params.seed, the seed comes from std::random_device.
   explicit Sampler(SamplingParams params);
 
   // `logits`: one row of `vocab` floats, used as scratch (biased and penalized in place).

@@ -20,7 +20,6 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxStops = 16;
 constexpr int64_t kMaxN = 128;
-constexpr int64_t kMaxTopLogprobs = 20;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 [[noreturn]] void refuse(const std::string& param, const std::string& message) {

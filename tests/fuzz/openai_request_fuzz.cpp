@@ -1,7 +1,8 @@
 // libFuzzer entry point for the OpenAI request parsers: the input is given as a body to all
 // four. Each must return a request or throw ApiError (400, whose error body can be written);
 // anything else escapes and is a finding. What parses must hold the parsers' promises: every
-// field in its range, no empty prompt or stop, messages the chat template can take.
+// field in its range, sampling the sampler can run, no empty prompt or stop, messages the
+// chat template can take.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,8 @@ void check_sampling(const orzo::SamplingParams& s) {
   check(s.frequency_penalty >= -2 && s.frequency_penalty <= 2);
   check(s.presence_penalty >= -2 && s.presence_penalty <= 2);
   check(s.repetition_penalty > 0 && s.repetition_penalty <= 10);
-  check(s.top_logprobs >= 0 && s.top_logprobs <= 20);
+  check(s.top_logprobs >= 0 && s.top_logprobs <= orzo::kMaxTopLogprobs);
+  check(!orzo::sampling_problem(s));  // the API's ranges lie inside what the sampler runs
   for (size_t i = 0; i < s.logit_bias.size(); ++i) {
     check(s.logit_bias[i].first >= 0);
     check(s.logit_bias[i].second >= -100 && s.logit_bias[i].second <= 100);
