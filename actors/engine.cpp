@@ -87,7 +87,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.kv_blocks = made.kv_blocks;
   auto pipeline = spawn_pipeline(sys, std::move(made.backends), layers, devices, options.worker_thread);
   engine->workers_ = local_workers(pipeline);
-  engine->max_model_len_ = b.max_model_len;
+  engine->bounds_ = RequestBounds{b.max_model_len, b.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
   return engine;
 }
@@ -103,7 +103,7 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   }
   auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread);
   engine->workers_ = local_workers(pipeline);
-  engine->max_model_len_ = options.max_model_len;
+  engine->bounds_ = RequestBounds{options.max_model_len, options.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));
   return engine;
 }

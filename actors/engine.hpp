@@ -65,7 +65,8 @@ class Engine {
   const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones
   std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
   std::shared_ptr<const Model> model() const { return model_; }
-  int32_t max_model_len() const { return max_model_len_; }  // prompt + generated tokens at most
+  // The context and vocabulary the batcher holds requests to (check_request).
+  const RequestBounds& bounds() const { return bounds_; }
 
   session_actor generate(SessionRequest request, client_actor client);
   session_actor generate(SessionRequest request, SessionCallbacks callbacks);
@@ -80,7 +81,7 @@ class Engine {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<worker_actor> workers_;
   batcher_actor batcher_;
-  int32_t max_model_len_ = 0;
+  RequestBounds bounds_;
 };
 
 }  // namespace orzo

@@ -36,8 +36,8 @@ struct SamplingProblem {
   std::string message;
 };
 
-// The first field outside what the sampler can run, or none. The one rule: the batcher
-// applies it to every request, and the Sampler asserts it.
+// The first field outside what the sampler can run, or none. The one rule: check_request
+// (protocol/generation_request.hpp) applies it to every request, and the Sampler asserts it.
 std::optional<SamplingProblem> sampling_problem(const SamplingParams& params);
 
 }  // namespace orzo

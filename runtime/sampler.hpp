@@ -3,7 +3,7 @@
 //
 // The stages, in order (vLLM / llama.cpp conventions):
 //   1. logit_bias: each entry adds its value to its token's logit; entries add up; ids outside
-//      [0, vocab) are skipped (rejecting them is the caller's job, against the model's vocab).
+//      [0, vocab) are skipped (check_request refuses them, against the model's vocab).
 //   2. penalties over the last penalty_window tokens of `recent` (see apply_penalties).
 //   3. temperature == 0 or top_k == 1: greedy, the highest logit, the lowest id on ties.
 //   4. otherwise the logits are divided by the temperature and softmaxed, then

@@ -59,12 +59,14 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids, const Tokenizer& tokenizer, const char* param) {
+// Ids /detokenize can turn into text: the tokenizer's, not the model's (whose vocabulary may
+// be padded past it).
+const std::vector<int32_t>& decodable(const std::vector<int32_t>& ids, const Tokenizer& tokenizer) {
   for (auto id : ids)
     if (id < 0 || id >= tokenizer.vocab_size())
       throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary (size " +
                               std::to_string(tokenizer.vocab_size()) + ")",
-                     "invalid_request_error", param);
+                     "invalid_request_error", "tokens");
   return ids;
 }
 
@@ -195,7 +197,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
                      "invalid_request_error", "echo");
     add_special = req.add_special_tokens.value_or(true);
     for (const auto& p : req.prompts) {
-      prompts.push_back(p.is_ids ? checked_ids(p.ids, *tokenizer, "prompt") : tokenizer->encode(p.text, add_special));
+      prompts.push_back(p.is_ids ? p.ids : tokenizer->encode(p.text, add_special));
       setup.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer->decode(p.ids, false) : p.text);
     }
   }
@@ -208,38 +210,33 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
                        std::to_string(kMaxSequences) + " sequences in one request",
                    "invalid_request_error", prompt_param);
 
-  const int32_t context = eng.max_model_len();
+  const RequestBounds& bounds = eng.bounds();
   std::vector<SessionRequest> sessions;
   const std::string id = id_prefix_ + std::to_string(next_id_++);
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto len = static_cast<int32_t>(prompts[p].size());
-    if (len == 0) throw ApiError(400, "the prompt is empty", "invalid_request_error", prompt_param);
-    if (len >= context)
-      throw ApiError(400,
-                     "this model's maximum context length is " + std::to_string(context) + " tokens, and the " +
-                         (chat ? "messages have " : "prompt has ") + std::to_string(len),
-                     "invalid_request_error", prompt_param, "context_length_exceeded");
-    const int32_t max_tokens = params.max_tokens.value_or(chat ? context - len : 16);
-    if (len + max_tokens > context)
-      throw ApiError(400,
-                     "this model's maximum context length is " + std::to_string(context) + " tokens; you asked for " +
-                         std::to_string(len + max_tokens) + " (" + std::to_string(len) + " in the " +
-                         (chat ? "messages" : "prompt") + ", " + std::to_string(max_tokens) + " in the completion)",
-                     "invalid_request_error", "max_tokens", "context_length_exceeded");
-    if (params.min_tokens > max_tokens)
-      throw ApiError(400, "min_tokens exceeds max_tokens", "invalid_request_error", "min_tokens");
-    setup.prompt_tokens.push_back(len);
+  for (auto& prompt : prompts) {
+    GenerationRequest g;
+    g.prompt = std::move(prompt);
+    g.sampling = params.sampling;
+    // OpenAI's defaults: a chat may fill the context, a completion keeps GenerationLimits' 16.
+    if (params.max_tokens)
+      g.limits.max_tokens = *params.max_tokens;
+    else if (chat)
+      g.limits.max_tokens = bounds.max_model_len - static_cast<int32_t>(g.prompt.size());
+    g.limits.min_tokens = params.min_tokens;
+    g.limits.stop_token_ids = params.stop_token_ids;
+    g.limits.ignore_eos = params.ignore_eos;
+    if (auto problem = check_request(g, bounds, prompt_param))
+      throw ApiError(400, std::move(problem->message), "invalid_request_error", std::move(problem->param),
+                     std::move(problem->code));
+    setup.prompt_tokens.push_back(static_cast<int32_t>(g.prompt.size()));
     for (int32_t j = 0; j < params.n; ++j) {
       SessionRequest s;
       s.id = id + "-" + std::to_string(sessions.size());
-      s.prompt_ids = prompts[p];
-      s.sampling = params.sampling;
+      s.prompt_ids = g.prompt;
+      s.sampling = g.sampling;
       // n choices from one seed must still differ, and each stays reproducible.
       if (s.sampling.seed) s.sampling.seed = *s.sampling.seed + static_cast<uint64_t>(j);
-      s.limits.max_tokens = max_tokens;
-      s.limits.min_tokens = params.min_tokens;
-      s.limits.stop_token_ids = params.stop_token_ids;
-      s.limits.ignore_eos = params.ignore_eos;
+      s.limits = g.limits;
       s.stop = params.stop;
       s.include_stop = params.include_stop;
       s.skip_special_tokens = params.skip_special_tokens;
@@ -277,7 +274,7 @@ void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
         render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt, false,
                     ordered_json::object()),
         false);
-  ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.max_model_len()}, {"tokens", ids}};
+  ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.bounds().max_model_len}, {"tokens", ids}};
   exchange.respond(200, json_text(body));
 }
 
@@ -286,14 +283,14 @@ void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
   const DetokenizeRequest req = parse_detokenize_request(request.body());
   if (!req.model.empty()) check_model(req.model);
   const auto& tokenizer = *eng.tokenizer();
-  exchange.respond(200, json_text({{"prompt", tokenizer.decode(checked_ids(req.tokens, tokenizer, "tokens"), false)}}));
+  exchange.respond(200, json_text({{"prompt", tokenizer.decode(decodable(req.tokens, tokenizer), false)}}));
 }
 
 void OpenAIApi::models(HttpExchange& exchange) const {
   Engine& eng = engine();
   const ordered_json model = {{"id", options_.served_model_name}, {"object", "model"},
                               {"created", created_},                {"owned_by", "orzo"},
-                              {"root", options_.model_path},        {"max_model_len", eng.max_model_len()}};
+                              {"root", options_.model_path},        {"max_model_len", eng.bounds().max_model_len}};
   exchange.respond(200, json_text({{"object", "list"}, {"data", ordered_json::array({model})}}));
 }
 

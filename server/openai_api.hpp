@@ -1,9 +1,9 @@
 #pragma once
 // The endpoints of `orzo serve`: routing, authentication, and the work of each route —
-// /v1/completions and /v1/chat/completions (prompts and chat templates turned into token ids
-// here, then one session per choice: see CompletionJob), /v1/models, /tokenize,
-// /detokenize, /health and /metrics. The API is up before the model: until serve() hands it
-// an engine, /health says 503 and model routes refuse.
+// /v1/completions and /v1/chat/completions (prompts and chat templates tokenized here, each
+// prompt held to check_request, then one session per choice: see CompletionJob),
+// /v1/models, /tokenize, /detokenize, /health and /metrics. The API is up before the model:
+// until serve() hands it an engine, /health says 503 and model routes refuse.
 
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"

@@ -274,10 +274,6 @@ void finish_generate(const GenerateParams& p, const GenerateChecks& checks) {
   if (checks.best_of && *checks.best_of != p.n) {
     unsupported("best_of", "only best_of equal to n (orzo returns every candidate, it does not rank them)");
   }
-  if (p.max_tokens && p.min_tokens > *p.max_tokens) {
-    refuse("min_tokens", "min_tokens (" + std::to_string(p.min_tokens) + ") must not exceed max_tokens (" +
-                             std::to_string(*p.max_tokens) + ")");
-  }
 }
 
 // ---- completions ----
