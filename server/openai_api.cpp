@@ -202,13 +202,6 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
     }
   }
   check_model(params.model);
-  // Each choice of each prompt is a sequence of its own: one request may not flood the queue.
-  constexpr size_t kMaxSequences = 256;
-  if (prompts.size() * static_cast<size_t>(params.n) > kMaxSequences)
-    throw ApiError(400,
-                   std::to_string(prompts.size()) + " prompts x n = " + std::to_string(params.n) + " asks for more than " +
-                       std::to_string(kMaxSequences) + " sequences in one request",
-                   "invalid_request_error", prompt_param);
 
   const RequestBounds& bounds = eng.bounds();
   std::vector<SessionRequest> sessions;

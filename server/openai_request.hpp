@@ -54,7 +54,7 @@ struct GenerateParams {
 
 struct CompletionRequest {
   GenerateParams params;
-  std::vector<PromptInput> prompts;        // one or more; none empty
+  std::vector<PromptInput> prompts;        // one or more, none empty; with n, 256 sequences at most
   bool echo = false;
   std::optional<bool> add_special_tokens;  // absent: true
 };

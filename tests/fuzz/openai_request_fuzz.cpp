@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run(orzo::parse_completion_request,
       [](const orzo::CompletionRequest& r) {
         check_generate(r.params);
-        check(!r.prompts.empty());
+        check(!r.prompts.empty() && r.prompts.size() * static_cast<size_t>(r.params.n) <= 256);
         for (const orzo::PromptInput& p : r.prompts) {
           check(p.is_ids ? !p.ids.empty() && p.text.empty() : !p.text.empty() && p.ids.empty());
           check(std::all_of(p.ids.begin(), p.ids.end(), [](int32_t id) { return id >= 0; }));

@@ -165,6 +165,7 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("stream":true,"stream_options":{"include_usage":1})"), "stream_options.include_usage"},
       {C, completion(R"("stream":true,"stream_options":{"continuous_usage_stats":true})"),
        "stream_options.continuous_usage_stats"},
+      {C, R"({"model":"m","prompt":["a","b","c"],"n":86})", "prompt"},  // 258 sequences
       // booleans and the rest
       {C, completion(R"("echo":1)"), "echo"},
       {C, completion(R"("ignore_eos":"no")"), "ignore_eos"},
