@@ -15,6 +15,7 @@
 #include <random>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace orzo {
 namespace {
@@ -168,44 +169,45 @@ std::string render_chat(const ChatTemplate* tmpl, const Tokenizer& tokenizer, co
   }
 }
 
-}  // namespace
-
-void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
-  if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
-  Engine& eng = engine();
-  const auto tokenizer = eng.tokenizer();
-  if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
-
+// A request's prompts as the front end tokenizes them, with its parameters, before any rule
+// that needs the model's limits.
+struct TokenizedRequest {
   GenerateParams params;
   std::vector<std::vector<int32_t>> prompts;
-  JobSetup setup;
-  setup.chat = chat;
-  const char* prompt_param = chat ? "messages" : "prompt";
-  bool add_special = true;
-  if (chat) {
-    ChatRequest req = parse_chat_request(request.body());
-    params = std::move(req.params);
-    const std::string text = render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt,
-                                         req.continue_final_message, req.template_kwargs);
-    prompts.push_back(tokenizer->encode(text, req.add_special_tokens));
-    setup.echo.emplace_back();
-  } else {
-    CompletionRequest req = parse_completion_request(request.body());
-    params = std::move(req.params);
-    if (req.echo && params.sampling.logprobs)
-      throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
-                     "invalid_request_error", "echo");
-    add_special = req.add_special_tokens.value_or(true);
-    for (const auto& p : req.prompts) {
-      prompts.push_back(p.is_ids ? p.ids : tokenizer->encode(p.text, add_special));
-      setup.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer->decode(p.ids, false) : p.text);
-    }
-  }
-  check_model(params.model);
+  std::vector<std::string> echo;  // per prompt: the text each of its choices starts with
+};
 
-  const RequestBounds& bounds = eng.bounds();
-  std::vector<SessionRequest> sessions;
-  const std::string id = id_prefix_ + std::to_string(next_id_++);
+TokenizedRequest tokenize_chat(std::string_view body, const ChatTemplate* tmpl, const Tokenizer& tokenizer) {
+  ChatRequest req = parse_chat_request(body);
+  TokenizedRequest out;
+  out.params = std::move(req.params);
+  const std::string text = render_chat(tmpl, tokenizer, req.messages, req.add_generation_prompt,
+                                       req.continue_final_message, req.template_kwargs);
+  out.prompts.push_back(tokenizer.encode(text, req.add_special_tokens));
+  out.echo.emplace_back();
+  return out;
+}
+
+TokenizedRequest tokenize_completion(std::string_view body, const Tokenizer& tokenizer) {
+  CompletionRequest req = parse_completion_request(body);
+  if (req.echo && req.params.sampling.logprobs)
+    throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
+                   "invalid_request_error", "echo");
+  TokenizedRequest out;
+  out.params = std::move(req.params);
+  const bool add_special = req.add_special_tokens.value_or(true);
+  for (auto& p : req.prompts) {
+    out.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer.decode(p.ids, false) : p.text);
+    out.prompts.push_back(p.is_ids ? std::move(p.ids) : tokenizer.encode(p.text, add_special));
+  }
+  return out;
+}
+
+// One GenerationRequest per prompt, each held to check_request; the first rule broken is the
+// client's 400, before any session starts.
+std::vector<GenerationRequest> checked_requests(std::vector<std::vector<int32_t>> prompts, const GenerateParams& params,
+                                                const RequestBounds& bounds, bool chat) {
+  std::vector<GenerationRequest> out;
   for (auto& prompt : prompts) {
     GenerationRequest g;
     g.prompt = std::move(prompt);
@@ -218,10 +220,19 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
     g.limits.min_tokens = params.min_tokens;
     g.limits.stop_token_ids = params.stop_token_ids;
     g.limits.ignore_eos = params.ignore_eos;
-    if (auto problem = check_request(g, bounds, prompt_param))
+    if (auto problem = check_request(g, bounds, chat ? "messages" : "prompt"))
       throw ApiError(400, std::move(problem->message), "invalid_request_error", std::move(problem->param),
                      std::move(problem->code));
-    setup.prompt_tokens.push_back(static_cast<int32_t>(g.prompt.size()));
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// n sessions per request, prompt by prompt, as CompletionJob numbers its choices.
+std::vector<SessionRequest> sessions_for(const std::vector<GenerationRequest>& requests, const GenerateParams& params,
+                                         const std::string& id) {
+  std::vector<SessionRequest> sessions;
+  for (const auto& g : requests) {
     for (int32_t j = 0; j < params.n; ++j) {
       SessionRequest s;
       s.id = id + "-" + std::to_string(sessions.size());
@@ -236,13 +247,47 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
       sessions.push_back(std::move(s));
     }
   }
-  setup.header = ResponseHeader{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
+  return sessions;
+}
+
+// What the job answers with: the response's shape, and each prompt's length and echo.
+JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& params,
+                   const std::vector<GenerationRequest>& requests, std::vector<std::string> echo) {
+  JobSetup setup;
+  setup.chat = chat;
+  setup.header = std::move(header);
   setup.stream = params.stream;
   setup.include_usage = params.include_usage;
   setup.logprobs = params.sampling.logprobs;
   setup.n = params.n;
+  for (const auto& g : requests) setup.prompt_tokens.push_back(static_cast<int32_t>(g.prompt.size()));
+  setup.echo = std::move(echo);
+  return setup;
+}
 
-  auto job = std::make_shared<CompletionJob>(std::move(setup), exchange, metrics_, tokenizer,
+}  // namespace
+
+void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
+  if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
+  Engine& eng = engine();
+  const auto tokenizer = eng.tokenizer();
+  if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
+
+  TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer)
+                              : tokenize_completion(request.body(), *tokenizer);
+  check_model(req.params.model);
+  const auto requests = checked_requests(std::move(req.prompts), req.params, eng.bounds(), chat);
+
+  const std::string id = id_prefix_ + std::to_string(next_id_++);
+  auto sessions = sessions_for(requests, req.params, id);
+  ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
+  start_job(job_setup(std::move(header), chat, req.params, requests, std::move(req.echo)), std::move(exchange), eng,
+            std::move(sessions));
+}
+
+void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
+                          std::vector<SessionRequest> sessions) {
+  auto job = std::make_shared<CompletionJob>(std::move(setup), std::move(exchange), metrics_, engine.tokenizer(),
                                              [jobs = jobs_](CompletionJob* j) {
                                                std::lock_guard lock(jobs->mutex);
                                                jobs->live.erase(j);
@@ -251,7 +296,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
     std::lock_guard lock(jobs_->mutex);
     jobs_->live.emplace(job.get(), job);
   }
-  job->start(eng, std::move(sessions));
+  job->start(engine, std::move(sessions));
 }
 
 void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {

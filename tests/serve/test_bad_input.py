@@ -53,6 +53,7 @@ CASES = [
      with_(CHAT, max_tokens=None, min_tokens=100000), AUTH, 400, "min_tokens", None),
     ("logit_bias for a token outside the vocabulary", "POST", "/v1/completions", with_(GOOD, logit_bias={"99999": 1}),
      AUTH, 400, "logit_bias", None),
+    ("echo with logprobs", "POST", "/v1/completions", with_(GOOD, echo=True, logprobs=1), AUTH, 400, "echo", None),
     ("missing model", "POST", "/v1/completions", with_(GOOD, model=None), AUTH, 400, "model", None),
     ("unknown model", "POST", "/v1/completions", with_(GOOD, model="gpt-9"), AUTH, 404, "model", "model_not_found"),
     ("chat without messages", "POST", "/v1/chat/completions", with_(CHAT, messages=[]), AUTH, 400, "messages", None),
