@@ -110,6 +110,11 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
 
 Engine::~Engine() { shutdown(); }
 
+std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) throw std::logic_error("this engine has no tokenizer (it was started without one): give prompt ids");
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
 session_actor Engine::generate(SessionRequest request, client_actor client) {
   return spawn_session(sys_, batcher_, tokenizer_, std::move(request), std::move(client));
 }

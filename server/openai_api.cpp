@@ -267,6 +267,8 @@ JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& param
 
 }  // namespace
 
+// The front end tokenizes (the sessions only detokenize): the prompt's length decides chat's
+// default max_tokens and the context_length_exceeded 400, before anything starts.
 void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
   if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
   Engine& eng = engine();
