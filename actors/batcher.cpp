@@ -3,7 +3,6 @@
 #include "batching/block_manager.hpp"
 #include "batching/sequence.hpp"
 #include "protocol/errors.hpp"
-#include "runtime/sampler.hpp"
 
 #include <caf/all.hpp>
 
@@ -11,7 +10,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -108,25 +106,6 @@ void refuse(batcher_pointer self, const GenerationRequest& req, const session_ac
 
 int64_t total_tokens(const GenerationRequest& req) {
   return static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
-}
-
-std::optional<std::string> invalid(const BatcherState& st, const GenerationRequest& req) {
-  const auto& o = st.options;
-  if (req.prompt.empty()) return "the prompt is empty";
-  for (auto t : req.prompt)
-    if (t < 0 || t >= o.vocab_size) return "prompt token id " + std::to_string(t) + " is outside the vocabulary";
-  if (req.limits.max_tokens < 1) return "max_tokens must be at least 1";
-  if (req.limits.min_tokens < 0 || req.limits.min_tokens > req.limits.max_tokens)
-    return "min_tokens must lie in [0, max_tokens]";
-  if (total_tokens(req) > o.max_model_len)
-    return "prompt (" + std::to_string(req.prompt.size()) + " tokens) + max_tokens (" +
-           std::to_string(req.limits.max_tokens) + ") exceeds the context length " + std::to_string(o.max_model_len);
-  try {
-    validate(req.sampling);
-  } catch (const std::invalid_argument& e) {
-    return std::string(e.what());
-  }
-  return std::nullopt;
 }
 
 void queue_step(batcher_pointer self) {
@@ -265,7 +244,8 @@ void stop_request(batcher_pointer self, uint64_t id) {
 void admit(batcher_pointer self, GenerationRequest& req, session_actor& session) {
   auto& st = self->state;
   if (!st.healthy) return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + st.unhealthy_reason);
-  if (auto why = invalid(st, req)) return refuse(self, req, session, ErrorCode::invalid_request, *why);
+  if (auto problem = check_request(req, RequestBounds{st.options.max_model_len, st.options.vocab_size}))
+    return refuse(self, req, session, ErrorCode::invalid_request, std::move(problem->message));
   if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
   auto l = std::make_unique<Live>();
   l->seq.id = st.next_seq++;

@@ -87,7 +87,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.kv_blocks = made.kv_blocks;
   auto pipeline = spawn_pipeline(sys, std::move(made.backends), layers, devices, options.worker_thread);
   engine->workers_ = local_workers(pipeline);
-  engine->max_model_len_ = b.max_model_len;
+  engine->bounds_ = RequestBounds{b.max_model_len, b.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
   return engine;
 }
@@ -103,12 +103,17 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   }
   auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread);
   engine->workers_ = local_workers(pipeline);
-  engine->max_model_len_ = options.max_model_len;
+  engine->bounds_ = RequestBounds{options.max_model_len, options.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));
   return engine;
 }
 
 Engine::~Engine() { shutdown(); }
+
+std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) throw std::logic_error("this engine has no tokenizer (it was started without one): give prompt ids");
+  return tokenizer_->encode(text, add_special_tokens);
+}
 
 session_actor Engine::generate(SessionRequest request, client_actor client) {
   return spawn_session(sys_, batcher_, tokenizer_, std::move(request), std::move(client));

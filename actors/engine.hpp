@@ -39,7 +39,7 @@ struct EngineOptions {
   bool prefix_caching = true;
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
-  bool load_tokenizer = true;         // false: sessions must give prompt ids (benchmarks)
+  bool load_tokenizer = true;         // false: no tokenize(), no text in the output (benchmarks)
   WorkerThread worker_thread = WorkerThread::automatic;  // see actors/worker.hpp
   // Called while the weights are read in (bytes done, bytes in all); none: they are paged
   // in lazily by the first steps.
@@ -52,7 +52,7 @@ class Engine {
   // std::invalid_argument with a one-line message.
   static std::unique_ptr<Engine> start(caf::actor_system& sys, const EngineOptions& options);
   // The same runtime over backends the caller made (the null backend, test doubles): one
-  // stage per backend, in order. No tokenizer: sessions must give prompt ids.
+  // stage per backend, in order. No tokenizer: no tokenize(), no text in the output.
   static std::unique_ptr<Engine> start_with(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> stages,
                                             BatcherOptions options,
                                             WorkerThread worker_thread = WorkerThread::automatic);
@@ -65,7 +65,13 @@ class Engine {
   const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones
   std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
   std::shared_ptr<const Model> model() const { return model_; }
-  int32_t max_model_len() const { return max_model_len_; }  // prompt + generated tokens at most
+  // The context and vocabulary the batcher holds requests to (check_request).
+  const RequestBounds& bounds() const { return bounds_; }
+
+  // The prompt's ids, for sessions, which take ids only: applications start from text here
+  // without the tokenizer's headers, which the installed package leaves out. Throws
+  // std::logic_error when the engine was started without a tokenizer.
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special_tokens = true) const;
 
   session_actor generate(SessionRequest request, client_actor client);
   session_actor generate(SessionRequest request, SessionCallbacks callbacks);
@@ -80,7 +86,7 @@ class Engine {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<worker_actor> workers_;
   batcher_actor batcher_;
-  int32_t max_model_len_ = 0;
+  RequestBounds bounds_;
 };
 
 }  // namespace orzo

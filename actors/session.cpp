@@ -119,10 +119,7 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
   GenerationRequest gen{st.request.id, st.request.prompt_ids, st.request.sampling, st.request.limits,
                         st.request.priority};
   try {
-    if (st.tokenizer) {
-      if (gen.prompt.empty()) gen.prompt = st.tokenizer->encode(st.request.prompt, st.request.add_special_tokens);
-      st.detokenizer.emplace(st.tokenizer->decode_table(), st.request.skip_special_tokens);
-    }
+    if (st.tokenizer) st.detokenizer.emplace(st.tokenizer->decode_table(), st.request.skip_special_tokens);
     if (!st.request.stop.empty()) st.stops.emplace(st.request.stop, st.request.include_stop);
   } catch (const std::exception& e) {
     complete(self, completion(st, FinishReason::error, ErrorCode::invalid_request, e.what(), Usage{}));

@@ -1,7 +1,12 @@
 #pragma once
-// A session: one request's own actor. It turns the prompt into ids, registers with the
-// batcher, turns the tokens that come back into text (incremental detokenizer, stop strings
-// with hold-back) and hands the text to its client, ending with exactly one Completion.
+// A session: one request's own actor. It registers the prompt's ids with the batcher, turns
+// the tokens that come back into text (incremental detokenizer, stop strings with hold-back)
+// and hands the text to its client, ending with exactly one Completion.
+//
+// The front end tokenizes, the session detokenizes: the front end (the HTTP server, the CLI,
+// an application through Engine::tokenize) needs the prompt's length before anything starts,
+// for OpenAI's defaults, the context-length refusal and usage; the text coming back depends
+// on the stream of tokens, which only the session sees.
 
 #include "protocol/interfaces.hpp"
 
@@ -20,9 +25,7 @@ class Tokenizer;
 
 struct SessionRequest {
   std::string id;                     // unique among the batcher's live requests
-  std::string prompt;                 // text, tokenized by the session ...
-  std::vector<int32_t> prompt_ids;    // ... unless ids are given
-  bool add_special_tokens = true;     // BOS etc., as the tokenizer's post-processor says
+  std::vector<int32_t> prompt_ids;    // BOS included when the model wants one
   SamplingParams sampling;
   GenerationLimits limits;
   int32_t priority = 0;
@@ -38,8 +41,8 @@ struct SessionCallbacks {
   std::function<void(Completion&)> on_done;
 };
 
-// `tokenizer` may be null when the request gives prompt_ids and wants no text (chunks then
-// carry tokens only). The client receives every chunk, then one Completion.
+// `tokenizer` may be null when the request wants no text (chunks then carry tokens only).
+// The client receives every chunk, then one Completion.
 session_actor spawn_session(caf::actor_system& sys, batcher_actor batcher, std::shared_ptr<const Tokenizer> tokenizer,
                             SessionRequest request, client_actor client);
 session_actor spawn_session(caf::actor_system& sys, batcher_actor batcher, std::shared_ptr<const Tokenizer> tokenizer,

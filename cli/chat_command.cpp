@@ -28,8 +28,7 @@ struct ChatFlags {
 // One assistant turn: streams the reply to stdout and returns it (empty on error).
 std::string reply(Engine& engine, const EngineFlags& flags, const std::string& prompt, int turn) {
   auto request = flags.session_request("chat-" + std::to_string(turn));
-  request.prompt = prompt;
-  request.add_special_tokens = false;  // the template wrote BOS and every marker itself
+  request.prompt_ids = engine.tokenize(prompt, false);  // the template wrote BOS and every marker itself
   std::string text;
   const Completion c =
       stream_to_stdout(engine, std::move(request), [&](const TextChunk& chunk) { text += chunk.text; });

@@ -33,8 +33,7 @@ int run_generate(GenerateFlags& flags) {
   auto engine = Engine::start(sys, flags.engine.engine_options());
 
   auto request = flags.engine.session_request("generate");
-  request.prompt = flags.prompt;
-  request.add_special_tokens = !flags.no_special;
+  request.prompt_ids = engine->tokenize(flags.prompt, !flags.no_special);
 
   const auto start = Clock::now();
   Clock::time_point first{};

@@ -4,10 +4,15 @@
 // pure. Defaults follow vLLM / OpenAI.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace orzo {
+
+// The most alternatives a request may ask logprobs for: the GPU sampler returns them in
+// fixed arrays of this size per row (kernels/cuda/sampling.hpp), and OpenAI allows as many.
+inline constexpr int32_t kMaxTopLogprobs = 20;
 
 struct SamplingParams {
   float temperature = 1.0f;          // 0 means greedy (argmax)
@@ -21,7 +26,18 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
   std::optional<uint64_t> seed;      // same seed, same logits: same tokens
   bool logprobs = false;             // report the sampled token's logprob
-  int32_t top_logprobs = 0;          // and this many most likely alternatives (0..20)
+  int32_t top_logprobs = 0;          // and this many most likely alternatives (0..kMaxTopLogprobs)
 };
+
+// A field the sampler cannot run with: its name (also the OpenAI parameter's, where the API
+// has one) and a message that names it and its value.
+struct SamplingProblem {
+  std::string field;
+  std::string message;
+};
+
+// The first field outside what the sampler can run, or none. The one rule: check_request
+// (protocol/generation_request.hpp) applies it to every request, and the Sampler asserts it.
+std::optional<SamplingProblem> sampling_problem(const SamplingParams& params);
 
 }  // namespace orzo

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < sessions; ++i) {
       SessionRequest r;
       r.id = "session-" + std::to_string(i);
-      r.prompt = "Once upon a time, in a town called " + std::to_string(i) + ",";
+      r.prompt_ids = engine->tokenize("Once upon a time, in a town called " + std::to_string(i) + ",");
       r.sampling.temperature = 0.8f;
       r.sampling.seed = static_cast<uint64_t>(i);
       r.limits.max_tokens = max_tokens;

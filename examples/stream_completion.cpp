@@ -4,9 +4,9 @@
 //   stream_completion MODEL PROMPT MAX_TOKENS HOST:PORT           uses a batcher published on another node
 //
 // Either way the text arrives the same way: the client actor receives TextChunks from its
-// session, then one Completion. With a remote batcher only the tokenizer is loaded here; the
-// session registers with the remote batcher over the CAF middleman, and tokens come back as
-// serialized messages.
+// session, then one Completion. With a remote batcher only the tokenizer is loaded here, to
+// tokenize the prompt and to detokenize in the session; the session registers with the
+// remote batcher over the CAF middleman, and tokens come back as serialized messages.
 
 #include "actors/engine.hpp"
 #include "actors/system_config.hpp"
@@ -53,12 +53,6 @@ int run(int argc, char** argv) {
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
 
-  SessionRequest request;
-  request.id = "example";
-  request.prompt = argv[2];
-  request.sampling.temperature = 0;
-  request.limits.max_tokens = argc > 3 ? std::atoi(argv[3]) : 64;
-
   std::unique_ptr<Engine> local;
   batcher_actor batcher;
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -78,6 +72,11 @@ int run(int argc, char** argv) {
     batcher = local->batcher();
     tokenizer = local->tokenizer();
   }
+  SessionRequest request;
+  request.id = "example";
+  request.prompt_ids = tokenizer->encode(argv[2]);
+  request.sampling.temperature = 0;
+  request.limits.max_tokens = argc > 3 ? std::atoi(argv[3]) : 64;
   auto client = sys.spawn(printer, stdout);
   spawn_session(sys, batcher, tokenizer, std::move(request), client);
   caf::scoped_actor self{sys};

@@ -1,12 +1,15 @@
 #pragma once
 // What a session asks of the batcher (the `register` message): the prompt as token ids,
-// how to sample, and when to end. Text never reaches the batcher.
+// how to sample, and when to end. Text never reaches the batcher. Also the rules every such
+// request is held to (check_request), whoever sends it.
 
 #include "core/sampling_params.hpp"
 #include "protocol/wire.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace orzo {
@@ -25,6 +28,30 @@ struct GenerationRequest {
   GenerationLimits limits;
   int32_t priority = 0;            // lower is served first, when the batcher runs by priority
 };
+
+// What the model allows any request.
+struct RequestBounds {
+  int32_t max_model_len = 0;  // prompt + generated tokens at most
+  int32_t vocab_size = 0;     // token ids lie in [0, vocab_size)
+};
+
+// Why a request cannot run, as an OpenAI error names it: the parameter at fault, a message
+// for the client, and a code where OpenAI has one ("context_length_exceeded").
+struct RequestProblem {
+  std::string param;
+  std::string message;
+  std::string code;
+};
+
+// The first rule `request` breaks, or none: a prompt that is not empty, whose ids lie in the
+// vocabulary and that leaves room in the context; max_tokens >= 1; min_tokens in [0,
+// max_tokens]; prompt + max_tokens inside the context; sampling the sampler can run
+// (sampling_problem) with logit_bias ids in the vocabulary. The one owner of these rules:
+// front ends call it before they start anything (the HTTP server's 400), and the batcher
+// calls it for every client. `prompt_param` is what the client called the prompt
+// ("messages" for a chat).
+std::optional<RequestProblem> check_request(const GenerationRequest& request, const RequestBounds& bounds,
+                                            std::string_view prompt_param = "prompt");
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {

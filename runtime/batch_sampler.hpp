@@ -16,7 +16,7 @@ namespace orzo {
 
 class BatchSampler {
  public:
-  // Throws std::invalid_argument for bad params (see validate in sampler.hpp).
+  // Throws std::invalid_argument for params the Sampler cannot run (see sampling_problem).
   void start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt);
   void release(uint64_t seq);
   size_t size() const { return seqs_.size(); }

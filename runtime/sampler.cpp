@@ -5,9 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <stdexcept>
-#include <string>
 #include <utility>
 
 #include "core/exp_nonpositive.hpp"
@@ -15,12 +13,6 @@
 
 namespace orzo {
 namespace {
-
-[[noreturn]] void reject(const char* field, const char* requirement, double value) {
-  std::ostringstream message;
-  message << "SamplingParams." << field << " must be " << requirement << ", got " << value;
-  throw std::invalid_argument(message.str());
-}
 
 // NaN logits are never candidates: comparisons with NaN would break the strict weak ordering
 // that std::sort and the heap algorithms rely on.
@@ -111,30 +103,6 @@ constexpr int32_t kMaxHeapTopK = 1024;
 
 float sampling_weight(float x) { return exp_nonpositive(x); }
 
-void validate(const SamplingParams& p) {
-  if (!std::isfinite(p.temperature) || p.temperature < 0) {
-    reject("temperature", "finite and >= 0", p.temperature);
-  }
-  if (!(p.top_p > 0 && p.top_p <= 1)) reject("top_p", "in (0, 1]", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1)) reject("min_p", "in [0, 1]", p.min_p);
-  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0) {
-    reject("repetition_penalty", "finite and > 0", p.repetition_penalty);
-  }
-  if (!std::isfinite(p.frequency_penalty)) {
-    reject("frequency_penalty", "finite", p.frequency_penalty);
-  }
-  if (!std::isfinite(p.presence_penalty)) reject("presence_penalty", "finite", p.presence_penalty);
-  if (p.penalty_window < 0) reject("penalty_window", ">= 0", p.penalty_window);
-  if (p.top_logprobs < 0 || p.top_logprobs > 20) {
-    reject("top_logprobs", "in [0, 20]", p.top_logprobs);
-  }
-  for (const auto& [token, bias] : p.logit_bias) {
-    if (!std::isfinite(bias)) {
-      reject(("logit_bias[" + std::to_string(token) + "]").c_str(), "finite", bias);
-    }
-  }
-}
-
 void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
                      const int32_t* recent, size_t n_recent, std::vector<int32_t>& scratch) {
   const bool off = params.repetition_penalty == 1.0f && params.frequency_penalty == 0.0f &&
@@ -159,7 +127,7 @@ void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
 }
 
 Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
-  validate(params_);
+  if (auto problem = sampling_problem(params_)) throw std::invalid_argument(problem->message);
   if (params_.seed) {
     seed_ = *params_.seed;
   } else {

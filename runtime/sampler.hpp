@@ -3,7 +3,7 @@
 //
 // The stages, in order (vLLM / llama.cpp conventions):
 //   1. logit_bias: each entry adds its value to its token's logit; entries add up; ids outside
-//      [0, vocab) are skipped (rejecting them is the caller's job, against the model's vocab).
+//      [0, vocab) are skipped (check_request refuses them, against the model's vocab).
 //   2. penalties over the last penalty_window tokens of `recent` (see apply_penalties).
 //   3. temperature == 0 or top_k == 1: greedy, the highest logit, the lowest id on ties.
 //   4. otherwise the logits are divided by the temperature and softmaxed, then
@@ -42,9 +42,6 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // the top_logprobs most likely, most likely first
 };
 
-// Throws std::invalid_argument naming the first offending field.
-void validate(const SamplingParams& params);
-
 // Stage 2 alone, in place. Over the last min(penalty_window, n_recent) entries of `recent`,
 // each distinct token t in [0, vocab) seen c times gets
 //   logit = logit > 0 ? logit / repetition_penalty : logit * repetition_penalty
@@ -64,8 +61,8 @@ float sampling_weight(float x);
 
 class Sampler {
  public:
-  // Validates `params` (see validate); without params.seed, the seed comes from
-  // std::random_device.
+  // Throws std::invalid_argument with sampling_problem's message (core/sampling_params.hpp) for
+  // params it cannot run; without params.seed, the seed comes from std::random_device.
   explicit Sampler(SamplingParams params);
 
   // `logits`: one row of `vocab` floats, used as scratch (biased and penalized in place).

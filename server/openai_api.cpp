@@ -15,6 +15,7 @@
 #include <random>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace orzo {
 namespace {
@@ -59,12 +60,14 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids, const Tokenizer& tokenizer, const char* param) {
+// Ids /detokenize can turn into text: the tokenizer's, not the model's (whose vocabulary may
+// be padded past it).
+const std::vector<int32_t>& decodable(const std::vector<int32_t>& ids, const Tokenizer& tokenizer) {
   for (auto id : ids)
     if (id < 0 || id >= tokenizer.vocab_size())
       throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary (size " +
                               std::to_string(tokenizer.vocab_size()) + ")",
-                     "invalid_request_error", param);
+                     "invalid_request_error", "tokens");
   return ids;
 }
 
@@ -166,93 +169,127 @@ std::string render_chat(const ChatTemplate* tmpl, const Tokenizer& tokenizer, co
   }
 }
 
-}  // namespace
-
-void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
-  if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
-  Engine& eng = engine();
-  const auto tokenizer = eng.tokenizer();
-  if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
-
+// A request's prompts as the front end tokenizes them, with its parameters, before any rule
+// that needs the model's limits.
+struct TokenizedRequest {
   GenerateParams params;
   std::vector<std::vector<int32_t>> prompts;
-  JobSetup setup;
-  setup.chat = chat;
-  const char* prompt_param = chat ? "messages" : "prompt";
-  bool add_special = true;
-  if (chat) {
-    ChatRequest req = parse_chat_request(request.body());
-    params = std::move(req.params);
-    const std::string text = render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt,
-                                         req.continue_final_message, req.template_kwargs);
-    prompts.push_back(tokenizer->encode(text, req.add_special_tokens));
-    setup.echo.emplace_back();
-  } else {
-    CompletionRequest req = parse_completion_request(request.body());
-    params = std::move(req.params);
-    if (req.echo && params.sampling.logprobs)
-      throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
-                     "invalid_request_error", "echo");
-    add_special = req.add_special_tokens.value_or(true);
-    for (const auto& p : req.prompts) {
-      prompts.push_back(p.is_ids ? checked_ids(p.ids, *tokenizer, "prompt") : tokenizer->encode(p.text, add_special));
-      setup.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer->decode(p.ids, false) : p.text);
-    }
-  }
-  check_model(params.model);
-  // Each choice of each prompt is a sequence of its own: one request may not flood the queue.
-  constexpr size_t kMaxSequences = 256;
-  if (prompts.size() * static_cast<size_t>(params.n) > kMaxSequences)
-    throw ApiError(400,
-                   std::to_string(prompts.size()) + " prompts x n = " + std::to_string(params.n) + " asks for more than " +
-                       std::to_string(kMaxSequences) + " sequences in one request",
-                   "invalid_request_error", prompt_param);
+  std::vector<std::string> echo;  // per prompt: the text each of its choices starts with
+};
 
-  const int32_t context = eng.max_model_len();
+TokenizedRequest tokenize_chat(std::string_view body, const ChatTemplate* tmpl, const Tokenizer& tokenizer) {
+  ChatRequest req = parse_chat_request(body);
+  TokenizedRequest out;
+  out.params = std::move(req.params);
+  const std::string text = render_chat(tmpl, tokenizer, req.messages, req.add_generation_prompt,
+                                       req.continue_final_message, req.template_kwargs);
+  out.prompts.push_back(tokenizer.encode(text, req.add_special_tokens));
+  out.echo.emplace_back();
+  return out;
+}
+
+TokenizedRequest tokenize_completion(std::string_view body, const Tokenizer& tokenizer) {
+  CompletionRequest req = parse_completion_request(body);
+  if (req.echo && req.params.sampling.logprobs)
+    throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
+                   "invalid_request_error", "echo");
+  TokenizedRequest out;
+  out.params = std::move(req.params);
+  const bool add_special = req.add_special_tokens.value_or(true);
+  for (auto& p : req.prompts) {
+    out.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer.decode(p.ids, false) : p.text);
+    out.prompts.push_back(p.is_ids ? std::move(p.ids) : tokenizer.encode(p.text, add_special));
+  }
+  return out;
+}
+
+// One GenerationRequest per prompt, each held to check_request; the first rule broken is the
+// client's 400, before any session starts.
+std::vector<GenerationRequest> checked_requests(std::vector<std::vector<int32_t>> prompts, const GenerateParams& params,
+                                                const RequestBounds& bounds, bool chat) {
+  std::vector<GenerationRequest> out;
+  for (auto& prompt : prompts) {
+    GenerationRequest g;
+    g.prompt = std::move(prompt);
+    g.sampling = params.sampling;
+    // OpenAI's defaults: a chat may fill the context, a completion keeps GenerationLimits' 16.
+    if (params.max_tokens)
+      g.limits.max_tokens = *params.max_tokens;
+    else if (chat)
+      g.limits.max_tokens = bounds.max_model_len - static_cast<int32_t>(g.prompt.size());
+    g.limits.min_tokens = params.min_tokens;
+    g.limits.stop_token_ids = params.stop_token_ids;
+    g.limits.ignore_eos = params.ignore_eos;
+    if (auto problem = check_request(g, bounds, chat ? "messages" : "prompt"))
+      throw ApiError(400, std::move(problem->message), "invalid_request_error", std::move(problem->param),
+                     std::move(problem->code));
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// n sessions per request, prompt by prompt, as CompletionJob numbers its choices.
+std::vector<SessionRequest> sessions_for(const std::vector<GenerationRequest>& requests, const GenerateParams& params,
+                                         const std::string& id) {
   std::vector<SessionRequest> sessions;
-  const std::string id = id_prefix_ + std::to_string(next_id_++);
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto len = static_cast<int32_t>(prompts[p].size());
-    if (len == 0) throw ApiError(400, "the prompt is empty", "invalid_request_error", prompt_param);
-    if (len >= context)
-      throw ApiError(400,
-                     "this model's maximum context length is " + std::to_string(context) + " tokens, and the " +
-                         (chat ? "messages have " : "prompt has ") + std::to_string(len),
-                     "invalid_request_error", prompt_param, "context_length_exceeded");
-    const int32_t max_tokens = params.max_tokens.value_or(chat ? context - len : 16);
-    if (len + max_tokens > context)
-      throw ApiError(400,
-                     "this model's maximum context length is " + std::to_string(context) + " tokens; you asked for " +
-                         std::to_string(len + max_tokens) + " (" + std::to_string(len) + " in the " +
-                         (chat ? "messages" : "prompt") + ", " + std::to_string(max_tokens) + " in the completion)",
-                     "invalid_request_error", "max_tokens", "context_length_exceeded");
-    if (params.min_tokens > max_tokens)
-      throw ApiError(400, "min_tokens exceeds max_tokens", "invalid_request_error", "min_tokens");
-    setup.prompt_tokens.push_back(len);
+  for (const auto& g : requests) {
     for (int32_t j = 0; j < params.n; ++j) {
       SessionRequest s;
       s.id = id + "-" + std::to_string(sessions.size());
-      s.prompt_ids = prompts[p];
-      s.sampling = params.sampling;
+      s.prompt_ids = g.prompt;
+      s.sampling = g.sampling;
       // n choices from one seed must still differ, and each stays reproducible.
       if (s.sampling.seed) s.sampling.seed = *s.sampling.seed + static_cast<uint64_t>(j);
-      s.limits.max_tokens = max_tokens;
-      s.limits.min_tokens = params.min_tokens;
-      s.limits.stop_token_ids = params.stop_token_ids;
-      s.limits.ignore_eos = params.ignore_eos;
+      s.limits = g.limits;
       s.stop = params.stop;
       s.include_stop = params.include_stop;
       s.skip_special_tokens = params.skip_special_tokens;
       sessions.push_back(std::move(s));
     }
   }
-  setup.header = ResponseHeader{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
+  return sessions;
+}
+
+// What the job answers with: the response's shape, and each prompt's length and echo.
+JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& params,
+                   const std::vector<GenerationRequest>& requests, std::vector<std::string> echo) {
+  JobSetup setup;
+  setup.chat = chat;
+  setup.header = std::move(header);
   setup.stream = params.stream;
   setup.include_usage = params.include_usage;
   setup.logprobs = params.sampling.logprobs;
   setup.n = params.n;
+  for (const auto& g : requests) setup.prompt_tokens.push_back(static_cast<int32_t>(g.prompt.size()));
+  setup.echo = std::move(echo);
+  return setup;
+}
 
-  auto job = std::make_shared<CompletionJob>(std::move(setup), exchange, metrics_, tokenizer,
+}  // namespace
+
+// The front end tokenizes (the sessions only detokenize): the prompt's length decides chat's
+// default max_tokens and the context_length_exceeded 400, before anything starts.
+void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat) {
+  if (draining_) throw ApiError(503, "the server is shutting down", "server_error", {}, "unavailable");
+  Engine& eng = engine();
+  const auto tokenizer = eng.tokenizer();
+  if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
+
+  TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer)
+                              : tokenize_completion(request.body(), *tokenizer);
+  check_model(req.params.model);
+  const auto requests = checked_requests(std::move(req.prompts), req.params, eng.bounds(), chat);
+
+  const std::string id = id_prefix_ + std::to_string(next_id_++);
+  auto sessions = sessions_for(requests, req.params, id);
+  ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
+  start_job(job_setup(std::move(header), chat, req.params, requests, std::move(req.echo)), std::move(exchange), eng,
+            std::move(sessions));
+}
+
+void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
+                          std::vector<SessionRequest> sessions) {
+  auto job = std::make_shared<CompletionJob>(std::move(setup), std::move(exchange), metrics_, engine.tokenizer(),
                                              [jobs = jobs_](CompletionJob* j) {
                                                std::lock_guard lock(jobs->mutex);
                                                jobs->live.erase(j);
@@ -261,7 +298,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
     std::lock_guard lock(jobs_->mutex);
     jobs_->live.emplace(job.get(), job);
   }
-  job->start(eng, std::move(sessions));
+  job->start(engine, std::move(sessions));
 }
 
 void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
@@ -277,7 +314,7 @@ void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
         render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt, false,
                     ordered_json::object()),
         false);
-  ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.max_model_len()}, {"tokens", ids}};
+  ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.bounds().max_model_len}, {"tokens", ids}};
   exchange.respond(200, json_text(body));
 }
 
@@ -286,14 +323,14 @@ void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
   const DetokenizeRequest req = parse_detokenize_request(request.body());
   if (!req.model.empty()) check_model(req.model);
   const auto& tokenizer = *eng.tokenizer();
-  exchange.respond(200, json_text({{"prompt", tokenizer.decode(checked_ids(req.tokens, tokenizer, "tokens"), false)}}));
+  exchange.respond(200, json_text({{"prompt", tokenizer.decode(decodable(req.tokens, tokenizer), false)}}));
 }
 
 void OpenAIApi::models(HttpExchange& exchange) const {
   Engine& eng = engine();
   const ordered_json model = {{"id", options_.served_model_name}, {"object", "model"},
                               {"created", created_},                {"owned_by", "orzo"},
-                              {"root", options_.model_path},        {"max_model_len", eng.max_model_len()}};
+                              {"root", options_.model_path},        {"max_model_len", eng.bounds().max_model_len}};
   exchange.respond(200, json_text({{"object", "list"}, {"data", ordered_json::array({model})}}));
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // The endpoints of `orzo serve`: routing, authentication, and the work of each route —
-// /v1/completions and /v1/chat/completions (prompts and chat templates turned into token ids
-// here, then one session per choice: see CompletionJob), /v1/models, /tokenize,
-// /detokenize, /health and /metrics. The API is up before the model: until serve() hands it
-// an engine, /health says 503 and model routes refuse.
+// /v1/completions and /v1/chat/completions (prompts and chat templates tokenized here, each
+// prompt held to check_request, then one session per choice: see CompletionJob),
+// /v1/models, /tokenize, /detokenize, /health and /metrics. The API is up before the model:
+// until serve() hands it an engine, /health says 503 and model routes refuse.
 
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace caf {
 class actor_system;
@@ -24,6 +25,8 @@ namespace orzo {
 class ChatTemplate;
 class CompletionJob;
 class Engine;
+struct JobSetup;
+struct SessionRequest;
 
 struct ApiOptions {
   std::string served_model_name;  // what requests name in "model"
@@ -49,6 +52,8 @@ class OpenAIApi {
 
  private:
   void completions(HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat);
+  void start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
+                 std::vector<SessionRequest> sessions);
   void tokenize(const HttpRequest& request, HttpExchange& exchange);
   void detokenize(const HttpRequest& request, HttpExchange& exchange);
   void models(HttpExchange& exchange) const;

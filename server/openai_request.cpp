@@ -1,6 +1,7 @@
 #include "server/openai_request.hpp"
 
 #include "server/json_text.hpp"
+#include "text/stop_matcher.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +21,8 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxStops = 16;
 constexpr int64_t kMaxN = 128;
-constexpr int64_t kMaxTopLogprobs = 20;
+// Each choice of each prompt is a sequence of its own: one request may not flood the queue.
+constexpr size_t kMaxSequences = 256;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 [[noreturn]] void refuse(const std::string& param, const std::string& message) {
@@ -200,19 +202,19 @@ struct GenerateChecks {
   std::optional<int32_t> best_of;
 };
 
+// Refused here rather than by the session's StopMatcher, so that the 400 names the element.
+std::string read_stop_string(const Json& v, const Where& at) {
+  std::string stop = read_string(v, at);
+  if (auto why = stop_string_problem(stop)) refuse(at, *why);
+  return stop;
+}
+
 std::vector<std::string> read_stop(const Json& v, const std::string& name) {
-  if (v.is_string()) {
-    if (v.get_ref<const std::string&>().empty()) refuse(name, name + " must not be empty");
-    return {v.get<std::string>()};
-  }
+  if (v.is_string()) return {read_stop_string(v, name)};
   if (!v.is_array()) refuse(name, name + " must be a string or an array of strings, got " + type_name(v));
   if (v.size() > kMaxStops) refuse(name, name + " may hold at most " + std::to_string(kMaxStops) + " strings");
   std::vector<std::string> stop;
-  for (const Json& s : v) {
-    const Where at{name, element(name, stop.size())};
-    stop.push_back(read_string(s, at));
-    if (stop.back().empty()) refuse(at, "must not be empty");
-  }
+  for (const Json& s : v) stop.push_back(read_stop_string(s, {name, element(name, stop.size())}));
   return stop;
 }
 
@@ -274,10 +276,6 @@ void finish_generate(const GenerateParams& p, const GenerateChecks& checks) {
   if (checks.stream_options && !p.stream) refuse("stream_options", "stream_options is only allowed when stream is true");
   if (checks.best_of && *checks.best_of != p.n) {
     unsupported("best_of", "only best_of equal to n (orzo returns every candidate, it does not rank them)");
-  }
-  if (p.max_tokens && p.min_tokens > *p.max_tokens) {
-    refuse("min_tokens", "min_tokens (" + std::to_string(p.min_tokens) + ") must not exceed max_tokens (" +
-                             std::to_string(*p.max_tokens) + ")");
   }
 }
 
@@ -422,6 +420,10 @@ CompletionRequest parse_completion_request(std::string_view body) {
   require(j, "model");
   require(j, "prompt");
   finish_generate(r.params, checks);
+  if (r.prompts.size() * static_cast<size_t>(r.params.n) > kMaxSequences) {
+    refuse("prompt", std::to_string(r.prompts.size()) + " prompts x n = " + std::to_string(r.params.n) +
+                         " asks for more than " + std::to_string(kMaxSequences) + " sequences in one request");
+  }
   return r;
 }
 

@@ -3,6 +3,12 @@
 // parsed and checked field by field into plain structs. Nothing here knows HTTP or actors:
 // a request is valid or an ApiError (status 400, naming the field) says why not.
 //
+// Checked here: JSON syntax and types, each field's range as the OpenAI API gives it, and the
+// combinations of fields that are wrong before anything is tokenized. What needs the prompt's
+// length or the model's limits (the context, the vocabulary, min_tokens against the max_tokens
+// a chat defaults to, what the sampler can run) is check_request's
+// (protocol/generation_request.hpp), applied to every client once the prompt is ids.
+//
 // Field names, types, ranges and defaults follow the OpenAI API, plus the extensions vLLM
 // users rely on (top_k, min_p, repetition_penalty, min_tokens, ignore_eos, stop_token_ids,
 // include_stop_str_in_output, skip_special_tokens, add_special_tokens). Unknown fields are
@@ -48,7 +54,7 @@ struct GenerateParams {
 
 struct CompletionRequest {
   GenerateParams params;
-  std::vector<PromptInput> prompts;        // one or more; none empty
+  std::vector<PromptInput> prompts;        // one or more, none empty; with n, 256 sequences at most
   bool echo = false;
   std::optional<bool> add_special_tokens;  // absent: true
 };

@@ -12,13 +12,17 @@ constexpr uint32_t kAbsent = std::numeric_limits<uint32_t>::max();
 
 }  // namespace
 
+std::optional<std::string> stop_string_problem(std::string_view stop) {
+  if (stop.empty()) return "must not be empty";
+  if (!valid_utf8(stop)) return "must be valid UTF-8";
+  return std::nullopt;
+}
+
 StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
     : stops_(std::move(stops)), include_stop_(include_stop), byte_class_(256, 0) {
-  for (size_t i = 0; i < stops_.size(); ++i) {
-    if (stops_[i].empty()) throw std::invalid_argument("stop string " + std::to_string(i) + " is empty");
-    if (!valid_utf8(stops_[i]))
-      throw std::invalid_argument("stop string " + std::to_string(i) + " is not valid UTF-8");
-  }
+  for (size_t i = 0; i < stops_.size(); ++i)
+    if (auto why = stop_string_problem(stops_[i]))
+      throw std::invalid_argument("stop string " + std::to_string(i) + " " + *why);
 
   // Bytes that occur in no stop string all behave alike (back to the root); each other
   // byte gets a class of its own. This keeps the table a few KiB instead of 1 KiB a node.

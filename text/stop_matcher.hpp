@@ -20,11 +20,17 @@
 // when deltas are whole characters, what is released is whole characters too.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace orzo {
+
+// Why `stop` cannot be a stop string ("must not be empty": it would match everywhere; "must
+// be valid UTF-8"), or none. StopMatcher holds its strings to this, and the HTTP parser
+// applies it to name the field at fault.
+std::optional<std::string> stop_string_problem(std::string_view stop);
 
 class StopMatcher {
  public:
@@ -33,8 +39,8 @@ class StopMatcher {
     bool stopped;           // a stop string matched: `text` is the last of the output
   };
 
-  // Throws std::invalid_argument for an empty stop string (it would match everywhere) or
-  // one that is not valid UTF-8. No stop strings at all is fine: text passes straight on.
+  // Throws std::invalid_argument for a string stop_string_problem refuses. No stop strings at
+  // all is fine: text passes straight on.
   explicit StopMatcher(std::vector<std::string> stops, bool include_stop = false);
 
   // Takes the next piece of text. Throws std::logic_error once stopped or finished: the

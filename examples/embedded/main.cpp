@@ -80,11 +80,11 @@ int run(int argc, char** argv) {
 
   orzo::SessionRequest request;
   request.id = "embedded";
-  request.prompt = argv[2];
-  request.sampling.temperature = 0;  // greedy: the same text on every run
+  request.prompt_ids = engine->tokenize(argv[2]);  // sessions take ids; the engine has the tokenizer
+  request.sampling.temperature = 0;                // greedy: the same text on every run
   request.limits.max_tokens = max_tokens;
 
-  auto client = sys.spawn(collector, request.prompt);
+  auto client = sys.spawn(collector, std::string(argv[2]));
   caf::scoped_actor self{sys};
   self->monitor(client);
   engine->generate(std::move(request), client);

@@ -14,9 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/sampling_params.hpp"
+
 namespace orzo::cuda {
 
-inline constexpr int32_t kMaxTopLogprobs = 20;
+// A row returns as many alternatives as a request may ask for.
+using orzo::kMaxTopLogprobs;
 inline constexpr int32_t kFastTopK = 64;
 // The kernel sums weights in 64-bit fixed point (exact, whatever the order of the additions);
 // this bound keeps a whole row's sum inside the integer.

@@ -35,7 +35,7 @@ TEST(RemoteClient, StreamsACompletionFromAnotherProcess) {
   testing::Collector c;
   SessionRequest r;
   r.id = "local";
-  r.prompt = "Once upon a time";
+  r.prompt_ids = engine->tokenize("Once upon a time");
   r.sampling.temperature = 0;
   r.limits.max_tokens = 48;
   engine->generate(r, c.callbacks("local"));

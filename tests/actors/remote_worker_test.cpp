@@ -47,10 +47,11 @@ const std::vector<std::string> kPrompts = {
     "One day, a little girl named Lily went to the park with her mom. She saw a big tree with a swing. She ran to "
     "the swing and sat on it. Her mom pushed her high in the sky. Lily laughed and said"};
 
-SessionRequest greedy(const std::string& id, const std::string& prompt, int32_t max_tokens, bool ignore_eos = false) {
+SessionRequest greedy(const Engine& engine, const std::string& id, const std::string& prompt, int32_t max_tokens,
+                      bool ignore_eos = false) {
   SessionRequest r;
   r.id = id;
-  r.prompt = prompt;
+  r.prompt_ids = engine.tokenize(prompt);
   r.sampling.temperature = 0;
   r.limits.max_tokens = max_tokens;
   r.limits.ignore_eos = ignore_eos;
@@ -109,7 +110,8 @@ class AcrossProcesses : public testing::TempDirTest {
   std::vector<std::vector<int32_t>> generate_all(Engine& engine, int32_t max_tokens) {
     Collector c;
     for (size_t i = 0; i < kPrompts.size(); ++i)
-      engine.generate(greedy("p" + std::to_string(i), kPrompts[i], max_tokens), c.callbacks("p" + std::to_string(i)));
+      engine.generate(greedy(engine, "p" + std::to_string(i), kPrompts[i], max_tokens),
+                      c.callbacks("p" + std::to_string(i)));
     EXPECT_TRUE(c.wait(kPrompts.size()));
     std::vector<std::vector<int32_t>> out;
     for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -126,7 +128,8 @@ class AcrossProcesses : public testing::TempDirTest {
   // Long requests, some tokens of which have arrived: the pipeline is mid-generation.
   void start_long_requests(Collector& c, int n) {
     for (int i = 0; i < n; ++i)
-      engine_->generate(greedy("long" + std::to_string(i), kPrompts[static_cast<size_t>(i) % kPrompts.size()], 400, true),
+      engine_->generate(greedy(*engine_, "long" + std::to_string(i), kPrompts[static_cast<size_t>(i) % kPrompts.size()],
+                               400, true),
                         c.callbacks("long" + std::to_string(i)));
     ASSERT_TRUE(eventually([&] {
       auto outcomes = c.outcomes();
@@ -159,7 +162,7 @@ TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   auto reference_engine = Engine::start(*sys_, single);
   const auto reference = generate_all(*reference_engine, 48);
   Collector c;
-  reference_engine->generate(greedy("story", "Once upon a time", 48), c.callbacks("story"));
+  reference_engine->generate(greedy(*reference_engine, "story", "Once upon a time", 48), c.callbacks("story"));
   ASSERT_TRUE(c.wait(1));
   const std::string reference_text = c.outcomes().at("story").text;
   reference_engine->shutdown();
@@ -169,7 +172,7 @@ TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   EXPECT_FALSE(h.healthy);
   EXPECT_NE(h.detail.find("waiting for a worker for layers 2-5"), std::string::npos) << h.detail;
   Collector refused;
-  engine_->generate(greedy("early", "Once", 4), refused.callbacks("early"));
+  engine_->generate(greedy(*engine_, "early", "Once", 4), refused.callbacks("early"));
   ASSERT_TRUE(refused.wait(1));
   EXPECT_EQ(refused.outcomes().at("early").completions.at(0).error, ErrorCode::unavailable);
 
@@ -221,7 +224,7 @@ TEST_F(AcrossProcesses, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
   EXPECT_NE(h.detail.find("waiting for a worker for layers 2-5"), std::string::npos) << h.detail;
   EXPECT_EQ(stats_of(*sys_, engine_->batcher()).kv_blocks_used, 0);
   Collector refused;
-  engine_->generate(greedy("meanwhile", "Once", 4), refused.callbacks("meanwhile"));
+  engine_->generate(greedy(*engine_, "meanwhile", "Once", 4), refused.callbacks("meanwhile"));
   ASSERT_TRUE(refused.wait(1));
   EXPECT_EQ(refused.outcomes().at("meanwhile").completions.at(0).error, ErrorCode::unavailable);
 

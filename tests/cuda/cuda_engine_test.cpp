@@ -50,7 +50,7 @@ class CudaEngine : public ::testing::Test {
   }
 };
 
-std::vector<SessionRequest> story_requests() {
+std::vector<SessionRequest> story_requests(const Engine& engine) {
   const char* openings[] = {"Once upon a time", "One day, a little girl", "The dog was", "Tom and Sue",
                             "There was a big tree", "The sun was hot", "Lily wanted to", "A bird sat"};
   std::vector<SessionRequest> out;
@@ -58,7 +58,7 @@ std::vector<SessionRequest> story_requests() {
     for (int i = 0; i < 8; ++i) {
       SessionRequest r;
       r.id = std::to_string(copy) + "/" + std::to_string(i);
-      r.prompt = openings[i];
+      r.prompt_ids = engine.tokenize(openings[i]);
       r.sampling.temperature = 0;
       r.limits.max_tokens = 48;
       r.limits.ignore_eos = true;
@@ -69,8 +69,10 @@ std::vector<SessionRequest> story_requests() {
 
 TEST_F(CudaEngine, SixtyFourGreedyStoriesEqualTheCpuEngineOnEveryPlacement) {
   ORZO_REQUIRE_GPU();
-  const auto requests = story_requests();
-  const auto want = run(*start("cpu"), requests);
+  auto cpu = start("cpu");
+  const auto requests = story_requests(*cpu);
+  const auto want = run(*cpu, requests);
+  cpu.reset();
   for (const char* placement : {"cuda:0", "cuda:0:0-2,cuda:0:2-5", "cpu:0-2,cuda:0:2-5"}) {
     SCOPED_TRACE(placement);
     auto engine = start(placement);

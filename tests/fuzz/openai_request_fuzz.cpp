@@ -1,7 +1,8 @@
 // libFuzzer entry point for the OpenAI request parsers: the input is given as a body to all
 // four. Each must return a request or throw ApiError (400, whose error body can be written);
 // anything else escapes and is a finding. What parses must hold the parsers' promises: every
-// field in its range, no empty prompt or stop, messages the chat template can take.
+// field in its range, sampling the sampler can run, no empty prompt or stop, messages the
+// chat template can take.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,8 @@ void check_sampling(const orzo::SamplingParams& s) {
   check(s.frequency_penalty >= -2 && s.frequency_penalty <= 2);
   check(s.presence_penalty >= -2 && s.presence_penalty <= 2);
   check(s.repetition_penalty > 0 && s.repetition_penalty <= 10);
-  check(s.top_logprobs >= 0 && s.top_logprobs <= 20);
+  check(s.top_logprobs >= 0 && s.top_logprobs <= orzo::kMaxTopLogprobs);
+  check(!orzo::sampling_problem(s));  // the API's ranges lie inside what the sampler runs
   for (size_t i = 0; i < s.logit_bias.size(); ++i) {
     check(s.logit_bias[i].first >= 0);
     check(s.logit_bias[i].second >= -100 && s.logit_bias[i].second <= 100);
@@ -37,7 +39,7 @@ void check_generate(const orzo::GenerateParams& p) {
   check(p.n >= 1 && p.n <= 128);
   check(!p.include_usage || p.stream);
   check(!p.max_tokens || *p.max_tokens >= 1);
-  check(p.min_tokens >= 0 && (!p.max_tokens || p.min_tokens <= *p.max_tokens));
+  check(p.min_tokens >= 0);
   check(p.stop.size() <= 16);
   for (const std::string& s : p.stop) check(!s.empty());
   for (const int32_t id : p.stop_token_ids) check(id >= 0);
@@ -74,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run(orzo::parse_completion_request,
       [](const orzo::CompletionRequest& r) {
         check_generate(r.params);
-        check(!r.prompts.empty());
+        check(!r.prompts.empty() && r.prompts.size() * static_cast<size_t>(r.params.n) <= 256);
         for (const orzo::PromptInput& p : r.prompts) {
           check(p.is_ids ? !p.ids.empty() && p.text.empty() : !p.text.empty() && p.ids.empty());
           check(std::all_of(p.ids.begin(), p.ids.end(), [](int32_t id) { return id >= 0; }));

@@ -6,7 +6,7 @@ import socket
 import time
 import unittest
 
-from harness import Server
+from harness import CHAT_TEMPLATE, Server
 
 KEY = "k3y"
 AUTH = {"Authorization": "Bearer " + KEY}
@@ -43,6 +43,17 @@ CASES = [
     ("token id outside the vocabulary", "POST", "/v1/completions", with_(GOOD, prompt=[1, 99999]), AUTH, 400, "prompt", None),
     ("max_tokens beyond the context", "POST", "/v1/completions", with_(GOOD, max_tokens=100000), AUTH, 400, "max_tokens",
      "context_length_exceeded"),
+    ("prompt filling the context", "POST", "/v1/completions", with_(GOOD, prompt=[1] * 3000), AUTH, 400, "prompt",
+     "context_length_exceeded"),
+    ("min_tokens above max_tokens", "POST", "/v1/completions", with_(GOOD, min_tokens=5), AUTH, 400, "min_tokens",
+     None),
+    ("min_tokens above max_completion_tokens", "POST", "/v1/chat/completions",
+     with_(CHAT, max_tokens=None, max_completion_tokens=4, min_tokens=5), AUTH, 400, "min_tokens", None),
+    ("min_tokens above what the messages leave of the context", "POST", "/v1/chat/completions",
+     with_(CHAT, max_tokens=None, min_tokens=100000), AUTH, 400, "min_tokens", None),
+    ("logit_bias for a token outside the vocabulary", "POST", "/v1/completions", with_(GOOD, logit_bias={"99999": 1}),
+     AUTH, 400, "logit_bias", None),
+    ("echo with logprobs", "POST", "/v1/completions", with_(GOOD, echo=True, logprobs=1), AUTH, 400, "echo", None),
     ("missing model", "POST", "/v1/completions", with_(GOOD, model=None), AUTH, 400, "model", None),
     ("unknown model", "POST", "/v1/completions", with_(GOOD, model="gpt-9"), AUTH, 404, "model", "model_not_found"),
     ("chat without messages", "POST", "/v1/chat/completions", with_(CHAT, messages=[]), AUTH, 400, "messages", None),
@@ -70,7 +81,7 @@ class BadInput(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server("--served-model-name", "stories", "--api-key", KEY, "--max-body-bytes", "65536",
-                            "--http-timeout", "0.5")
+                            "--http-timeout", "0.5", "--chat-template", CHAT_TEMPLATE)
 
     @classmethod
     def tearDownClass(cls):

@@ -165,6 +165,7 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("stream":true,"stream_options":{"include_usage":1})"), "stream_options.include_usage"},
       {C, completion(R"("stream":true,"stream_options":{"continuous_usage_stats":true})"),
        "stream_options.continuous_usage_stats"},
+      {C, R"({"model":"m","prompt":["a","b","c"],"n":86})", "prompt"},  // 258 sequences
       // booleans and the rest
       {C, completion(R"("echo":1)"), "echo"},
       {C, completion(R"("ignore_eos":"no")"), "ignore_eos"},
@@ -172,7 +173,6 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("skip_special_tokens":"x")"), "skip_special_tokens"},
       {C, completion(R"("add_special_tokens":1)"), "add_special_tokens"},
       {C, completion(R"("min_tokens":-1)"), "min_tokens"},
-      {C, completion(R"("max_tokens":4,"min_tokens":5)"), "min_tokens"},
       {C, completion(R"("suffix":"x")"), "suffix"},
       {C, completion(R"("suffix":"")"), "suffix"},
       {C, completion(R"("user":5)"), "user"},
@@ -220,7 +220,6 @@ std::vector<BadCase> bad_cases() {
       {H, chat(R"("max_tokens":5,"max_completion_tokens":6)"), "max_completion_tokens"},
       {H, chat(R"("max_completion_tokens":0)"), "max_completion_tokens"},
       {H, chat(R"("max_completion_tokens":"5")"), "max_completion_tokens"},
-      {H, chat(R"("max_completion_tokens":4,"min_tokens":5)"), "min_tokens"},
       {H, chat(R"("logprobs":1)"), "logprobs"},
       {H, chat(R"("logprobs":true,"top_logprobs":21)"), "top_logprobs"},
       {H, chat(R"("logprobs":true,"top_logprobs":-1)"), "top_logprobs"},

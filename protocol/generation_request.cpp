@@ -1,0 +1,52 @@
+#include "protocol/generation_request.hpp"
+
+namespace orzo {
+namespace {
+
+bool in_vocabulary(int32_t id, const RequestBounds& bounds) { return id >= 0 && id < bounds.vocab_size; }
+
+std::string outside_vocabulary(const std::string& what, int32_t id, const RequestBounds& bounds) {
+  return what + " token id " + std::to_string(id) + " is outside the vocabulary (size " +
+         std::to_string(bounds.vocab_size) + ")";
+}
+
+}  // namespace
+
+std::optional<RequestProblem> check_request(const GenerationRequest& request, const RequestBounds& bounds,
+                                            std::string_view prompt_param) {
+  const std::string prompt(prompt_param);
+  const auto length = static_cast<int64_t>(request.prompt.size());
+  const GenerationLimits& limits = request.limits;
+  if (request.prompt.empty()) return RequestProblem{prompt, "the prompt is empty", {}};
+  for (const int32_t id : request.prompt)
+    if (!in_vocabulary(id, bounds)) return RequestProblem{prompt, outside_vocabulary("prompt", id, bounds), {}};
+  // Checked before max_tokens: a chat's default max_tokens is what the prompt leaves of the
+  // context, so a prompt that fills it is the prompt's fault.
+  if (length >= bounds.max_model_len)
+    return RequestProblem{prompt,
+                          "this model's maximum context length is " + std::to_string(bounds.max_model_len) +
+                              " tokens, and the prompt has " + std::to_string(length),
+                          "context_length_exceeded"};
+  if (limits.max_tokens < 1)
+    return RequestProblem{"max_tokens", "max_tokens must be at least 1, got " + std::to_string(limits.max_tokens), {}};
+  if (limits.min_tokens < 0)
+    return RequestProblem{"min_tokens", "min_tokens must be at least 0, got " + std::to_string(limits.min_tokens), {}};
+  if (limits.min_tokens > limits.max_tokens)
+    return RequestProblem{"min_tokens",
+                          "min_tokens (" + std::to_string(limits.min_tokens) + ") must not exceed max_tokens (" +
+                              std::to_string(limits.max_tokens) + ")",
+                          {}};
+  if (length + limits.max_tokens > bounds.max_model_len)
+    return RequestProblem{"max_tokens",
+                          "prompt (" + std::to_string(length) + " tokens) + max_tokens (" +
+                              std::to_string(limits.max_tokens) + ") exceeds the context length " +
+                              std::to_string(bounds.max_model_len),
+                          "context_length_exceeded"};
+  if (auto problem = sampling_problem(request.sampling)) return RequestProblem{problem->field, problem->message, {}};
+  for (const auto& bias : request.sampling.logit_bias)
+    if (!in_vocabulary(bias.first, bounds))
+      return RequestProblem{"logit_bias", outside_vocabulary("logit_bias", bias.first, bounds), {}};
+  return std::nullopt;
+}
+
+}  // namespace orzo
