@@ -54,11 +54,14 @@ def main():
     ap.add_argument("--b", required=True, help="the second orzo binary")
     ap.add_argument("--small", required=True, help="the small-shape F16 GGUF")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--only", default="", help="run only the workloads whose name contains this")
     ap.add_argument("--out", help="write the runs as JSON here")
     a = ap.parse_args()
 
     rows = []
     for name, args, key in workloads(a.small):
+        if a.only not in name:
+            continue
         runs = {"a": [], "b": []}
         for _ in range(a.pairs):
             for side in ("a", "b"):
