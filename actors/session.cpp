@@ -119,7 +119,12 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
   GenerationRequest gen{st.request.id, st.request.prompt_ids, st.request.sampling, st.request.limits,
                         st.request.priority};
   try {
-    if (st.tokenizer) st.detokenizer.emplace(st.tokenizer->decode_table(), st.request.skip_special_tokens);
+    if (st.tokenizer) {
+      // The completion continues its prompt: decoded on its own, a SentencePiece text would
+      // lose the space its first word begins with ("The little dog" + "was").
+      st.detokenizer.emplace(st.tokenizer->decode_table(), st.request.skip_special_tokens);
+      st.detokenizer->continue_after(st.request.prompt_ids);
+    }
     if (!st.request.stop.empty()) st.stops.emplace(st.request.stop, st.request.include_stop);
   } catch (const std::exception& e) {
     complete(self, completion(st, FinishReason::error, ErrorCode::invalid_request, e.what(), Usage{}));

@@ -110,6 +110,16 @@ class OpenAIClient(unittest.TestCase):
         e = self.complete(echo=True, max_tokens=4)
         self.assertTrue(e.choices[0].text.startswith("Once upon a time, there"), e.choices[0].text)
 
+    def test_a_continuation_keeps_its_leading_space(self):
+        # "The little dog" + " was ...": decoded after its prompt, the first word keeps the
+        # space that SentencePiece would strip at the start of a text.
+        whole = self.complete(prompt="The little dog", max_tokens=8).choices[0].text
+        self.assertTrue(whole.startswith(" "), repr(whole))
+        chunks = list(self.complete(prompt="The little dog", max_tokens=8, stream=True))
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), whole)
+        echoed = self.complete(prompt="The little dog", max_tokens=8, echo=True).choices[0].text
+        self.assertEqual(echoed, "The little dog" + whole)
+
     def test_prompt_as_token_ids_and_batches(self):
         r = self.complete(prompt=PROMPT_IDS, max_tokens=6)
         self.assertTrue(r.choices[0].text.startswith(", there was"))

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "tests/support/text_reference.hpp"
 #include "text/decode_table.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 namespace orzo {
 namespace {
@@ -104,6 +106,82 @@ TEST(Detokenizer, StreamsExactlyTheDecodedText) {
       text += last;
       ASSERT_EQ(text, testing::reference_repair(testing::reference_bytes(t, ids, skip)).text);
       ASSERT_EQ(text, decode(t, ids.data(), ids.size(), skip));
+    }
+  }
+}
+
+// A completion continues its prompt, so the leading space its first word decodes to stays.
+TEST(Detokenizer, AContinuationKeepsTheSpaceItsPromptLeavesToIt) {
+  const DecodeTable t = byte_table();
+  Detokenizer after_text(t);
+  after_text.continue_after({kBos, kHi});
+  EXPECT_EQ(after_text.push(kHi), " Hi");
+  Detokenizer after_bos(t);  // nothing decoded yet: the text still begins here
+  after_bos.continue_after({kBos});
+  EXPECT_EQ(after_bos.push(kHi), "Hi");
+  Detokenizer long_prompt(t);  // text far back, specials at the end
+  long_prompt.continue_after({kHi, 'a', 'b', 'c', kBos, kBos, kBos, kBos});
+  EXPECT_EQ(long_prompt.push(kHi), " Hi");
+  Detokenizer unfinished(t);  // a character begun by the prompt is completed whole
+  unfinished.continue_after({kHi, 'x', 0xF0, 0x9F});
+  EXPECT_EQ(unfinished.push(0x98), "");
+  EXPECT_EQ(unfinished.push(0x80), "\xF0\x9F\x98\x80");
+  EXPECT_EQ(unfinished.finish(), "");
+  Detokenizer started(t);
+  started.push(kHi);
+  EXPECT_THROW(started.continue_after({kBos}), std::logic_error);
+}
+
+TEST(Detokenizer, PromptTextPlusContinuationIsTheWholeDecode) {
+  std::mt19937 rng(5);
+  int exact = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    const DecodeTable t = testing::random_table(rng, 48);
+    const std::vector<int32_t> ids = testing::random_ids(rng, t, 30);
+    const size_t k = std::uniform_int_distribution<size_t>(0, ids.size())(rng);
+    const std::vector<int32_t> prompt(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
+    for (const bool skip : {true, false}) {
+      // Only where no character spans the boundary can the two texts add up.
+      if (testing::reference_repair(testing::reference_bytes(t, prompt, skip)).open_tail != 0) continue;
+      Detokenizer d(t, skip);
+      d.continue_after(prompt);
+      std::string text = decode(t, prompt.data(), prompt.size(), skip);
+      for (size_t i = k; i < ids.size(); ++i) text += d.push(ids[i]);
+      text += d.finish();
+      ASSERT_EQ(text, decode(t, ids.data(), ids.size(), skip)) << "iteration " << iter << ", split " << k;
+      ++exact;
+    }
+  }
+  EXPECT_GT(exact, 2000);
+}
+
+// The real decoders that strip a text's leading space (SentencePiece's, in GGUF, .model and
+// tokenizer.json form): every split of an English text adds up to the whole.
+TEST(Detokenizer, RealTokenizersKeepTheSpaceAtEverySplit) {
+  const std::string models = std::string(ORZO_SHARED_DIR) + "/models";
+  const std::vector<std::function<Tokenizer()>> loaders = {
+      [&] { return Tokenizer::for_model(models + "/stories260K/stories260K.gguf"); },
+      [&] { return Tokenizer::from_sentencepiece_model(models + "/tokenizers/mistral-v1/tokenizer.model"); },
+      [&] {
+        return Tokenizer::from_hf_json(models + "/tokenizers/phi-3/tokenizer.json",
+                                       models + "/tokenizers/phi-3/tokenizer_config.json");
+      },
+  };
+  for (const auto& load : loaders) {
+    const Tokenizer tok = load();
+    ASSERT_TRUE(tok.decode_table().strip_leading_space);
+    for (const std::string text : {"The little dog was happy.", "Once upon a time, there was a girl named Lily",
+                                   " two  spaces and\nlines 42"}) {
+      const std::vector<int32_t> ids = tok.encode(text);
+      for (size_t k = 1; k < ids.size(); ++k) {
+        const std::vector<int32_t> prompt(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
+        Detokenizer d(tok.decode_table());
+        d.continue_after(prompt);
+        std::string out = tok.decode(prompt, true);
+        for (size_t i = k; i < ids.size(); ++i) out += d.push(ids[i]);
+        out += d.finish();
+        EXPECT_EQ(out, tok.decode(ids, true)) << text << ", split " << k;
+      }
     }
   }
 }
