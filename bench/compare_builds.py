@@ -14,8 +14,8 @@ import os
 import statistics
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORIES = os.path.join(ROOT, "..", "shared", "models", "stories260K", "stories260K.gguf")
+from bench_models import STORIES
+
 
 
 def workloads(small):
