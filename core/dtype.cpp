@@ -2,32 +2,66 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
+
+#include "core/quant_blocks.hpp"
 
 namespace orzo {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::Q8_0: return "Q8_0";
-    case DType::Q4_0: return "Q4_0";
-  }
-  return "?";
+namespace {
+
+struct Traits {
+  const char* name;
+  int64_t block_elems;
+  size_t block_bytes;
+};
+
+const Traits* find(DType t) {
+  static constexpr Traits kTable[] = {  // in enum order
+      {"F32", 1, 4},
+      {"F16", 1, 2},
+      {"BF16", 1, 2},
+      {"Q8_0", kQuantBlock, sizeof(BlockQ8_0)},
+      {"Q4_0", kQuantBlock, sizeof(BlockQ4_0)},
+      {"Q4_1", kQuantBlock, sizeof(BlockQ4_1)},
+      {"Q5_0", kQuantBlock, sizeof(BlockQ5_0)},
+      {"Q5_1", kQuantBlock, sizeof(BlockQ5_1)},
+      {"Q2_K", kSuperBlock, sizeof(BlockQ2_K)},
+      {"Q3_K", kSuperBlock, sizeof(BlockQ3_K)},
+      {"Q4_K", kSuperBlock, sizeof(BlockQ4_K)},
+      {"Q5_K", kSuperBlock, sizeof(BlockQ5_K)},
+      {"Q6_K", kSuperBlock, sizeof(BlockQ6_K)},
+      {"IQ4_NL", kQuantBlock, sizeof(BlockIQ4_NL)},
+      {"IQ4_XS", kSuperBlock, sizeof(BlockIQ4_XS)},
+  };
+  static_assert(sizeof(kTable) / sizeof(kTable[0]) == sizeof(kAllDTypes) / sizeof(kAllDTypes[0]),
+                "one row per DType, in enum order");
+  const auto i = static_cast<size_t>(t);
+  return i < sizeof(kTable) / sizeof(kTable[0]) ? &kTable[i] : nullptr;
 }
 
-bool dtype_is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+const Traits& traits(DType t) {
+  const Traits* tr = find(t);
+  if (!tr) throw std::logic_error("unknown dtype " + std::to_string(static_cast<int>(t)));
+  return *tr;
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  const Traits* tr = find(t);
+  return tr ? tr->name : "?";
+}
+
+bool dtype_is_quantized(DType t) { return traits(t).block_elems > 1; }
+
+int64_t dtype_block_elems(DType t) { return traits(t).block_elems; }
+
+size_t dtype_block_bytes(DType t) { return traits(t).block_bytes; }
 
 size_t dtype_row_bytes(DType t, int64_t n) {
-  const auto un = static_cast<size_t>(n);
-  switch (t) {
-    case DType::F32: return un * 4;
-    case DType::F16:
-    case DType::BF16: return un * 2;
-    case DType::Q8_0: return un / kQuantBlock * sizeof(BlockQ8_0);
-    case DType::Q4_0: return un / kQuantBlock * sizeof(BlockQ4_0);
-  }
-  throw std::logic_error("dtype_row_bytes: unknown dtype");
+  const Traits& tr = traits(t);
+  return static_cast<size_t>(n / tr.block_elems) * tr.block_bytes;
 }
 
 float f16_to_f32(uint16_t h) {

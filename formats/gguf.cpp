@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <string_view>
 #include <unordered_set>
 
@@ -194,37 +195,40 @@ class Cursor {
   std::string context_;
 };
 
+// GGML's type ids of the types orzo reads, in DType order.
+constexpr std::pair<DType, uint32_t> kGgmlIds[] = {
+    {DType::F32, 0},   {DType::F16, 1},   {DType::BF16, 30}, {DType::Q8_0, 8},    {DType::Q4_0, 2},
+    {DType::Q4_1, 3},  {DType::Q5_0, 6},  {DType::Q5_1, 7},  {DType::Q2_K, 10},   {DType::Q3_K, 11},
+    {DType::Q4_K, 12}, {DType::Q5_K, 13}, {DType::Q6_K, 14}, {DType::IQ4_NL, 20}, {DType::IQ4_XS, 23}};
+
 std::string ggml_type_label(uint32_t t) {
   static const std::pair<uint32_t, const char*> known[] = {
-      {3, "Q4_1"}, {6, "Q5_0"}, {7, "Q5_1"}, {9, "Q8_1"}, {10, "Q2_K"}, {11, "Q3_K"}, {12, "Q4_K"}, {13, "Q5_K"},
-      {14, "Q6_K"}, {15, "Q8_K"}, {24, "I8"}, {25, "I16"}, {26, "I32"}, {27, "I64"}, {28, "F64"}};
+      {9, "Q8_1"},     {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
+      {21, "IQ3_S"},   {22, "IQ2_S"}, {24, "I8"},      {25, "I16"},    {26, "I32"},     {27, "I64"},
+      {28, "F64"},     {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"}};
   for (const auto& [id, name] : known)
     if (id == t) return std::to_string(t) + " (" + name + ")";
   return std::to_string(t);
 }
 
+std::string supported_types() {
+  std::string list;
+  for (const auto& [dtype, id] : kGgmlIds) list += (list.empty() ? "" : ", ") + std::string(dtype_name(dtype));
+  return list;
+}
+
 }  // namespace
 
 uint32_t ggml_type_of(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 8;
-    case DType::BF16: return 30;
-  }
+  for (const auto& [dtype, id] : kGgmlIds)
+    if (dtype == t) return id;
   return std::numeric_limits<uint32_t>::max();
 }
 
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 2: return DType::Q4_0;
-    case 8: return DType::Q8_0;
-    case 30: return DType::BF16;
-    default: return std::nullopt;
-  }
+  for (const auto& [dtype, id] : kGgmlIds)
+    if (id == ggml_type) return dtype;
+  return std::nullopt;
 }
 
 GgufMetadata GgufMetadata::parse(std::shared_ptr<const MappedFile> file, size_t& pos, uint64_t count) {
@@ -423,7 +427,7 @@ DType read_dtype(Cursor& in, const MappedFile& f, const std::string& label) {
   const auto dtype = dtype_from_ggml(ggml_type);
   if (!dtype)
     fail(f, label + " has ggml type " + ggml_type_label(ggml_type) +
-                ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0)");
+                ", which is not supported (supported: " + supported_types() + ")");
   return *dtype;
 }
 
@@ -432,13 +436,12 @@ DType read_dtype(Cursor& in, const MappedFile& f, const std::string& label) {
 uint64_t tensor_bytes(const Cursor& in, const MappedFile& f, const std::string& label, const TensorView& view,
                       uint64_t numel) {
   const uint64_t cols = view.shape.empty() ? 1 : static_cast<uint64_t>(view.shape.back());
-  const bool quantized = dtype_is_quantized(view.dtype);
-  if (quantized && cols % kQuantBlock != 0)
+  const auto block = static_cast<uint64_t>(dtype_block_elems(view.dtype));
+  if (cols % block != 0)
     fail(f, label + " is " + dtype_name(view.dtype) + " but its row length " + std::to_string(cols) +
-                " is not a multiple of 32");
-  const uint64_t units = quantized ? numel / kQuantBlock : numel;
+                " is not a multiple of " + std::to_string(block));
   uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(units, static_cast<uint64_t>(dtype_row_bytes(view.dtype, quantized ? kQuantBlock : 1)), &nbytes))
+  if (__builtin_mul_overflow(numel / block, static_cast<uint64_t>(dtype_block_bytes(view.dtype)), &nbytes))
     in.fail("too many bytes");
   return nbytes;
 }

@@ -83,9 +83,9 @@ void GgufWriter::add_tensor(const std::string& name, DType dtype, const std::vec
     numel *= d;
   }
   const int64_t cols = shape.empty() ? 1 : shape.back();
-  if (dtype_is_quantized(dtype) && cols % kQuantBlock != 0)
-    throw std::invalid_argument(path_ + ": tensor '" + name + "' rows of " + std::to_string(cols) +
-                                " are not a multiple of 32, as " + dtype_name(dtype) + " needs");
+  if (cols % dtype_block_elems(dtype) != 0)
+    throw std::invalid_argument(path_ + ": tensor '" + name + "' rows of " + std::to_string(cols) + " are not a multiple of " +
+                                std::to_string(dtype_block_elems(dtype)) + ", as " + dtype_name(dtype) + " needs");
   const uint64_t nbytes = cols == 0 ? 0 : dtype_row_bytes(dtype, cols) * static_cast<uint64_t>(numel / cols);
 
   std::string& h = tensor_infos_;

@@ -150,6 +150,16 @@ uint32_t gguf_file_type(DType t) {
     case DType::Q4_0: return 2;
     case DType::Q8_0: return 7;
     case DType::BF16: return 32;
+    case DType::Q4_1: return 3;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q2_K: return 10;
+    case DType::Q3_K: return 11;  // the "_S" mixes: one type throughout
+    case DType::Q4_K: return 14;
+    case DType::Q5_K: return 16;
+    case DType::Q6_K: return 18;
+    case DType::IQ4_NL: return 25;
+    case DType::IQ4_XS: return 30;
   }
   return 0;
 }
@@ -240,7 +250,7 @@ uint64_t write_gguf_model(const std::string& path, const std::string& shape_name
   const auto weights = weights_of(s);
   const auto type_of = [&](const Weight& w) {
     if (w.norm) return DType::F32;
-    if (dtype_is_quantized(dtype) && w.shape.back() % kQuantBlock != 0) return DType::F16;
+    if (w.shape.back() % dtype_block_elems(dtype) != 0) return DType::F16;
     return dtype;
   };
   for (const auto& w : weights) out.add_tensor(w.gguf_name, type_of(w), w.shape);

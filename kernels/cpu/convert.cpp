@@ -6,6 +6,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/quant_blocks.hpp"
+
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace orzo::cpu {
@@ -111,29 +114,9 @@ float rounded_product(float a, float b) {
 }
 
 void check_blocks(DType t, int64_t n) {
-  if (n % kQuantBlock != 0)
+  if (n % dtype_block_elems(t) != 0)
     throw std::invalid_argument(std::string(dtype_name(t)) + " row length " + std::to_string(n) +
-                                " is not a multiple of " + std::to_string(kQuantBlock));
-}
-
-void q8_0_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += sizeof(BlockQ8_0), dst += kQuantBlock) {
-    const float d = f16_to_f32(load_u16(src));
-    const auto* q = reinterpret_cast<const int8_t*>(src + 2);
-    for (int64_t j = 0; j < kQuantBlock; ++j) dst[j] = static_cast<float>(q[j]) * d;
-  }
-}
-
-void q4_0_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
-  constexpr int64_t half = kQuantBlock / 2;
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += sizeof(BlockQ4_0), dst += kQuantBlock) {
-    const float d = f16_to_f32(load_u16(src));
-    const uint8_t* q = src + 2;
-    for (int64_t j = 0; j < half; ++j) {
-      dst[j] = static_cast<float>((q[j] & 0x0f) - 8) * d;
-      dst[j + half] = static_cast<float>((q[j] >> 4) - 8) * d;
-    }
-  }
+                                " is not a multiple of " + std::to_string(dtype_block_elems(t)));
 }
 
 // GGML's reference rounding: d = amax / 127 and q = round-half-away(x / d), where the
@@ -183,10 +166,8 @@ void dequantize_row(DType t, const void* src, int64_t n, float* dst) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::F16: f16_row_to_f32(bytes, n, dst); return;
     case DType::BF16: bf16_row_to_f32(bytes, n, dst); return;
-    case DType::Q8_0: check_blocks(t, n); q8_0_row_to_f32(bytes, n, dst); return;
-    case DType::Q4_0: check_blocks(t, n); q4_0_row_to_f32(bytes, n, dst); return;
+    default: check_blocks(t, n); dequantize_blocks(t, bytes, n, dst); return;
   }
-  throw std::logic_error("dequantize_row: unknown dtype");
 }
 
 void quantize_row(DType t, const float* src, int64_t n, void* dst) {
@@ -197,8 +178,9 @@ void quantize_row(DType t, const float* src, int64_t n, void* dst) {
     case DType::BF16: f32_row_to_bf16(src, n, bytes); return;
     case DType::Q8_0: check_blocks(t, n); f32_row_to_q8_0(src, n, bytes); return;
     case DType::Q4_0: check_blocks(t, n); f32_row_to_q4_0(src, n, bytes); return;
+    default: break;
   }
-  throw std::logic_error("quantize_row: unknown dtype");
+  throw std::invalid_argument(std::string("quantize_row: writing ") + dtype_name(t) + " is not supported");
 }
 
 }  // namespace orzo::cpu

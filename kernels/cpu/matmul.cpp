@@ -21,7 +21,7 @@ constexpr int64_t kDirectActivationBytes = int64_t{4} << 20;
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   if (m <= 0) return;
   const int64_t k = w.cols();
-  if (dtype_is_quantized(w.dtype) && k % kQuantBlock != 0)
+  if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
   if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)

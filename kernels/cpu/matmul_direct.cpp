@@ -5,164 +5,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/simd.hpp"
+#include "kernels/cpu/weight_formats.hpp"
 
 namespace orzo::cpu {
 namespace {
-
-// One SIMD register of f32 lanes and the few operations the kernel needs. Where no
-// vector unit is available a "vector" is a single float, so the kernel below is the
-// portable path too.
-#if defined(__AVX512F__) && defined(__F16C__)
-using Vec = __m512;
-constexpr int kLanes = 16;
-constexpr int kRegisters = 32;
-Vec vzero() { return _mm512_setzero_ps(); }
-Vec vload(const float* p) { return _mm512_loadu_ps(p); }
-Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-float vsum(Vec v) { return _mm512_reduce_add_ps(v); }
-Vec load_f32(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
-Vec load_f16(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-Vec load_bf16(const uint8_t* p) {
-  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-}
-void load_q8_0(const uint8_t* block, Vec* out) {
-  const Vec d = _mm512_set1_ps(_cvtsh_ss(load_u16(block)));
-  for (int v = 0; v < 2; ++v) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * v));
-    out[v] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
-  }
-}
-// vpermps reads only the low four bits of each index, so a 16-entry table of (q - 8) * d
-// decodes the nibbles without masking or an int-to-float conversion.
-void load_q4_0(const uint8_t* block, Vec* out) {
-  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512 table = _mm512_mul_ps(levels, _mm512_set1_ps(_cvtsh_ss(load_u16(block))));
-  const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
-  out[0] = _mm512_permutexvar_ps(bytes, table);
-  out[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-}
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-using Vec = __m256;
-constexpr int kLanes = 8;
-constexpr int kRegisters = 16;
-Vec vzero() { return _mm256_setzero_ps(); }
-Vec vload(const float* p) { return _mm256_loadu_ps(p); }
-Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-float vsum(Vec v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-Vec load_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-Vec load_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-Vec load_bf16(const uint8_t* p) {
-  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-void load_q8_0(const uint8_t* block, Vec* out) {
-  const Vec d = _mm256_set1_ps(_cvtsh_ss(load_u16(block)));
-  for (int v = 0; v < 4; ++v) {
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * v));
-    out[v] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
-  }
-}
-void load_q4_0(const uint8_t* block, Vec* out) {
-  const Vec d = _mm256_set1_ps(_cvtsh_ss(load_u16(block)));
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-  const __m128i nibble = _mm_set1_epi8(0x0f);
-  const __m128i halves[2] = {_mm_and_si128(bytes, nibble), _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble)};
-  for (int v = 0; v < 4; ++v) {
-    const __m128i part = v % 2 == 0 ? halves[v / 2] : _mm_srli_si128(halves[v / 2], 8);
-    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(part), _mm256_set1_epi32(8));
-    out[v] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
-  }
-}
-#else
-using Vec = float;
-constexpr int kLanes = 1;
-constexpr int kRegisters = 16;
-Vec vzero() { return 0.0f; }
-Vec vload(const float* p) { return *p; }
-Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
-float vsum(Vec v) { return v; }
-Vec load_f32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
-Vec load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
-Vec load_bf16(const uint8_t* p) { return bf16_to_f32(load_u16(p)); }
-void load_q8_0(const uint8_t* block, Vec* out) {
-  const float d = f16_to_f32(load_u16(block));
-  for (int j = 0; j < kQuantBlock; ++j) out[j] = static_cast<float>(static_cast<int8_t>(block[2 + j])) * d;
-}
-void load_q4_0(const uint8_t* block, Vec* out) {
-  const float d = f16_to_f32(load_u16(block));
-  for (int j = 0; j < kQuantBlock / 2; ++j) {
-    out[j] = static_cast<float>((block[2 + j] & 0x0f) - 8) * d;
-    out[j + kQuantBlock / 2] = static_cast<float>((block[2 + j] >> 4) - 8) * d;
-  }
-}
-#endif
-
-// GCC folds a load into every FMA that uses it, turning R FMAs on one activation vector
-// into R loads of it; at one 512-bit load per cycle that, not the FMAs, would bound the
-// kernel. An empty asm that claims to change the register makes the load happen once.
-inline void keep_in_register([[maybe_unused]] Vec& v) {
-#if defined(__GNUC__) && (defined(__AVX2__) || defined(__AVX512F__))
-  asm("" : "+v"(v));
-#endif
-}
-
-// How each stored type is walked: a step of kStepBytes decodes kVecs registers (kStep
-// elements) of one row. Plain float types leave a tail of k % kLanes elements for
-// element(); the block types never do, since their rows are whole blocks.
-struct F32Format {
-  static constexpr int64_t kStep = kLanes, kStepBytes = 4 * kStep;
-  static constexpr int kVecs = 1;
-  static constexpr bool kBlocked = false;
-  static void load(const uint8_t* p, Vec* out) { out[0] = load_f32(p); }
-  static float element(const uint8_t* row, int64_t c) {
-    float f;
-    std::memcpy(&f, row + 4 * c, sizeof f);
-    return f;
-  }
-};
-
-struct F16Format {
-  static constexpr int64_t kStep = kLanes, kStepBytes = 2 * kStep;
-  static constexpr int kVecs = 1;
-  static constexpr bool kBlocked = false;
-  static void load(const uint8_t* p, Vec* out) { out[0] = load_f16(p); }
-  static float element(const uint8_t* row, int64_t c) { return f16_to_f32(load_u16(row + 2 * c)); }
-};
-
-struct BF16Format {
-  static constexpr int64_t kStep = kLanes, kStepBytes = 2 * kStep;
-  static constexpr int kVecs = 1;
-  static constexpr bool kBlocked = false;
-  static void load(const uint8_t* p, Vec* out) { out[0] = load_bf16(p); }
-  static float element(const uint8_t* row, int64_t c) { return bf16_to_f32(load_u16(row + 2 * c)); }
-};
-
-struct Q8_0Format {
-  static constexpr int64_t kStep = kQuantBlock, kStepBytes = sizeof(BlockQ8_0);
-  static constexpr int kVecs = kQuantBlock / kLanes;
-  static constexpr bool kBlocked = true;
-  static void load(const uint8_t* p, Vec* out) { load_q8_0(p, out); }
-};
-
-struct Q4_0Format {
-  static constexpr int64_t kStep = kQuantBlock, kStepBytes = sizeof(BlockQ4_0);
-  static constexpr int kVecs = kQuantBlock / kLanes;
-  static constexpr bool kBlocked = true;
-  static void load(const uint8_t* p, Vec* out) { load_q4_0(p, out); }
-};
 
 // Weight rows decoded together: more rows reuse each activation load and give more
 // independent FMA chains, as long as accumulators and decoded weights stay in registers.
@@ -208,25 +54,30 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const flo
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) acc[r][i] = vzero();
   const int64_t steps = k / F::kStep;
+  constexpr int64_t kSubBytes = F::kStepBytes / F::kSubs;
   for (int64_t s = 0; s < steps; ++s) {
-    Vec wv[R][F::kVecs];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, wv[r]);
-    // The next block of rows is fetched into L2 while this one is computed: the
-    // hardware prefetchers restart at every row, and rows of a few KiB are too short
-    // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
-    // of the read bandwidth).
+    for (int sub = 0; sub < F::kSubs; ++sub) {
+      Vec wv[R][F::kVecs];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes, 0, 2);
+      for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, sub, wv[r]);
+      // The next block of rows is fetched into L2 while this one is computed: the
+      // hardware prefetchers restart at every row, and rows of a few KiB are too short
+      // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
+      // of the read bandwidth).
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
 #pragma GCC unroll 32
-    for (int v = 0; v < F::kVecs; ++v) {
-      const float* xs = x + (s * F::kVecs + v) * M * kLanes;
+      for (int v = 0; v < F::kVecs; ++v) {
+        const float* xs = x + ((s * F::kSubs + sub) * F::kVecs + v) * M * kLanes;
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i) {
-        Vec xv = vload(xs + i * kLanes);
-        keep_in_register(xv);
+        for (int i = 0; i < M; ++i) {
+          Vec xv = vload(xs + i * kLanes);
+          keep_in_register(xv);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[r][i] = vfma(wv[r][v], xv, acc[r][i]);
+          for (int r = 0; r < R; ++r) acc[r][i] = vfma(wv[r][v], xv, acc[r][i]);
+        }
       }
     }
   }
@@ -325,6 +176,16 @@ RangeKernel kernel_for(DType t, int64_t m) {
     case DType::BF16: return kernel_for_rows<BF16Format>(m);
     case DType::Q8_0: return kernel_for_rows<Q8_0Format>(m);
     case DType::Q4_0: return kernel_for_rows<Q4_0Format>(m);
+    case DType::Q4_1: return kernel_for_rows<Q4_1Format>(m);
+    case DType::Q5_0: return kernel_for_rows<Q5_0Format>(m);
+    case DType::Q5_1: return kernel_for_rows<Q5_1Format>(m);
+    case DType::Q2_K: return kernel_for_rows<Q2_KFormat>(m);
+    case DType::Q3_K: return kernel_for_rows<Q3_KFormat>(m);
+    case DType::Q4_K: return kernel_for_rows<Q4_KFormat>(m);
+    case DType::Q5_K: return kernel_for_rows<Q5_KFormat>(m);
+    case DType::Q6_K: return kernel_for_rows<Q6_KFormat>(m);
+    case DType::IQ4_NL: return kernel_for_rows<IQ4_NLFormat>(m);
+    case DType::IQ4_XS: return kernel_for_rows<IQ4_XSFormat>(m);
   }
   throw std::logic_error("matmul_direct: unknown dtype");
 }

@@ -448,8 +448,8 @@ TEST_F(GgufTest, CorruptTensorInfoNamesTheTensor) {
   const InfoAt up = info_at(good, "blk.0.ffn_up.weight", 2);
 
   Bytes b = good;
-  poke<uint32_t>(b, q.type, 12);
-  expect_load_error(file, b, {"'blk.0.attn_q.weight'", "ggml type 12 (Q4_K)"});
+  poke<uint32_t>(b, q.type, 16);
+  expect_load_error(file, b, {"'blk.0.attn_q.weight'", "ggml type 16 (IQ2_XXS)"});
   b = good;
   poke<uint32_t>(b, q.type, 1000);
   expect_load_error(file, b, {"'blk.0.attn_q.weight'", "1000"});

@@ -1,5 +1,7 @@
 #include "kernels/cpu/convert.hpp"
 
+#include "core/quant_blocks.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>

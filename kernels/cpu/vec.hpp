@@ -1,0 +1,60 @@
+#pragma once
+// One SIMD register of f32 lanes and the few operations the CPU kernels need, for the
+// widest vector unit this translation unit is compiled for. Where there is none a
+// "vector" is one float, so kernels written on Vec are their own portable path.
+//
+// Everything here has internal linkage on purpose: a kernel file may be compiled more than
+// once with different -m flags, and inline functions of one name compiled for two ISAs
+// must not be merged by the linker.
+#include <cstdint>
+
+#include "kernels/cpu/simd.hpp"
+
+namespace orzo::cpu {
+namespace {  // NOLINT(cert-dcl59-cpp): see above
+
+#if defined(__AVX512F__) && defined(__F16C__)
+using Vec = __m512;
+constexpr int kLanes = 16;
+constexpr int kRegisters = 32;
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vset1(float f) { return _mm512_set1_ps(f); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline float vsum(Vec v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+using Vec = __m256;
+constexpr int kLanes = 8;
+constexpr int kRegisters = 16;
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vset1(float f) { return _mm256_set1_ps(f); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vsum(Vec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#else
+using Vec = float;
+constexpr int kLanes = 1;
+constexpr int kRegisters = 16;
+inline Vec vzero() { return 0.0f; }
+inline Vec vset1(float f) { return f; }
+inline Vec vload(const float* p) { return *p; }
+inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline float vsum(Vec v) { return v; }
+#endif
+
+// GCC folds a load into every FMA that uses it, turning R FMAs on one activation vector
+// into R loads of it; at one 512-bit load per cycle that, not the FMAs, would bound a
+// kernel. An empty asm that claims to change the register makes the load happen once.
+inline void keep_in_register([[maybe_unused]] Vec& v) {
+#if defined(__GNUC__) && (defined(__AVX2__) || defined(__AVX512F__))
+  asm("" : "+v"(v));
+#endif
+}
+
+}  // namespace
+}  // namespace orzo::cpu

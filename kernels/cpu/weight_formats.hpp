@@ -1,0 +1,351 @@
+#pragma once
+// How the direct matmul walks each stored weight type: a row is a sequence of units (a
+// vector's worth of floats, or one quant block) of kStepBytes bytes and kStep weights,
+// and load(unit, sub, out) decodes sub-step `sub` of a unit into kVecs registers, so that
+// kSubs * kVecs * kLanes == kStep. A sub-step of a quant block is 32 weights: few enough
+// registers to leave room for accumulators, one or two of the block's scales.
+//
+// The float types leave a tail of k % kLanes weights for element(); block types never do,
+// since their rows are whole blocks. Decoding here is exact for the float types and, for
+// the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here).
+// Internal linkage, as in vec.hpp.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/quant_blocks.hpp"
+#include "kernels/cpu/dequantize.hpp"
+#include "kernels/cpu/vec.hpp"
+
+namespace orzo::cpu {
+namespace {  // NOLINT(cert-dcl59-cpp): see vec.hpp
+
+struct F32Format {
+  static constexpr int64_t kStep = kLanes, kStepBytes = 4 * kStep;
+  static constexpr int kSubs = 1, kVecs = 1;
+  static constexpr bool kBlocked = false;
+  static void load(const uint8_t* p, int, Vec* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    out[0] = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    out[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+#else
+    std::memcpy(out, p, sizeof(float));
+#endif
+  }
+  static float element(const uint8_t* row, int64_t c) {
+    float f;
+    std::memcpy(&f, row + 4 * c, sizeof f);
+    return f;
+  }
+};
+
+struct F16Format {
+  static constexpr int64_t kStep = kLanes, kStepBytes = 2 * kStep;
+  static constexpr int kSubs = 1, kVecs = 1;
+  static constexpr bool kBlocked = false;
+  static void load(const uint8_t* p, int, Vec* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    out[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    out[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+    out[0] = f16_to_f32(load_u16(p));
+#endif
+  }
+  static float element(const uint8_t* row, int64_t c) { return f16_to_f32(load_u16(row + 2 * c)); }
+};
+
+struct BF16Format {
+  static constexpr int64_t kStep = kLanes, kStepBytes = 2 * kStep;
+  static constexpr int kSubs = 1, kVecs = 1;
+  static constexpr bool kBlocked = false;
+  static void load(const uint8_t* p, int, Vec* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    out[0] = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    out[0] = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+#else
+    out[0] = bf16_to_f32(load_u16(p));
+#endif
+  }
+  static float element(const uint8_t* row, int64_t c) { return bf16_to_f32(load_u16(row + 2 * c)); }
+};
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+inline float half_at(const uint8_t* block, size_t offset) { return _cvtsh_ss(load_u16(block + offset)); }
+
+// One sub-step of a block as 32 signed integer codes, with the scale and offset of each
+// half of 16 (the K-quants with 16-weight sub-blocks give the halves their own).
+struct Codes {
+  __m256i q;
+  float d[2], m[2];
+};
+
+// x = d * q + m for the 32 codes, into kVecs = 32 / kLanes registers.
+inline void expand(const Codes& c, Vec* out) {
+  const __m128i halves[2] = {_mm256_castsi256_si128(c.q), _mm256_extracti128_si256(c.q, 1)};
+#if defined(__AVX512F__)
+  for (int h = 0; h < 2; ++h)
+    out[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(halves[h])), _mm512_set1_ps(c.d[h]),
+                             _mm512_set1_ps(c.m[h]));
+#else
+  for (int v = 0; v < 4; ++v) {
+    const __m128i part = v % 2 == 0 ? halves[v / 2] : _mm_srli_si128(halves[v / 2], 8);
+    out[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), _mm256_set1_ps(c.d[v / 2]),
+                             _mm256_set1_ps(c.m[v / 2]));
+  }
+#endif
+}
+
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Bits [shift, shift + width) of each of 32 bytes.
+inline __m256i bits_of(__m256i bytes, int shift, int width) {
+  return _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>((1 << width) - 1)));
+}
+
+// The 32 codes of 16 bytes of nibbles, in block order: low nibbles first, then high ones.
+inline __m256i split_nibbles(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+}
+
+// `value` in byte j where bit j of the 32-bit little-endian word at qh is set: the fifth
+// bit of the Q5_0/Q5_1 codes. Each byte gathers its source byte, then tests its own bit.
+inline __m256i word_bits(const uint8_t* qh, int8_t value) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof bits);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(value));
+}
+
+// `value` where bit b of each of 32 bytes is set: the K-quants' extra high bit.
+inline __m256i bit_plane(const uint8_t* bytes, int b, int8_t value) {
+  const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << b));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(load256(bytes), mask), mask), _mm256_set1_epi8(value));
+}
+
+// IQ4's non-uniform levels in place of 4-bit codes.
+inline __m256i iq4_levels(__m256i codes) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
+}
+
+#if defined(__AVX512F__)
+// A 4-bit code indexes a 16-entry table of decoded values: vpermps reads only the low four
+// bits of each index, so 16 codes decode in one instruction, without masking or an
+// int-to-float conversion. Entry i is (first + i) * d + m.
+inline __m512 level_table(float first, float d, float m) {
+  const __m512 levels = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps(first));
+  return _mm512_fmadd_ps(levels, _mm512_set1_ps(d), _mm512_set1_ps(m));
+}
+inline __m512 iq4_table(float d) {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(levels)), _mm512_set1_ps(d));
+}
+// 32 weights from 16 bytes of nibbles (the low nibbles are weights 0..15).
+inline void lookup_split(const uint8_t* qs, __m512 table, Vec* out) {
+  const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  out[0] = _mm512_permutexvar_ps(bytes, table);
+  out[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+}
+// 32 weights from nibble h of 32 bytes.
+inline void lookup_nibbles(const uint8_t* qs, int h, __m512 table, Vec* out) {
+  for (int v = 0; v < 2; ++v) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * v)));
+    out[v] = _mm512_permutexvar_ps(h ? _mm512_srli_epi32(bytes, 4) : bytes, table);
+  }
+}
+#endif
+
+// What every block type shares: sub-steps of 32 weights.
+template <int64_t Elems, class Block>
+struct BlockUnit {
+  static constexpr int64_t kStep = Elems, kStepBytes = sizeof(Block);
+  static constexpr int kSubs = static_cast<int>(Elems / 32), kVecs = 32 / kLanes;
+  static constexpr bool kBlocked = true;
+};
+
+struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ8_0, d));
+    expand({load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}}, out);
+  }
+};
+
+struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ4_0, d));
+#if defined(__AVX512F__)
+    lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, d, 0), out);
+#else
+    expand({_mm256_sub_epi8(split_nibbles(b + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8)), {d, d}, {0, 0}}, out);
+#endif
+  }
+};
+
+struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ4_1, d)), m = half_at(b, offsetof(BlockQ4_1, m));
+#if defined(__AVX512F__)
+    lookup_split(b + offsetof(BlockQ4_1, qs), level_table(0, d, m), out);
+#else
+    expand({split_nibbles(b + offsetof(BlockQ4_1, qs)), {d, d}, {m, m}}, out);
+#endif
+  }
+};
+
+struct Q5_0Format : BlockUnit<kQuantBlock, BlockQ5_0> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ5_0, d));
+    const __m256i q = _mm256_or_si256(split_nibbles(b + offsetof(BlockQ5_0, qs)), word_bits(b + offsetof(BlockQ5_0, qh), 0x10));
+    expand({_mm256_sub_epi8(q, _mm256_set1_epi8(16)), {d, d}, {0, 0}}, out);
+  }
+};
+
+struct Q5_1Format : BlockUnit<kQuantBlock, BlockQ5_1> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ5_1, d)), m = half_at(b, offsetof(BlockQ5_1, m));
+    const __m256i q = _mm256_or_si256(split_nibbles(b + offsetof(BlockQ5_1, qs)), word_bits(b + offsetof(BlockQ5_1, qh), 0x10));
+    expand({q, {d, d}, {m, m}}, out);
+  }
+};
+
+struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
+  static void load(const uint8_t* b, int, Vec* out) {
+    const float d = half_at(b, offsetof(BlockIQ4_NL, d));
+#if defined(__AVX512F__)
+    lookup_split(b + offsetof(BlockIQ4_NL, qs), iq4_table(d), out);
+#else
+    expand({iq4_levels(split_nibbles(b + offsetof(BlockIQ4_NL, qs))), {d, d}, {0, 0}}, out);
+#endif
+  }
+};
+
+// Sub-step s of Q2_K/Q3_K: weights 32 s.. hold bits 2 (s % 4) of qs[32 (s / 4)..].
+inline __m256i k_two_bits(const uint8_t* qs, int s) { return bits_of(load256(qs + 32 * (s / 4)), 2 * (s % 4), 2); }
+
+struct Q2_KFormat : BlockUnit<kSuperBlock, BlockQ2_K> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ2_K, d)), dmin = half_at(b, offsetof(BlockQ2_K, dmin));
+    const uint8_t* scales = b + offsetof(BlockQ2_K, scales) + 2 * s;
+    Codes c{k_two_bits(b + offsetof(BlockQ2_K, qs), s), {}, {}};
+    for (int h = 0; h < 2; ++h) {
+      c.d[h] = d * static_cast<float>(scales[h] & 0x0f);
+      c.m[h] = -(dmin * static_cast<float>(scales[h] >> 4));
+    }
+    expand(c, out);
+  }
+};
+
+struct Q3_KFormat : BlockUnit<kSuperBlock, BlockQ3_K> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ3_K, d));
+    const uint8_t* scales = b + offsetof(BlockQ3_K, scales);
+    // A set high bit means the 2-bit code stands as it is; a clear one subtracts 4.
+    const __m256i high = bit_plane(b + offsetof(BlockQ3_K, hmask), s, 4);
+    Codes c{_mm256_sub_epi8(_mm256_add_epi8(k_two_bits(b + offsetof(BlockQ3_K, qs), s), high), _mm256_set1_epi8(4)), {}, {0, 0}};
+    for (int h = 0; h < 2; ++h) {
+      const int sub = 2 * s + h;
+      const int low = (scales[sub % 8] >> (4 * (sub / 8))) & 0x0f, hi = (scales[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+      c.d[h] = d * static_cast<float>((low | hi << 4) - 32);
+    }
+    expand(c, out);
+  }
+};
+
+// Sub-block s of Q4_K/Q5_K: scale d * sc and offset -dmin * mn, 4-bit codes in nibble
+// s % 2 of qs[32 (s / 2)..].
+template <class Block>
+inline void k_scale_min(const uint8_t* b, int s, float& dl, float& ml) {
+  uint8_t sc, mn;
+  kq_scale_min(b + offsetof(Block, scales), s, sc, mn);
+  dl = half_at(b, offsetof(Block, d)) * static_cast<float>(sc);
+  ml = -(half_at(b, offsetof(Block, dmin)) * static_cast<float>(mn));
+}
+
+struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    float dl, ml;
+    k_scale_min<BlockQ4_K>(b, s, dl, ml);
+    const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
+#if defined(__AVX512F__)
+    lookup_nibbles(qs, s % 2, level_table(0, dl, ml), out);
+#else
+    expand({bits_of(load256(qs), 4 * (s % 2), 4), {dl, dl}, {ml, ml}}, out);
+#endif
+  }
+};
+
+struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    float dl, ml;
+    k_scale_min<BlockQ5_K>(b, s, dl, ml);
+    const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
+    expand({_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}}, out);
+  }
+};
+
+struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    const float d = half_at(b, offsetof(BlockQ6_K, d));
+    const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(BlockQ6_K, scales)) + 2 * s;
+    const int c = s / 4, r = s % 4;
+    const __m256i low = bits_of(load256(b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2)), 4 * (r / 2), 4);
+    const __m256i high = bits_of(load256(b + offsetof(BlockQ6_K, qh) + 32 * c), 2 * r, 2);
+    // The high codes are at most 3, so a 16-bit shift keeps each in its own byte.
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+    expand({q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}}, out);
+  }
+};
+
+struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
+  static void load(const uint8_t* b, int s, Vec* out) {
+    const unsigned scales_h = load_u16(b + offsetof(BlockIQ4_XS, scales_h));
+    const uint8_t scales_l = b[offsetof(BlockIQ4_XS, scales_l) + s / 2];
+    const int scale = (((scales_l >> (4 * (s % 2))) & 0x0f) | ((scales_h >> (2 * s)) & 3) << 4) - 32;
+    const float dl = half_at(b, offsetof(BlockIQ4_XS, d)) * static_cast<float>(scale);
+    const uint8_t* qs = b + offsetof(BlockIQ4_XS, qs) + 16 * s;
+#if defined(__AVX512F__)
+    lookup_split(qs, iq4_table(dl), out);
+#else
+    expand({iq4_levels(split_nibbles(qs)), {dl, dl}, {0, 0}}, out);
+#endif
+  }
+};
+
+#else  // no AVX2: every block decodes whole, through the reference
+
+template <DType T, int64_t Elems, class Block>
+struct ReferenceFormat {
+  static constexpr int64_t kStep = Elems, kStepBytes = sizeof(Block);
+  static constexpr int kSubs = 1, kVecs = static_cast<int>(Elems);
+  static constexpr bool kBlocked = true;
+  static void load(const uint8_t* b, int, Vec* out) { dequantize_blocks(T, b, Elems, out); }
+};
+
+using Q8_0Format = ReferenceFormat<DType::Q8_0, kQuantBlock, BlockQ8_0>;
+using Q4_0Format = ReferenceFormat<DType::Q4_0, kQuantBlock, BlockQ4_0>;
+using Q4_1Format = ReferenceFormat<DType::Q4_1, kQuantBlock, BlockQ4_1>;
+using Q5_0Format = ReferenceFormat<DType::Q5_0, kQuantBlock, BlockQ5_0>;
+using Q5_1Format = ReferenceFormat<DType::Q5_1, kQuantBlock, BlockQ5_1>;
+using IQ4_NLFormat = ReferenceFormat<DType::IQ4_NL, kQuantBlock, BlockIQ4_NL>;
+using Q2_KFormat = ReferenceFormat<DType::Q2_K, kSuperBlock, BlockQ2_K>;
+using Q3_KFormat = ReferenceFormat<DType::Q3_K, kSuperBlock, BlockQ3_K>;
+using Q4_KFormat = ReferenceFormat<DType::Q4_K, kSuperBlock, BlockQ4_K>;
+using Q5_KFormat = ReferenceFormat<DType::Q5_K, kSuperBlock, BlockQ5_K>;
+using Q6_KFormat = ReferenceFormat<DType::Q6_K, kSuperBlock, BlockQ6_K>;
+using IQ4_XSFormat = ReferenceFormat<DType::IQ4_XS, kSuperBlock, BlockIQ4_XS>;
+
+#endif
+
+}  // namespace
+}  // namespace orzo::cpu
