@@ -20,8 +20,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The end-to-end server tests drive `orzo serve` with the official openai client (PyPI).
-python3 -c "import openai" 2>/dev/null || python3 -m pip install -q -r tests/serve/requirements.txt
+# The Python tests' packages (PyPI): the openai client, and gguf for the dequantizer reference.
+python3 -c "import openai, gguf" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
 
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -16,7 +17,19 @@
 namespace orzo::cpu {
 namespace {
 
-const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+// Byte offsets of each block type's f16 scale fields (d, and m or dmin): core/quant_blocks.hpp.
+std::vector<size_t> scale_fields(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return {0, 2};
+    case DType::Q2_K: return {80, 82};
+    case DType::Q3_K: return {108};
+    case DType::Q6_K: return {208};
+    default: return {0};
+  }
+}
 
 // matmul() picks a kernel by size; the kernels are also checked alone so that each one
 // is covered at every m, wherever the switch-over between them lies.
@@ -29,18 +42,34 @@ struct Weight {
   TensorView view;
 };
 
+// Float types round uniform values; block types are random bytes (so every code of every
+// field occurs) with scales that keep the weights near [-1, 1].
 Weight make_weight(DType t, int64_t n, int64_t k, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> raw(static_cast<size_t>(n * k));
-  for (auto& v : raw) v = uniform(rng);
   Weight w;
   const size_t row_bytes = dtype_row_bytes(t, k);
   w.bytes.resize(row_bytes * static_cast<size_t>(n));
-  w.values.resize(raw.size());
-  for (int64_t r = 0; r < n; ++r) {
-    quantize_row(t, raw.data() + r * k, k, w.bytes.data() + static_cast<size_t>(r) * row_bytes);
-    dequantize_row(t, w.bytes.data() + static_cast<size_t>(r) * row_bytes, k, w.values.data() + r * k);
+  w.values.resize(static_cast<size_t>(n * k));
+  if (dtype_is_quantized(t)) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
+    for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+    const size_t block = dtype_block_bytes(t);
+    for (size_t at = 0; at < w.bytes.size(); at += block) {
+      for (size_t field : scale_fields(t)) {
+        const uint16_t h = f32_to_f16(scale(rng) / static_cast<float>(dtype_block_elems(t) / 32));
+        std::memcpy(w.bytes.data() + at + field, &h, sizeof h);
+      }
+    }
+  } else {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> raw(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n; ++r) {
+      for (auto& v : raw) v = uniform(rng);
+      quantize_row(t, raw.data(), k, w.bytes.data() + static_cast<size_t>(r) * row_bytes);
+    }
   }
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(t, w.bytes.data() + static_cast<size_t>(r) * row_bytes, k, w.values.data() + r * k);
   w.view.name = "test.weight";
   w.view.dtype = t;
   w.view.shape = {n, k};
@@ -83,8 +112,10 @@ void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weig
 void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& ms,
                   const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
   std::mt19937 rng(42);
-  for (DType t : kAllTypes) {
-    for (int64_t k : ks) {
+  for (DType t : kAllDTypes) {
+    for (int64_t depth : ks) {
+      // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
+      const int64_t k = dtype_block_elems(t) > kQuantBlock ? depth / kQuantBlock * kSuperBlock : depth;
       for (int64_t n : ns) {
         const Weight w = make_weight(t, n, k, rng);
         const auto bias = random_vector(n, rng);
@@ -157,7 +188,7 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
   ThreadPool pool(2);
   std::mt19937 rng(17);
   const int64_t m = 17, n = 96, k = 2048;
-  for (DType t : kAllTypes) {
+  for (DType t : kAllDTypes) {
     const Weight w = make_weight(t, n, k, rng);
     const auto x = random_vector(m * k, rng);
     const auto bias = random_vector(n, rng);
