@@ -492,6 +492,44 @@ TEST_F(GgufTest, CorruptTensorInfoNamesTheTensor) {
   expect_load_error(file, b, {"'blk.0.attn_q.weight'", "twice"});
 }
 
+// Every block type: sized by its blocks, its bytes read back untouched, a row that is not a
+// whole number of blocks and data cut short both refused, naming the tensor.
+TEST_F(GgufTest, EveryBlockTypeIsSizedByItsBlocks) {
+  for (DType t : kAllDTypes) {
+    if (!dtype_is_quantized(t)) continue;
+    SCOPED_TRACE(dtype_name(t));
+    const std::string file = path(std::string("blocks-") + dtype_name(t) + ".gguf");
+    const int64_t cols = 2 * dtype_block_elems(t);
+    Bytes data(dtype_row_bytes(t, cols) * 3);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + 7);
+    {
+      GgufWriter w(file);
+      w.add_tensor("blk.0.ffn_down.weight", t, {3, cols});
+      w.write_tensor_data(data.data(), data.size());
+      w.finish();
+    }
+    const Bytes good = read_bytes(file);
+    {
+      const GgufFile f = read_gguf(file);
+      ASSERT_EQ(f.tensors.size(), 1u);
+      EXPECT_EQ(f.tensors[0].dtype, t);
+      ASSERT_EQ(f.tensors[0].nbytes, data.size());
+      EXPECT_EQ(std::memcmp(f.tensors[0].data, data.data(), data.size()), 0);
+    }
+    const InfoAt info = info_at(good, "blk.0.ffn_down.weight", 2);
+    Bytes b = good;
+    poke<uint64_t>(b, info.ne0, static_cast<uint64_t>(cols - 16));
+    expect_load_error(file, b, {"'blk.0.ffn_down.weight'", "multiple of " + std::to_string(dtype_block_elems(t))});
+    // The writer pads the data section to its alignment: cut from the end of the tensor.
+    const size_t data_end = good.size() - (kGgufDefaultAlignment - data.size() % kGgufDefaultAlignment) % kGgufDefaultAlignment;
+    ASSERT_EQ(std::memcmp(good.data() + data_end - data.size(), data.data(), data.size()), 0);
+    for (const size_t cut : {size_t{1}, dtype_block_bytes(t) / 2, dtype_block_bytes(t) + 1}) {
+      b = Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(data_end - cut));
+      expect_load_error(file, b, {"'blk.0.ffn_down.weight'"});
+    }
+  }
+}
+
 TEST_F(GgufTest, InMemoryParseMatchesFileParse) {
   const std::string file = path("mem.gguf");
   const Bytes b = sample_file(file);
