@@ -8,6 +8,9 @@ Families and references:
   phi-3        tokenizers/phi-3/tokenizer.json                       (Tokenizer.from_file)
   stories260K  stories260K/hf/tokenizer.json                         (Tokenizer.from_file)
   gpt2         tokenizers/gpt2/vocab.json + merges.txt               (BPE + ByteLevel, as GPT2TokenizerFast)
+  smollm2      smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf (tokenizer.ggml.pre = smollm): BPE over the
+               GGUF's tokens and merges with SmolLM2's pre-tokenizer, Digits(individual_digits=True) then
+               ByteLevel, and its control tokens as special added tokens
   mistral-v1   tokenizers/mistral-v1/tokenizer.model                 (transformers' LlamaConverter, legacy:
                score-ranked merges from convert_slow_tokenizer.generate_merges, Prepend('▁') + Replace(' ', '▁'),
                byte fallback, <unk>/<s>/</s> special). The sentencepiece library is run too and
@@ -19,16 +22,19 @@ its pre-tokenizer is checked on its own.
 
 It also writes tests/fixtures/tokenizer/features.json: small tokenizers built here with
 `tokenizers`, each exercising one option (Metaspace schemes and split, ByteLevel prefix
-space, added-token lstrip/rstrip/single_word, unk and fuse_unk, ignore_merges, Split
-behaviors, template BOS/EOS, NFKC), with HF's ids for a few texts each.
+space, added-token lstrip/rstrip/single_word, unk and fuse_unk, ignore_merges, every Split
+behavior with and without invert, Digits, Punctuation, Whitespace, WhitespaceSplit, template
+BOS/EOS, the normalizers NFC, NFKC, Lowercase, Strip, Replace and Prepend), with HF's ids for
+a few texts each.
 
-Usage: tools/make_tokenizer_expected.py [--shared ../shared] [--show-spm-diffs]
+Usage: tools/make_tokenizer_expected.py [--shared ../shared] [--show-spm-diffs] [--only NAME,...]
+  --only: write just these outputs (features, llama3-splits, or family names).
 """
 import argparse
 import json
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import BPE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +65,28 @@ def mistral(shared):
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     tok.add_special_tokens([AddedToken(p.piece, special=True, normalized=False)
                             for p in proto.pieces if p.type in (2, 3)])
+    return tok
+
+
+def smollm2(shared):
+    from gguf import GGUFReader
+
+    r = GGUFReader(str(shared / "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+    def strings(key):
+        f = r.fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    assert strings("tokenizer.ggml.pre") == ["smollm"]
+    tokens = strings("tokenizer.ggml.tokens")
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    tok = Tokenizer(BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
     return tok
 
 
@@ -98,7 +126,7 @@ def feature_tokenizers():
              "  leading", "trailing  ", "the\tand\nin", "thé ﬁ ① ＡＢ", "<|end|>the<|end|> and", "x<y>y y<y> y", ""]
 
     def spm(prepend_scheme=None, split=False, byte_fallback=True, unk=True, fuse=True, template=False,
-            normalizer=None, legacy=False, extra_added=()):
+            normalizer=None, legacy=False, extra_added=(), pre_before=None):
         vocab = dict(spm_vocab)
         if not byte_fallback:
             vocab = {k: v for k, v in vocab.items() if not k.startswith("<0x")}
@@ -110,6 +138,8 @@ def feature_tokenizers():
             t.normalizer = normalizer
         if prepend_scheme is not None:
             t.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=prepend_scheme, split=split)
+            if pre_before is not None:
+                t.pre_tokenizer = pre_tokenizers.Sequence([pre_before, t.pre_tokenizer])
             t.decoder = decoders.Metaspace(prepend_scheme=prepend_scheme, split=split)
         else:
             t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
@@ -133,6 +163,56 @@ def feature_tokenizers():
         t.add_tokens(list(extra_added))
         return t
 
+    # A byte-level vocabulary trained across spaces, digits and punctuation, so that where a
+    # pre-tokenizer cuts shows in the ids.
+    split_texts = ["a,,b;c, d", "x1234y 56 ½⅓ ①② Ⅻ", "Hello, World! (ok) -- yes?!", "foo_bar  baz\tqux\n\nend",
+                   "a\u00a0b\u2003c\u200bd e\u0301 caf\u00e9", "ΣΑΣ İstanbul ÀÉÎ ǅ ß", "  padded  ", "\t lead and trail \n",
+                   "xxabxx", "don't  stop", "ﬁ ＡＢ ①", "¿Qué? «sí» — 「はい」"]
+    trainer = trainers.BpeTrainer(vocab_size=500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|end|>"], show_progress=False)
+    base = Tokenizer(BPE())
+    base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    base.train_from_iterator((split_texts + texts) * 3, trainer)
+    trained = json.loads(base.to_str())["model"]
+    trained_merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in trained["merges"]]
+    split_texts = split_texts + texts
+
+    def cut_by(pre=None, normalizer=None):
+        """The trained vocabulary behind `pre` (then ByteLevel without its regex), under `normalizer`."""
+        t = Tokenizer(BPE(dict(trained["vocab"]), trained_merges))
+        steps = ([pre] if pre is not None else []) + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        t.pre_tokenizer = pre_tokenizers.Sequence(steps)
+        if normalizer is not None:
+            t.normalizer = normalizer
+        t.decoder = decoders.ByteLevel()
+        t.add_special_tokens([AddedToken("<|end|>", special=True, normalized=False)])
+        return t, split_texts
+
+    behaviors = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
+    cuts = {}
+    for b in behaviors:
+        cuts[f"split_{b}"] = cut_by(pre_tokenizers.Split(Regex(r"[,;!? ]"), b))
+        cuts[f"split_{b}_invert"] = cut_by(pre_tokenizers.Split(Regex(r"\p{L}+"), b, invert=True))
+        cuts[f"punctuation_{b}"] = cut_by(pre_tokenizers.Punctuation(b))
+    cuts["split_string_merged_with_next"] = cut_by(pre_tokenizers.Split("  ", "merged_with_next"))
+    cuts["split_empty_matches"] = cut_by(pre_tokenizers.Split(Regex("x*"), "merged_with_previous"))
+    cuts["digits_individual"] = cut_by(pre_tokenizers.Digits(individual_digits=True))
+    cuts["digits_contiguous"] = cut_by(pre_tokenizers.Digits(individual_digits=False))
+    cuts["whitespace"] = cut_by(pre_tokenizers.Whitespace())
+    cuts["whitespace_split"] = cut_by(pre_tokenizers.WhitespaceSplit())
+    cuts["sequence_digits_punctuation_whitespace"] = cut_by(pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.Punctuation()]))
+    cuts["normalizer_nfc"] = cut_by(normalizer=normalizers.NFC())
+    cuts["normalizer_lowercase"] = cut_by(normalizer=normalizers.Lowercase())
+    cuts["normalizer_strip"] = cut_by(normalizer=normalizers.Strip())
+    cuts["normalizer_strip_left"] = cut_by(normalizer=normalizers.Strip(left=True, right=False))
+    cuts["normalizer_strip_right"] = cut_by(normalizer=normalizers.Strip(left=False, right=True))
+    cuts["normalizer_replace_regex"] = cut_by(normalizer=normalizers.Replace(Regex(r"\s{2,}"), " "))
+    # (A Replace whose regex matches the empty string makes tokenizers 0.23.3 panic, so it has no reference.)
+    cuts["normalizer_sequence"] = cut_by(pre_tokenizers.Whitespace(), normalizers.Sequence(
+        [normalizers.NFKC(), normalizers.Lowercase(), normalizers.Strip(), normalizers.Replace("a", "aa"),
+         normalizers.Prepend("^")]))
+
     x = lambda **kw: AddedToken("<x>", special=False, normalized=False, **kw)
     y = lambda **kw: AddedToken("<y>", special=True, normalized=False, **kw)
     return {
@@ -145,6 +225,12 @@ def feature_tokenizers():
         "metaspace_first": (spm(prepend_scheme="first", extra_added=[x()]), texts),
         "metaspace_first_split": (spm(prepend_scheme="first", split=True, extra_added=[x()]), texts),
         "metaspace_never_split": (spm(prepend_scheme="never", split=True), texts),
+        "metaspace_always_no_split": (spm(prepend_scheme="always", split=False), texts),
+        "metaspace_never": (spm(prepend_scheme="never", split=False), texts),
+        "metaspace_first_after_removed_split": (spm(prepend_scheme="first", split=True, pre_before=pre_tokenizers.Split(
+            " ", "removed")), texts),
+        "metaspace_after_digits": (spm(prepend_scheme="first", split=True, pre_before=pre_tokenizers.Digits(True)),
+                                   texts + ["12 ab3", " 4"]),
         "nfkc_legacy": (spm(normalizer=normalizers.Sequence([normalizers.NFKC(), normalizers.Prepend("▁"),
                                                               normalizers.Replace(" ", "▁")])), texts),
         "added_lstrip": (spm(legacy=True, extra_added=[x(lstrip=True)]), texts),
@@ -157,6 +243,7 @@ def feature_tokenizers():
         "split_removed_then_byte_level": (byte_level(use_regex=False, split=pre_tokenizers.Split(" ", "removed")), texts),
         "split_isolated_regex_prefix": (byte_level(add_prefix_space=True, use_regex=False,
                                                    split=pre_tokenizers.Split(Regex(r"\p{L}+"), "isolated")), texts),
+        **cuts,
     }
 
 
@@ -192,7 +279,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     ap.add_argument("--show-spm-diffs", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated: features, llama3-splits, or family names")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    wanted = lambda name: not only or name in only
     shared = Path(args.shared)
     fixtures = ROOT / "tests/fixtures/tokenizer"
     texts = [json.loads(line) for line in (fixtures / "corpus.jsonl").read_text(encoding="utf-8").split("\n") if line]
@@ -201,12 +291,17 @@ def main():
         "phi-3": lambda: Tokenizer.from_file(str(shared / "models/tokenizers/phi-3/tokenizer.json")),
         "stories260K": lambda: Tokenizer.from_file(str(shared / "models/stories260K/hf/tokenizer.json")),
         "gpt2": lambda: gpt2(shared),
+        "smollm2": lambda: smollm2(shared),
         "mistral-v1": lambda: mistral(shared),
     }
-    write_features(fixtures)
+    if wanted("features"):
+        write_features(fixtures)
     (fixtures / "expected").mkdir(exist_ok=True)
-    write_llama3_splits(fixtures, texts)
+    if wanted("llama3-splits"):
+        write_llama3_splits(fixtures, texts)
     for name, make in families.items():
+        if not wanted(name):
+            continue
         tok = make()
         with open(fixtures / "expected" / f"{name}.txt", "w", newline="\n") as f:
             for t in texts:

@@ -4,12 +4,14 @@
 // (expected/llama3-splits.txt holds piece end offsets for the Llama 3 split regex instead.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.hpp"
 #include "formats/gguf.hpp"
 #include "text/tokenizer/normalizer.hpp"
 #include "text/tokenizer/pretokenizer.hpp"
@@ -92,6 +94,27 @@ TEST(TokenizerCorpus, Gpt2) {
   check_corpus(files, "gpt2", "gpt2 vocab.json+merges.txt");
   check_corpus(gguf_tokenizer(kModels + "/vocab/ggml-vocab-gpt-2.gguf"), "gpt2", "gpt2 GGUF");
   check_round_trip(files);
+}
+
+// A GGUF's metadata without its tensors: the head of the file with the tensor count set to
+// zero, so a tensor type the reader does not load (SmolLM2's Q4_1) cannot stand in the way
+// of a tokenizer, which is metadata alone.
+GgufMetadata gguf_metadata_only(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(16u << 20, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.size() < 24) throw std::runtime_error(path + ": too short for a GGUF header");
+  std::fill(head.begin() + 8, head.begin() + 16, '\0');  // after the magic and the version
+  return read_gguf(MappedFile::from_bytes(path, head.data(), head.size())).metadata;
+}
+
+// SmolLM2's GGUF (tokenizer.ggml.pre = smollm) against HF's BPE over the same tokens and
+// merges with SmolLM2's Digits + ByteLevel pre-tokenizer.
+TEST(TokenizerCorpus, SmolLM2Gguf) {
+  const auto tok = Tokenizer::from_gguf(gguf_metadata_only(kModels + "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"));
+  check_corpus(tok, "smollm2", "smollm2 GGUF");
+  check_round_trip(tok);
 }
 
 TEST(TokenizerCorpus, Stories260K) {

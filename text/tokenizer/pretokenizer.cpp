@@ -203,10 +203,15 @@ void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scra
   scratch.owned.clear();
   if (text.empty()) return;
   scratch.pieces.push_back(text);
+  // Whether scratch.pieces[0] still begins where the input begins: HF's "first" prepend
+  // scheme tests a piece's offset in the original text, which an earlier step that drops
+  // the head of the text moves.
+  bool first_at_start = at_input_start;
   for (const Step& step : steps_) {
     scratch.next.clear();
     for (size_t k = 0; k < scratch.pieces.size(); ++k) {
       std::string_view piece = scratch.pieces[k];
+      const bool first_piece = first_at_start && k == 0;
       switch (step.kind) {
         case Step::Kind::Split: split_piece(step, piece, scratch); break;
         case Step::Kind::ByteLevel:
@@ -221,7 +226,6 @@ void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scra
           break;
         case Step::Kind::Metaspace: {
           std::string& s = scratch.owned.emplace_back();
-          const bool first_piece = at_input_start && k == 0;
           // HF replaces spaces first and prepends only when the result does not already
           // begin with the replacement, hence the leading ' ' counts too.
           if ((step.scheme == PrependScheme::Always || (step.scheme == PrependScheme::First && first_piece)) &&
@@ -251,6 +255,11 @@ void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scra
           break;
         }
       }
+      // A step that keeps the head of piece 0 starts its first output with it; one that
+      // rewrites piece 0 (Metaspace) keeps its position.
+      if (k == 0)
+        first_at_start = first_piece && !scratch.next.empty() &&
+                         (step.kind == Step::Kind::Metaspace || scratch.next[0].data() == piece.data());
     }
     scratch.pieces.swap(scratch.next);
   }
