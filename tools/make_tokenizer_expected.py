@@ -16,6 +16,10 @@ Families and references:
                byte fallback, <unk>/<s>/</s> special). The sentencepiece library is run too and
                the lines where it disagrees are counted and listed (--show-spm-diffs).
 
+expected/gguf-pre-splits.json holds, for each tokenizer.ggml.pre name orzo reads, the piece
+end offsets of llama.cpp's split regexes for that name run as HF Splits, on a sample of the
+corpus.
+
 expected/llama3-splits.txt holds, per corpus text, the byte offsets where the pieces of the
 Llama 3 split regex end (HF's Split pre-tokenizer): no Llama 3 vocabulary is available, so
 its pre-tokenizer is checked on its own.
@@ -28,7 +32,7 @@ BOS/EOS, the normalizers NFC, NFKC, Lowercase, Strip, Replace and Prepend), with
 a few texts each.
 
 Usage: tools/make_tokenizer_expected.py [--shared ../shared] [--show-spm-diffs] [--only NAME,...]
-  --only: write just these outputs (features, llama3-splits, or family names).
+  --only: write just these outputs (features, llama3-splits, gguf-pre-splits, or family names).
 """
 import argparse
 import json
@@ -266,6 +270,57 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
+# The split regexes llama.cpp runs for each tokenizer.ggml.pre name, each as an HF Split
+# (Isolated) in order, in the forms the families' tokenizer.json files write them.
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+DEEPSEEK_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+DEEPSEEK_LETTERS = (
+    "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
+    "\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f"
+    "\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77"
+    "\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d"
+    "\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4"
+    "\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139"
+    "\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d"
+    "\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a"
+    "\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2"
+    "\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+")
+TEKKEN_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+                r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+GGUF_PRE_TYPES = {  # name: (NFC first, the regexes)
+    "default": (False, [r"[\p{P}\$\+<=>\^~\|]+", GPT2_SPLIT, r"\p{N}+", "[0-9][0-9][0-9]"]),
+    "gpt-2": (False, [GPT2_SPLIT]), "phi-2": (False, [GPT2_SPLIT]), "olmo": (False, [GPT2_SPLIT]),
+    "llama-bpe": (False, [None]), "llama3": (False, [None]),  # None: LLAMA3_SPLIT, defined below
+    "qwen2": (True, [QWEN2_SPLIT]), "deepseek-r1-qwen": (True, [QWEN2_SPLIT]),
+    "smollm": (False, [r"\p{N}", GPT2_SPLIT]), "starcoder": (False, [r"\p{N}", GPT2_SPLIT]),
+    "command-r": (True, [r"\p{N}", GPT2_SPLIT]),
+    "deepseek-llm": (False, ["[\r\n]", DEEPSEEK_LETTERS, "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+                             r"\s+$", DEEPSEEK_CJK, r"\p{N}+"]),
+    "deepseek-coder": (False, ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", DEEPSEEK_CJK, r"\p{N}"]),
+    "tekken": (False, [TEKKEN_SPLIT]),
+}
+
+
+def write_gguf_pre_splits(fixtures, texts):
+    """expected/gguf-pre-splits.json: per pre type, the piece end offsets (bytes of the text after
+    the type's normalizer) of every 13th corpus text and a few chosen ones."""
+    sample = texts[::13] + ["Straße ΣΑΣ ǅemal McDonald's HTTPServer iPhone", "x1234 5½ ①②", "def f(x):\n\treturn x**2  \n",
+                            "中文 한국어 日本語テキスト ｆｕｌｌ！", "e\u0301 Å\u030a ﬁ", "trailing   "]
+    out = {"texts": sample, "splits": {}}
+    for name, (nfc, regexes) in GGUF_PRE_TYPES.items():
+        pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r or LLAMA3_SPLIT), "isolated") for r in regexes])
+        rows = []
+        for t in sample:
+            n = normalizers.NFC().normalize_str(t) if nfc else t
+            rows.append([len(n[:end].encode()) for _, (_, end) in pre.pre_tokenize_str(n)])
+        out["splits"][name] = rows
+    (fixtures / "expected" / "gguf-pre-splits.json").write_text(json.dumps(out, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"gguf-pre-splits: {len(GGUF_PRE_TYPES)} pre types, {len(sample)} texts")
+
+
 def write_llama3_splits(fixtures, texts):
     split = pre_tokenizers.Split(Regex(LLAMA3_SPLIT), "isolated")
     with open(fixtures / "expected" / "llama3-splits.txt", "w", newline="\n") as f:
@@ -299,6 +354,8 @@ def main():
     (fixtures / "expected").mkdir(exist_ok=True)
     if wanted("llama3-splits"):
         write_llama3_splits(fixtures, texts)
+    if wanted("gguf-pre-splits"):
+        write_gguf_pre_splits(fixtures, texts)
     for name, make in families.items():
         if not wanted(name):
             continue

@@ -1,7 +1,8 @@
 // Every text of tests/fixtures/tokenizer/corpus.jsonl (tools/make_tokenizer_corpus.py)
 // against the ids HF `tokenizers` gives for it (tools/make_tokenizer_expected.py), per
 // family and per file format: the GGUF forms of a vocabulary must give the HF ids too.
-// (expected/llama3-splits.txt holds piece end offsets for the Llama 3 split regex instead.)
+// (expected/llama3-splits.txt and gguf-pre-splits.json hold piece end offsets of split rules
+// instead.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "core/mapped_file.hpp"
 #include "formats/gguf.hpp"
+#include "text/tokenizer/gguf_pre_type.hpp"
 #include "text/tokenizer/normalizer.hpp"
 #include "text/tokenizer/pretokenizer.hpp"
 #include "text/tokenizer/tokenizer.hpp"
@@ -164,6 +166,39 @@ TEST(TokenizerCorpus, Llama3SplitRegex) {
     EXPECT_EQ(show(ends), show(want[i])) << "line " << i << " " << nlohmann::json(texts[i]).dump();
   }
   std::cout << "llama3 split regex: " << ok << "/" << texts.size() << " lines match\n";
+}
+
+// Every tokenizer.ggml.pre name orzo reads, against HF running llama.cpp's regexes for it
+// as Splits (expected/gguf-pre-splits.json): where the pieces end, after the normalizer.
+TEST(TokenizerCorpus, GgufPreTypeSplits) {
+  std::ifstream in(kFixtures + "/expected/gguf-pre-splits.json", std::ios::binary);
+  const auto j = nlohmann::json::parse(in);
+  const auto texts = j["texts"].get<std::vector<std::string>>();
+  ASSERT_GE(texts.size(), 400u);
+  const auto names = gguf_pre_type_names();
+  ASSERT_EQ(names.size(), j["splits"].size());
+  PreTokenizer::Scratch scratch;
+  std::string normalized;
+  for (const std::string& name : names) {
+    const auto rules = gguf_pre_type(name);
+    ASSERT_TRUE(rules) << name;
+    ASSERT_TRUE(j["splits"].contains(name)) << name;
+    const auto& want = j["splits"][name];
+    ASSERT_EQ(want.size(), texts.size()) << name;
+    size_t ok = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      rules->normalizer.apply(texts[i], normalized);
+      rules->pre_tokenizer.run(normalized, true, scratch);
+      std::vector<int32_t> ends;
+      for (std::string_view piece : scratch.pieces)
+        ends.push_back(static_cast<int32_t>(piece.data() + piece.size() - normalized.data()));
+      ok += ends == want[i].get<std::vector<int32_t>>();
+      EXPECT_EQ(show(ends), show(want[i].get<std::vector<int32_t>>())) << name << " text " << i << " "
+                                                                       << nlohmann::json(texts[i]).dump();
+    }
+    std::cout << "tokenizer.ggml.pre " << name << ": " << ok << "/" << texts.size() << " texts match\n";
+  }
+  EXPECT_FALSE(gguf_pre_type("falcon"));
 }
 
 TEST(TokenizerCorpus, Qwen3RoundTripToNfc) {
