@@ -4,12 +4,14 @@
 // vocabulary is here.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.hpp"
+#include "formats/gguf_writer.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 
 namespace orzo {
@@ -121,8 +123,54 @@ TEST(TokenizerConformance, LlamaCppQwen2WithQwen3Json) {
   check_llama_cpp(Tokenizer::from_hf_json(kTok + "/qwen3/tokenizer.json"), "ggml-vocab-qwen2");
 }
 
+// The model cache ../shared/models/fetch.sh fills: $ORZO_MODEL_CACHE, else ~/.cache/orzo-models.
+std::string model_cache() {
+  if (const char* c = std::getenv("ORZO_MODEL_CACHE"); c && *c) return c;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.cache/orzo-models";
+}
+
 TEST(TokenizerConformance, LlamaCppLlamaBpe) {
-  GTEST_SKIP() << "no Llama-3 vocabulary is available (only ggml-vocab-llama-bpe.gguf.inp/.out)";
+  const std::string path = model_cache() + "/llama3-tokenizer/tokenizer.json";
+  if (!std::ifstream(path).good())
+    GTEST_SKIP() << path << " is absent: run ../shared/models/fetch.sh llama3-tokenizer (or set ORZO_MODEL_CACHE)";
+  check_llama_cpp(Tokenizer::from_hf_json(path), "ggml-vocab-llama-bpe");
+}
+
+// The same vocabulary as llama.cpp's converter writes it (tokens, merges, token types,
+// tokenizer.ggml.pre = llama-bpe): the GGUF path must give the same ids, ignore_merges
+// included.
+TEST(TokenizerConformance, LlamaCppLlamaBpeGguf) {
+  const std::string path = model_cache() + "/llama3-tokenizer/tokenizer.json";
+  if (!std::ifstream(path).good())
+    GTEST_SKIP() << path << " is absent: run ../shared/models/fetch.sh llama3-tokenizer (or set ORZO_MODEL_CACHE)";
+  const auto tj = nlohmann::json::parse(read_file(path));
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto put = [&](size_t id, const std::string& text, int32_t type) {
+    if (id >= tokens.size()) {
+      tokens.resize(id + 1);
+      types.resize(id + 1, 1);
+    }
+    tokens[id] = text;
+    types[id] = type;
+  };
+  for (const auto& [text, id] : tj["model"]["vocab"].items()) put(id.get<size_t>(), text, 1);
+  for (const auto& a : tj["added_tokens"]) put(a["id"].get<size_t>(), a["content"].get<std::string>(), a["special"].get<bool>() ? 3 : 4);
+  std::vector<std::string> merges;
+  for (const auto& m : tj["model"]["merges"])
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  const std::string gguf = testing::TempDir() + "llama-bpe-vocab.gguf";
+  {
+    GgufWriter w(gguf);
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "llama-bpe");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_i32_array("tokenizer.ggml.token_type", types);
+    w.add_string_array("tokenizer.ggml.merges", merges);
+    w.finish();
+  }
+  check_llama_cpp(gguf_tokenizer(gguf), "ggml-vocab-llama-bpe");
 }
 
 TEST(TokenizerConformance, Stories260KOnceUponATime) {

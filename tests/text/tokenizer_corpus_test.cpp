@@ -1,16 +1,20 @@
 // Every text of tests/fixtures/tokenizer/corpus.jsonl (tools/make_tokenizer_corpus.py)
 // against the ids HF `tokenizers` gives for it (tools/make_tokenizer_expected.py), per
 // family and per file format: the GGUF forms of a vocabulary must give the HF ids too.
-// (expected/llama3-splits.txt holds piece end offsets for the Llama 3 split regex instead.)
+// (expected/llama3-splits.txt and gguf-pre-splits.json hold piece end offsets of split rules
+// instead.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.hpp"
 #include "formats/gguf.hpp"
+#include "text/tokenizer/gguf_pre_type.hpp"
 #include "text/tokenizer/normalizer.hpp"
 #include "text/tokenizer/pretokenizer.hpp"
 #include "text/tokenizer/tokenizer.hpp"
@@ -94,6 +98,27 @@ TEST(TokenizerCorpus, Gpt2) {
   check_round_trip(files);
 }
 
+// A GGUF's metadata without its tensors: the head of the file with the tensor count set to
+// zero, so a tensor type the reader does not load (SmolLM2's Q4_1) cannot stand in the way
+// of a tokenizer, which is metadata alone.
+GgufMetadata gguf_metadata_only(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(16u << 20, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.size() < 24) throw std::runtime_error(path + ": too short for a GGUF header");
+  std::fill(head.begin() + 8, head.begin() + 16, '\0');  // after the magic and the version
+  return read_gguf(MappedFile::from_bytes(path, head.data(), head.size())).metadata;
+}
+
+// SmolLM2's GGUF (tokenizer.ggml.pre = smollm) against HF's BPE over the same tokens and
+// merges with SmolLM2's Digits + ByteLevel pre-tokenizer.
+TEST(TokenizerCorpus, SmolLM2Gguf) {
+  const auto tok = Tokenizer::from_gguf(gguf_metadata_only(kModels + "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"));
+  check_corpus(tok, "smollm2", "smollm2 GGUF");
+  check_round_trip(tok);
+}
+
 TEST(TokenizerCorpus, Stories260K) {
   check_corpus(Tokenizer::from_hf_dir(kModels + "/stories260K/hf"), "stories260K", "stories260K hf/tokenizer.json");
   check_corpus(gguf_tokenizer(kModels + "/stories260K/stories260K.gguf"), "stories260K", "stories260K GGUF");
@@ -141,6 +166,39 @@ TEST(TokenizerCorpus, Llama3SplitRegex) {
     EXPECT_EQ(show(ends), show(want[i])) << "line " << i << " " << nlohmann::json(texts[i]).dump();
   }
   std::cout << "llama3 split regex: " << ok << "/" << texts.size() << " lines match\n";
+}
+
+// Every tokenizer.ggml.pre name orzo reads, against HF running llama.cpp's regexes for it
+// as Splits (expected/gguf-pre-splits.json): where the pieces end, after the normalizer.
+TEST(TokenizerCorpus, GgufPreTypeSplits) {
+  std::ifstream in(kFixtures + "/expected/gguf-pre-splits.json", std::ios::binary);
+  const auto j = nlohmann::json::parse(in);
+  const auto texts = j["texts"].get<std::vector<std::string>>();
+  ASSERT_GE(texts.size(), 400u);
+  const auto names = gguf_pre_type_names();
+  ASSERT_EQ(names.size(), j["splits"].size());
+  PreTokenizer::Scratch scratch;
+  std::string normalized;
+  for (const std::string& name : names) {
+    const auto rules = gguf_pre_type(name);
+    ASSERT_TRUE(rules) << name;
+    ASSERT_TRUE(j["splits"].contains(name)) << name;
+    const auto& want = j["splits"][name];
+    ASSERT_EQ(want.size(), texts.size()) << name;
+    size_t ok = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      rules->normalizer.apply(texts[i], normalized);
+      rules->pre_tokenizer.run(normalized, true, scratch);
+      std::vector<int32_t> ends;
+      for (std::string_view piece : scratch.pieces)
+        ends.push_back(static_cast<int32_t>(piece.data() + piece.size() - normalized.data()));
+      ok += ends == want[i].get<std::vector<int32_t>>();
+      EXPECT_EQ(show(ends), show(want[i].get<std::vector<int32_t>>())) << name << " text " << i << " "
+                                                                       << nlohmann::json(texts[i]).dump();
+    }
+    std::cout << "tokenizer.ggml.pre " << name << ": " << ok << "/" << texts.size() << " texts match\n";
+  }
+  EXPECT_FALSE(gguf_pre_type("falcon"));
 }
 
 TEST(TokenizerCorpus, Qwen3RoundTripToNfc) {

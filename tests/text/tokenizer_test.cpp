@@ -75,18 +75,22 @@ TEST_F(TokenizerRefusal, UnsupportedModels) {
 }
 
 TEST_F(TokenizerRefusal, UnsupportedPreTokenizers) {
-  expect_refused("/pre_tokenizer", json{{"type", "Whitespace"}}, "pre_tokenizer type 'Whitespace' is not supported");
-  expect_refused("/pre_tokenizer", json{{"type", "Digits"}, {"individual_digits", true}},
-                 "pre_tokenizer type 'Digits' is not supported");
+  expect_refused("/pre_tokenizer", json{{"type", "BertPreTokenizer"}}, "pre_tokenizer type 'BertPreTokenizer' is not supported");
+  expect_refused("/pre_tokenizer", json{{"type", "CharDelimiterSplit"}, {"delimiter", "x"}},
+                 "pre_tokenizer type 'CharDelimiterSplit' is not supported");
   expect_refused("/pre_tokenizer",
-                 json{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithNext"}, {"invert", false}},
-                 "Split behavior 'MergedWithNext' is not supported");
+                 json{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithBoth"}, {"invert", false}},
+                 "Split behavior 'MergedWithBoth' is not supported");
+  expect_refused("/pre_tokenizer", json{{"type", "Punctuation"}, {"behavior", "Sideways"}},
+                 "Punctuation behavior 'Sideways' is not supported");
   expect_refused("/pre_tokenizer", json{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
                  "does not compile");
 }
 
 TEST_F(TokenizerRefusal, UnsupportedNormalizersDecodersAndProcessors) {
-  expect_refused("/normalizer", json{{"type", "Lowercase"}}, "normalizer type 'Lowercase' is not supported");
+  expect_refused("/normalizer", json{{"type", "StripAccents"}}, "normalizer type 'StripAccents' is not supported");
+  expect_refused("/normalizer", json{{"type", "Replace"}, {"pattern", {{"Regex", "(unclosed"}}}, {"content", ""}},
+                 "normalizer Replace: regex '(unclosed' does not compile");
   expect_refused("/normalizer", json{{"type", "BertNormalizer"}}, "normalizer type 'BertNormalizer' is not supported");
   expect_refused("/decoder", json{{"type", "WordPiece"}}, "decoder type 'WordPiece' is not supported");
   expect_refused("/post_processor", json{{"type", "Weird"}}, "post_processor type 'Weird' is not supported");

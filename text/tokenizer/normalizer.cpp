@@ -2,8 +2,12 @@
 
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
+#include <unicode/ustring.h>
 
 #include <stdexcept>
+
+#include "text/tokenizer/pretokenizer.hpp"
+#include "text/tokenizer/unicode.hpp"
 
 namespace orzo {
 namespace {
@@ -54,19 +58,104 @@ void replace_all(std::string& text, const std::string& pattern, const std::strin
   text.swap(out);
 }
 
+void replace_regex(std::string& text, const SplitRegex& regex, const std::string& content) {
+  std::vector<std::pair<size_t, size_t>> matches;
+  regex.find_all(text, matches);
+  if (matches.empty()) return;
+  std::string out;
+  size_t pos = 0;
+  for (const auto& [begin, end] : matches) {
+    out.append(text, pos, begin - pos);
+    out += content;
+    pos = end;
+  }
+  out.append(text, pos, std::string::npos);
+  text.swap(out);
+}
+
+void lowercase(std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[pos]);
+    if (c < 0x80) {
+      out += (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : static_cast<char>(c);
+      ++pos;
+      continue;
+    }
+    const size_t start = pos;
+    const char32_t cp = next_code_point(text, pos);
+    // One character in, with no neighbours, so ICU applies no context (final sigma) and
+    // only the unconditional full mappings (İ -> i̇), as Rust's char::to_lowercase does.
+    UChar in[2], lowered[8];
+    int32_t n_in = 0;
+    U16_APPEND_UNSAFE(in, n_in, static_cast<UChar32>(cp));
+    UErrorCode status = U_ZERO_ERROR;
+    const int32_t n = u_strToLower(lowered, 8, in, n_in, "", &status);
+    if (U_FAILURE(status)) {
+      out.append(text, start, pos - start);
+      continue;
+    }
+    icu::UnicodeString(false, lowered, n).toUTF8String(out);
+  }
+  text.swap(out);
+}
+
+void strip(std::string& text, bool left, bool right) {
+  size_t begin = 0, end = text.size();
+  for (size_t next = begin; left && begin < end && is_unicode_whitespace(next_code_point(text, next)); next = begin)
+    begin = next;
+  while (right && end > begin && is_unicode_whitespace(previous_code_point(text, end))) {
+    --end;
+    while ((static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  }
+  text = text.substr(begin, end - begin);
+}
+
 }  // namespace
 
 void Normalizer::add_unicode_form(Form form) {
   icu_normalizer(form);  // fail at load time, not on the first text
-  steps_.push_back({Step::Kind::Form, form, {}, {}});
+  Step s;
+  s.form = form;
+  steps_.push_back(std::move(s));
 }
 
 void Normalizer::add_prepend(std::string prefix) {
-  steps_.push_back({Step::Kind::Prepend, Form::NFC, std::move(prefix), {}});
+  Step s;
+  s.kind = Step::Kind::Prepend;
+  s.a = std::move(prefix);
+  steps_.push_back(std::move(s));
 }
 
 void Normalizer::add_replace(std::string pattern, std::string content) {
-  steps_.push_back({Step::Kind::Replace, Form::NFC, std::move(pattern), std::move(content)});
+  Step s;
+  s.kind = Step::Kind::Replace;
+  s.a = std::move(pattern);
+  s.b = std::move(content);
+  steps_.push_back(std::move(s));
+}
+
+void Normalizer::add_replace_regex(std::shared_ptr<const SplitRegex> pattern, std::string content) {
+  Step s;
+  s.kind = Step::Kind::ReplaceRegex;
+  s.regex = std::move(pattern);
+  s.b = std::move(content);
+  steps_.push_back(std::move(s));
+}
+
+void Normalizer::add_lowercase() {
+  Step s;
+  s.kind = Step::Kind::Lowercase;
+  steps_.push_back(std::move(s));
+}
+
+void Normalizer::add_strip(bool left, bool right) {
+  Step s;
+  s.kind = Step::Kind::Strip;
+  s.left = left;
+  s.right = right;
+  steps_.push_back(std::move(s));
 }
 
 bool Normalizer::only_unicode_forms() const {
@@ -84,6 +173,9 @@ void Normalizer::apply(std::string_view in, std::string& out) const {
         if (!out.empty()) out.insert(0, s.a);
         break;
       case Step::Kind::Replace: replace_all(out, s.a, s.b); break;
+      case Step::Kind::ReplaceRegex: replace_regex(out, *s.regex, s.b); break;
+      case Step::Kind::Lowercase: lowercase(out); break;
+      case Step::Kind::Strip: strip(out, s.left, s.right); break;
     }
   }
 }

@@ -1,12 +1,15 @@
 #pragma once
-// The normalizers HF tokenizer.json files use for the supported families, as a list of
-// steps run in order on each stretch of text between added tokens: Unicode normal forms
-// (Qwen's NFC, through ICU) and SentencePiece's Prepend('▁') + Replace(' ', '▁').
+// The normalizers HF tokenizer.json files use, as a list of steps run in order on each
+// stretch of text between added tokens: Unicode normal forms (through ICU), Lowercase,
+// Strip, and SentencePiece's Prepend('▁') + Replace(' ', '▁').
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace orzo {
+
+class SplitRegex;
 
 class Normalizer {
  public:
@@ -15,6 +18,13 @@ class Normalizer {
   void add_unicode_form(Form form);
   void add_prepend(std::string prefix);                      // to non-empty text only
   void add_replace(std::string pattern, std::string content);  // every occurrence
+  // Every match of `pattern` (found as HF finds split matches) becomes `content`.
+  void add_replace_regex(std::shared_ptr<const SplitRegex> pattern, std::string content);
+  // Each character to its full lower case, one character at a time (Rust's
+  // char::to_lowercase, as HF does it: no final-sigma rule).
+  void add_lowercase();
+  // Removes Unicode White_Space at the start and/or the end.
+  void add_strip(bool left, bool right);
 
   bool empty() const { return steps_.empty(); }
   // True when the steps only apply Unicode normal forms, which leave ASCII alone.
@@ -25,9 +35,11 @@ class Normalizer {
 
  private:
   struct Step {
-    enum class Kind { Form, Prepend, Replace } kind;
-    Form form;
+    enum class Kind { Form, Prepend, Replace, ReplaceRegex, Lowercase, Strip } kind = Kind::Form;
+    Form form = Form::NFC;
     std::string a, b;
+    bool left = false, right = false;         // Strip
+    std::shared_ptr<const SplitRegex> regex;  // ReplaceRegex
   };
   std::vector<Step> steps_;
 };

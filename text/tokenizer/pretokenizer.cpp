@@ -63,25 +63,62 @@ bool SplitRegex::match_at(std::string_view text, size_t start, MatchData& md, si
 template <class F>
 void SplitRegex::for_each_match(std::string_view text, F&& on_match) const {
   MatchData md(static_cast<const pcre2_code*>(code_));
-  size_t pos = 0, begin = 0, end = 0;
-  while (pos < text.size() && match_at(text, pos, md, begin, end)) {
-    if (end == begin) {
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  size_t pos = 0, begin = 0, end = 0, last_end = kNone;
+  // A search may start at the very end, where only an empty match can be found.
+  while (pos <= text.size() && match_at(text, pos, md, begin, end)) {
+    if (end == begin && end == last_end) {
       // Step over one whole character so the next search starts on a boundary.
-      pos = begin + 1;
+      if (pos == text.size()) break;
+      ++pos;
       while (pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
       continue;
     }
     on_match(begin, end);
-    pos = end;
+    pos = last_end = end;
   }
 }
 
-void PreTokenizer::add_split(std::shared_ptr<const SplitRegex> regex, SplitBehavior behavior) {
+void SplitRegex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
+  out.clear();
+  for_each_match(text, [&](size_t begin, size_t end) { out.emplace_back(begin, end); });
+}
+
+namespace {
+
+// The word characters of Oniguruma's \w and the spaces of its \s, which HF's Whitespace
+// pre-tokenizer is written in (PCRE2's UCP \w leaves out marks and some letters).
+constexpr const char* kWhitespaceWords =
+    R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\p{White_Space}]+)";
+
+}  // namespace
+
+void PreTokenizer::add_split(std::shared_ptr<const SplitRegex> regex, SplitBehavior behavior, bool invert) {
   Step s;
   s.kind = Step::Kind::Split;
   s.regex = std::move(regex);
   s.behavior = behavior;
+  s.invert = invert;
   steps_.push_back(std::move(s));
+}
+
+void PreTokenizer::add_digits(bool individual) {
+  // Rust's char::is_numeric, which HF tests one character at a time: Nd, Nl and No.
+  add_split(std::make_shared<const SplitRegex>(R"(\p{N})"),
+            individual ? SplitBehavior::Isolated : SplitBehavior::Contiguous);
+}
+
+void PreTokenizer::add_punctuation(SplitBehavior behavior) {
+  // ASCII punctuation (which includes symbols such as $ + < = > ^ ` | ~) or Unicode P*.
+  add_split(std::make_shared<const SplitRegex>(R"([\p{P}!-/:-@\[-`{-~])"), behavior);
+}
+
+void PreTokenizer::add_whitespace() {
+  add_split(std::make_shared<const SplitRegex>(kWhitespaceWords), SplitBehavior::Removed, true);
+}
+
+void PreTokenizer::add_whitespace_split() {
+  add_split(std::make_shared<const SplitRegex>(R"(\p{White_Space})"), SplitBehavior::Removed);
 }
 
 void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
@@ -101,15 +138,64 @@ void PreTokenizer::add_metaspace(std::string replacement, PrependScheme scheme, 
   steps_.push_back(std::move(s));
 }
 
-void PreTokenizer::split_piece(const Step& step, std::string_view piece,
-                               std::vector<std::string_view>& out) const {
+void PreTokenizer::split_piece(const Step& step, std::string_view piece, Scratch& scratch) const {
+  std::vector<Stretch>& st = scratch.stretches;
+  st.clear();
   size_t gap = 0;
   step.regex->for_each_match(piece, [&](size_t begin, size_t end) {
-    if (begin > gap) out.push_back(piece.substr(gap, begin - gap));
-    if (step.behavior == SplitBehavior::Isolated) out.push_back(piece.substr(begin, end - begin));
+    if (begin > gap) st.push_back({gap, begin, false});
+    st.push_back({begin, end, true});
     gap = end;
   });
-  if (gap < piece.size()) out.push_back(piece.substr(gap));
+  if (gap < piece.size()) st.push_back({gap, piece.size(), false});
+  if (step.invert)
+    for (Stretch& s : st) s.match = !s.match;
+  // The folds below follow HF's NormalizedString::split stretch by stretch, including
+  // its treatment of adjacent matches, so that every behavior cuts where HF does.
+  size_t first = 0, last = st.size();
+  bool previous = false;
+  switch (step.behavior) {
+    case SplitBehavior::Removed:
+    case SplitBehavior::Isolated: break;
+    case SplitBehavior::Contiguous:
+    case SplitBehavior::MergedWithPrevious: {
+      size_t w = 0;
+      for (size_t i = 0; i < st.size(); ++i) {
+        const bool join = step.behavior == SplitBehavior::Contiguous ? st[i].match == previous
+                                                                      : st[i].match && !previous;
+        previous = st[i].match;
+        if (join && w > 0) {
+          st[w - 1].end = st[i].end;
+          st[w - 1].match = false;
+        } else {
+          st[w] = st[i];
+          st[w++].match = false;
+        }
+      }
+      last = w;
+      break;
+    }
+    case SplitBehavior::MergedWithNext: {
+      size_t w = st.size();
+      for (size_t i = st.size(); i-- > 0;) {
+        const bool join = st[i].match && !previous;
+        previous = st[i].match;
+        if (join && w < st.size()) {
+          st[w].begin = st[i].begin;
+        } else {
+          st[--w] = st[i];
+          st[w].match = false;
+        }
+      }
+      first = w;
+      break;
+    }
+  }
+  for (size_t i = first; i < last; ++i) {
+    const Stretch& s = st[i];
+    if (s.end == s.begin || (s.match && step.behavior == SplitBehavior::Removed)) continue;
+    scratch.next.push_back(piece.substr(s.begin, s.end - s.begin));
+  }
 }
 
 void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scratch) const {
@@ -117,25 +203,29 @@ void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scra
   scratch.owned.clear();
   if (text.empty()) return;
   scratch.pieces.push_back(text);
+  // Whether scratch.pieces[0] still begins where the input begins: HF's "first" prepend
+  // scheme tests a piece's offset in the original text, which an earlier step that drops
+  // the head of the text moves.
+  bool first_at_start = at_input_start;
   for (const Step& step : steps_) {
     scratch.next.clear();
     for (size_t k = 0; k < scratch.pieces.size(); ++k) {
       std::string_view piece = scratch.pieces[k];
+      const bool first_piece = first_at_start && k == 0;
       switch (step.kind) {
-        case Step::Kind::Split: split_piece(step, piece, scratch.next); break;
+        case Step::Kind::Split: split_piece(step, piece, scratch); break;
         case Step::Kind::ByteLevel:
           if (step.add_prefix_space && piece.front() != ' ') {
             piece = scratch.owned.emplace_back(" " + std::string(piece));
           }
           if (step.regex) {
-            split_piece(step, piece, scratch.next);
+            split_piece(step, piece, scratch);
           } else {
             scratch.next.push_back(piece);
           }
           break;
         case Step::Kind::Metaspace: {
           std::string& s = scratch.owned.emplace_back();
-          const bool first_piece = at_input_start && k == 0;
           // HF replaces spaces first and prepends only when the result does not already
           // begin with the replacement, hence the leading ' ' counts too.
           if ((step.scheme == PrependScheme::Always || (step.scheme == PrependScheme::First && first_piece)) &&
@@ -165,6 +255,11 @@ void PreTokenizer::run(std::string_view text, bool at_input_start, Scratch& scra
           break;
         }
       }
+      // A step that keeps the head of piece 0 starts its first output with it; one that
+      // rewrites piece 0 (Metaspace) keeps its position.
+      if (k == 0)
+        first_at_start = first_piece && !scratch.next.empty() &&
+                         (step.kind == Step::Kind::Metaspace || scratch.next[0].data() == piece.data());
     }
     scratch.pieces.swap(scratch.next);
   }

@@ -1,9 +1,10 @@
 // Tokenizer::from_gguf: llama.cpp's tokenizer.ggml.* metadata. "gpt2" vocabularies are
-// byte-level BPE with merges and a split regex named by tokenizer.ggml.pre; "llama"
+// byte-level BPE with merges and split rules named by tokenizer.ggml.pre (gguf_pre_type.hpp); "llama"
 // vocabularies are SentencePiece BPE with scores. Either gives the same ids as the HF
 // tokenizer the GGUF was converted from.
 #include "core/load_error.hpp"
 #include "formats/gguf.hpp"
+#include "text/tokenizer/gguf_pre_type.hpp"
 #include "text/tokenizer/sentencepiece_family.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 
@@ -38,17 +39,12 @@ TokenizerSpec byte_level_spec(const GgufMetadata& meta, std::vector<std::string>
   const size_t n = tokens.size();
   TokenizerSpec spec;
   spec.source = kSource;
-  const std::string pre = meta.find_string("tokenizer.ggml.pre").value_or("gpt-2");
-  if (pre == "gpt-2") {
-    spec.pre_tokenizer.add_byte_level(false, true);
-  } else if (pre == "llama-bpe" || pre == "llama3") {
-    spec.pre_tokenizer.add_split(std::make_shared<const SplitRegex>(kLlama3SplitRegex), PreTokenizer::SplitBehavior::Isolated);
-  } else if (pre == "qwen2") {
-    spec.normalizer.add_unicode_form(Normalizer::Form::NFC);
-    spec.pre_tokenizer.add_split(std::make_shared<const SplitRegex>(kQwen2SplitRegex), PreTokenizer::SplitBehavior::Isolated);
-  } else {
-    throw LoadError(std::string(kSource) + ".pre '" + pre + "' is not supported");
-  }
+  // llama.cpp reads a missing name as "default".
+  const std::string pre = meta.find_string("tokenizer.ggml.pre").value_or("default");
+  std::optional<GgufPreType> rules = gguf_pre_type(pre);
+  if (!rules) throw LoadError(std::string(kSource) + ".pre '" + pre + "' is not supported");
+  spec.normalizer = std::move(rules->normalizer);
+  spec.pre_tokenizer = std::move(rules->pre_tokenizer);
   const auto types = token_types(meta, n);
   for (size_t id = 0; id < n; ++id) {
     const auto type = static_cast<PieceType>(types[id]);
@@ -68,6 +64,7 @@ TokenizerSpec byte_level_spec(const GgufMetadata& meta, std::vector<std::string>
   }
   BpeModel::Options o;
   o.byte_level = true;
+  o.ignore_merges = rules->ignore_merges;
   try {
     spec.model = std::make_unique<BpeModel>(BpeModel::from_merges(std::move(tokens), merges, o));
   } catch (const std::invalid_argument& e) {

@@ -8,6 +8,7 @@
 
 #include "core/load_error.hpp"
 #include "core/read_file.hpp"
+#include "text/tokenizer/pretokenizer.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 #include "text/tokenizer/unicode.hpp"
 
@@ -74,11 +75,42 @@ class JsonReader {
       n.add_prepend(j.at("prepend").get<std::string>());
     } else if (type == "Replace") {
       auto [pat, is_regex] = pattern(j, "Replace normalizer");
-      if (is_regex) refuse("normalizer Replace with a Regex pattern");
-      n.add_replace(pat, j.at("content").get<std::string>());
+      const std::string content = j.at("content").get<std::string>();
+      if (is_regex) {
+        n.add_replace_regex(compile(pat, "normalizer Replace"), content);
+      } else {
+        n.add_replace(pat, content);
+      }
+    } else if (type == "Lowercase") {
+      n.add_lowercase();
+    } else if (type == "Strip") {
+      n.add_strip(flag(j, "strip_left", true), flag(j, "strip_right", true));
     } else {
       refuse("normalizer type '" + type + "'");
     }
+  }
+
+  std::shared_ptr<const SplitRegex> compile(const std::string& regex, const std::string& where) const {
+    try {
+      return std::make_shared<const SplitRegex>(regex);
+    } catch (const std::invalid_argument& e) {
+      fail(where + ": " + e.what());
+    }
+  }
+
+  // A pattern HF matches literally. An empty one matches nothing there.
+  std::shared_ptr<const SplitRegex> literal(const std::string& text, const std::string& where) const {
+    return compile(text.empty() ? std::string("(*FAIL)") : escape_regex(text), where);
+  }
+
+  PreTokenizer::SplitBehavior behavior(const json& j, const std::string& where, const char* fallback) const {
+    const std::string b = text(j, "behavior", fallback);
+    if (b == "Removed") return PreTokenizer::SplitBehavior::Removed;
+    if (b == "Isolated") return PreTokenizer::SplitBehavior::Isolated;
+    if (b == "MergedWithPrevious") return PreTokenizer::SplitBehavior::MergedWithPrevious;
+    if (b == "MergedWithNext") return PreTokenizer::SplitBehavior::MergedWithNext;
+    if (b == "Contiguous") return PreTokenizer::SplitBehavior::Contiguous;
+    refuse("pre_tokenizer " + where + " behavior '" + b + "'");
   }
 
   static std::string escape_regex(const std::string& literal) {
@@ -95,22 +127,18 @@ class JsonReader {
     if (type == "Sequence") {
       for (const json& step : j.at("pretokenizers")) pre_tokenizer(step, p);
     } else if (type == "Split") {
-      if (flag(j, "invert", false)) refuse("pre_tokenizer Split with invert=true");
-      const std::string behavior = text(j, "behavior", "Isolated");
-      PreTokenizer::SplitBehavior b;
-      if (behavior == "Isolated") {
-        b = PreTokenizer::SplitBehavior::Isolated;
-      } else if (behavior == "Removed") {
-        b = PreTokenizer::SplitBehavior::Removed;
-      } else {
-        refuse("pre_tokenizer Split behavior '" + behavior + "'");
-      }
       auto [pat, is_regex] = pattern(j, "Split pre_tokenizer");
-      try {
-        p.add_split(std::make_shared<const SplitRegex>(is_regex ? pat : escape_regex(pat)), b);
-      } catch (const std::invalid_argument& e) {
-        fail(std::string("pre_tokenizer Split: ") + e.what());
-      }
+      const auto b = behavior(j, "Split", "Isolated");
+      p.add_split(is_regex ? compile(pat, "pre_tokenizer Split") : literal(pat, "pre_tokenizer Split"), b,
+                  flag(j, "invert", false));
+    } else if (type == "Digits") {
+      p.add_digits(flag(j, "individual_digits", false));
+    } else if (type == "Punctuation") {
+      p.add_punctuation(behavior(j, "Punctuation", "Isolated"));
+    } else if (type == "Whitespace") {
+      p.add_whitespace();
+    } else if (type == "WhitespaceSplit") {
+      p.add_whitespace_split();
     } else if (type == "ByteLevel") {
       p.add_byte_level(flag(j, "add_prefix_space", true), flag(j, "use_regex", true));
     } else if (type == "Metaspace") {
