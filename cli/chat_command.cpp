@@ -27,7 +27,7 @@ struct ChatFlags {
 
 // One assistant turn: streams the reply to stdout and returns it (empty on error).
 std::string reply(Engine& engine, const EngineFlags& flags, const std::string& prompt, int turn) {
-  auto request = flags.session_request("chat-" + std::to_string(turn));
+  auto request = flags.session_request("chat-" + std::to_string(turn), engine);
   request.prompt_ids = engine.tokenize(prompt, false);  // the template wrote BOS and every marker itself
   std::string text;
   const Completion c =
