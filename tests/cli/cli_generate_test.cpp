@@ -127,5 +127,19 @@ TEST_F(CliChat, EachTurnIsTheTemplateOfTheWholeConversationGenerated) {
   EXPECT_EQ(chat.out, first.out + second.out);
 }
 
+// -p is one turn that reads nothing from stdin, and --system comes first in the template, which
+// here writes the contents one after the other.
+TEST_F(CliChat, OneShotPromptAnswersOnceAfterTheSystemMessage) {
+  const std::string flags = " --temperature 0 -n 12 -t 1";
+  const CliRun once = orzo("chat -m '" + dir_.string() + "' --system 'Once upon' -p ' a time'" + flags, false,
+                           "The end.\\n");
+  ASSERT_EQ(once.status, 0) << once.out;
+  const CliRun generated =
+      orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time'" + flags, false);
+  ASSERT_EQ(generated.status, 0);
+  EXPECT_EQ(once.out, generated.out);
+  testing::expect_refused("chat -m '" + dir_.string() + "' -p ''", "--prompt");
+}
+
 }  // namespace
 }  // namespace orzo
