@@ -85,7 +85,7 @@ EngineOptions EngineFlags::engine_options() {
     o.model = default_model();
     std::fprintf(stderr,
                  "orzo: no -m given: running the built-in default model, stories260K (a 260K-parameter Llama "
-                 "trained on TinyStories), which writes one short story (%s)\n",
+                 "trained on TinyStories, which writes children's stories: %s)\n",
                  o.model.c_str());
   } else {
     o.model = model;

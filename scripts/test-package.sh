@@ -64,6 +64,6 @@ grep -qF "there was a little girl named Lily" <<<"$out" || fail "not the greedy 
 grep -qF "[finish: length; 32 tokens" <<<"$out" || fail "expected 32 tokens, finish reason length"
 
 story="$("$work/prefix/bin/orzo" generate --temperature 0 -n 32 -t 1 2>&1)" || fail "installed orzo generate failed: $story"
-grep -qF "($work/prefix/share/orzo/stories260K/stories260K.gguf)" <<<"$story" ||
+grep -qF ": $work/prefix/share/orzo/stories260K/stories260K.gguf)" <<<"$story" ||
   fail "the installed orzo did not run the default model under $work/prefix/share/orzo: $story"
 grep -qF "there was a little girl named Lily" <<<"$story" || fail "not the greedy stories260K story: $story"
