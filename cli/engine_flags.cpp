@@ -1,5 +1,7 @@
 #include "cli/engine_flags.hpp"
 
+#include "runtime/model.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,15 +12,16 @@
 namespace orzo::cli {
 namespace {
 
-// Next to the build's binary, or installed under share/orzo beside bin/.
+// An installed orzo takes the copy installed beside it (share/orzo), so that it does not depend
+// on the source tree it was built from; a build's orzo takes the one in that source tree.
 std::string default_model() {
-  if (std::filesystem::exists(ORZO_DEFAULT_MODEL)) return ORZO_DEFAULT_MODEL;
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / "share" / "orzo" / "orzo-default.gguf";
+    const auto installed = exe.parent_path().parent_path() / "share" / "orzo" / "stories260K" / "stories260K.gguf";
     if (std::filesystem::exists(installed)) return installed.string();
   }
+  if (std::filesystem::exists(ORZO_DEFAULT_MODEL)) return ORZO_DEFAULT_MODEL;
   throw std::runtime_error("no model given (-m) and the default model was not found at " +
                            std::string(ORZO_DEFAULT_MODEL));
 }
@@ -31,7 +34,7 @@ void EngineFlags::add_to(CLI::App& cmd) {
 }
 
 void EngineFlags::add_engine_to(CLI::App& cmd) {
-  cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: a built-in random-weight model)");
+  cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: the built-in stories260K, a tiny Llama that writes children's stories)");
   cmd.add_option("--placement", engine.placement, "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2")
       ->capture_default_str();
   cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
@@ -77,11 +80,12 @@ EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
   o.worker_thread = parse_worker_thread(worker_thread);
   o.backend.cuda_graphs = !enforce_eager;
-  if (model.empty()) {
+  runs_default_model_ = model.empty();
+  if (runs_default_model_) {
     o.model = default_model();
     std::fprintf(stderr,
-                 "orzo: no -m given: running the built-in default model, a random-weight Llama (tiny shape) with a "
-                 "byte vocabulary; expect noise, not text (%s)\n",
+                 "orzo: no -m given: running the built-in default model, stories260K (a 260K-parameter Llama "
+                 "trained on TinyStories, which writes children's stories: %s)\n",
                  o.model.c_str());
   } else {
     o.model = model;
@@ -89,7 +93,7 @@ EngineOptions EngineFlags::engine_options() {
   return o;
 }
 
-SessionRequest EngineFlags::session_request(std::string id) const {
+SessionRequest EngineFlags::session_request(std::string id, const Engine& started) const {
   SessionRequest r;
   r.id = std::move(id);
   r.sampling.temperature = temperature;
@@ -100,6 +104,10 @@ SessionRequest EngineFlags::session_request(std::string id) const {
   if (seed >= 0) r.sampling.seed = static_cast<uint64_t>(seed);
   r.limits.max_tokens = max_tokens;
   r.limits.ignore_eos = ignore_eos;
+  // stories260K was trained to end a story with BOS, never with its EOS (llama2.c stops at
+  // BOS): without this the default model runs on into the next story until --max-tokens.
+  if (runs_default_model_ && !ignore_eos)
+    if (const auto bos = started.model()->config().bos_token_id) r.limits.stop_token_ids.push_back(*bos);
   r.stop = stop;
   return r;
 }

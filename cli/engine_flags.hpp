@@ -33,7 +33,11 @@ struct EngineFlags {
   void add_sampling_to(CLI::App& cmd);  // one request's sampling and limits
   // Fills engine.model, saying on stderr which model it is when it is the default one.
   EngineOptions engine_options();
-  SessionRequest session_request(std::string id) const;
+  // `started`: the engine started from engine_options(), whose model may stop on more than its EOS.
+  SessionRequest session_request(std::string id, const Engine& started) const;
+
+ private:
+  bool runs_default_model_ = false;
 };
 
 // "own", "shared" or "auto", as --worker-thread takes them.

@@ -32,7 +32,7 @@ int run_generate(GenerateFlags& flags) {
   caf::actor_system sys{cfg};
   auto engine = Engine::start(sys, flags.engine.engine_options());
 
-  auto request = flags.engine.session_request("generate");
+  auto request = flags.engine.session_request("generate", *engine);
   request.prompt_ids = engine->tokenize(flags.prompt, !flags.no_special);
 
   const auto start = Clock::now();

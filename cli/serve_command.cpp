@@ -101,7 +101,7 @@ int run_serve(ServeFlags& f) {
   options.scheduler.max_waiting = f.max_queue;
   ApiOptions api_options;
   api_options.served_model_name =
-      !f.served_model_name.empty() ? f.served_model_name : f.engine.model.empty() ? "orzo-default" : f.engine.model;
+      !f.served_model_name.empty() ? f.served_model_name : f.engine.model.empty() ? "stories260K" : f.engine.model;
   api_options.model_path = options.model;
   api_options.api_key = f.api_key;
   if (api_options.api_key.empty())

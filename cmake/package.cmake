@@ -1,7 +1,7 @@
 # What `cmake --install` gives an application that embeds orzo in its own CAF actor system:
 # the static libraries as imported targets (orzo::actors and the parts below it), the headers of
 # the public API, and the package files find_package(orzo) reads (cmake/orzoConfig.cmake.in).
-# The CLI and the default model install from cli/ and tools/; the HTTP server does not install.
+# The CLI and its default model install from cli/; the HTTP server does not install.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

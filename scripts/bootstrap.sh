@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages orzo builds with (only those missing), then configures and
-# builds one CMake preset. Usage: scripts/bootstrap.sh [preset]   (default: default)
+# builds one CMake preset, all of it or only the targets named.
+# Usage: scripts/bootstrap.sh [preset [target...]]   (default: default, every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
+targets=("${@:2}")
 
 packages=(build-essential cmake ninja-build ccache git curl
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev libpcre2-dev libicu-dev pkg-config
-  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
+  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,4 +26,4 @@ fi
 python3 -c "import openai, gguf" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
 
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+cmake --build --preset "$preset" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The package test (ctest: package.embedded): installs a built orzo into a scratch prefix,
 # builds a copy of examples/embedded against that prefix alone, with the compiler and build
-# type of the orzo build, and runs it greedily on stories260K.
+# type of the orzo build, and runs it greedily on stories260K; then the installed `orzo
+# generate`, given no -m, must run the default model installed beside it.
 #   scripts/test-package.sh BUILD_DIR MODEL
 # The scratch dir (BUILD_DIR/package-test) keeps its paths from run to run so that ccache
 # serves the example's one object again; it is emptied first, so every run is a fresh
@@ -61,3 +62,8 @@ out="$("$work/build/orzo-embedded" "$model" "Once upon a time" 32)" || fail "orz
 echo "$out"
 grep -qF "there was a little girl named Lily" <<<"$out" || fail "not the greedy stories260K completion"
 grep -qF "[finish: length; 32 tokens" <<<"$out" || fail "expected 32 tokens, finish reason length"
+
+story="$("$work/prefix/bin/orzo" generate --temperature 0 -n 32 -t 1 2>&1)" || fail "installed orzo generate failed: $story"
+grep -qF ": $work/prefix/share/orzo/stories260K/stories260K.gguf)" <<<"$story" ||
+  fail "the installed orzo did not run the default model under $work/prefix/share/orzo: $story"
+grep -qF "there was a little girl named Lily" <<<"$story" || fail "not the greedy stories260K story: $story"

@@ -1,6 +1,6 @@
 // `orzo generate` and `orzo chat` as a user runs them: stories260K's greedy story equals
-// transformers' from either file form, the default model runs with no -m, and bad input is one
-// line and a non-zero exit.
+// transformers' from either file form, with no -m the built-in stories260K writes one story, and
+// bad input is one line and a non-zero exit.
 
 #include "tests/support/cli_harness.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -43,11 +43,28 @@ TEST(CliGenerate, ReportsTimingAndStopsAtAStopString) {
   EXPECT_NE(r.out.find("finish: stop"), std::string::npos) << r.out;
 }
 
-TEST(CliGenerate, RunsTheDefaultModelWithoutArguments) {
-  const CliRun r = orzo("generate -n 8 --seed 1 -t 1");
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("default model"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("generated 8 tokens"), std::string::npos) << r.out;
+TEST(CliGenerate, TheDefaultModelIsStories260KAndWritesItsGreedyStory) {
+  const CliRun story = orzo("generate --temperature 0 -n 64 -t 1", false);
+  ASSERT_EQ(story.status, 0);
+  EXPECT_EQ(story.out, transformers_text() + "\n");
+  const CliRun said = orzo("generate --temperature 0 -n 1 -t 1");
+  EXPECT_NE(said.out.find("built-in default model, stories260K"), std::string::npos) << said.out;
+}
+
+// Greedy, this prompt's story ends after 130 tokens, where the model writes BOS and, past it,
+// begins the next one.
+TEST(CliGenerate, TheDefaultModelStopsWhereItsStoryEnds) {
+  const std::string args = "generate --temperature 0 -n 200 -t 1 -p 'Once upon a time, there was a cat. The cat was "
+                           "happy. And they lived happily ever after.'";
+  const CliRun one = orzo(args);
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_NE(one.out.find("best friends. They played together every day.\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("generated 130 tokens"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("finish: stop"), std::string::npos) << one.out;
+  const CliRun on = orzo(args + " --ignore-eos");
+  ASSERT_EQ(on.status, 0) << on.out;
+  EXPECT_NE(on.out.find("every day. Once upon a time, there was"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find("finish: length"), std::string::npos) << on.out;
 }
 
 TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
@@ -108,6 +125,20 @@ TEST_F(CliChat, EachTurnIsTheTemplateOfTheWholeConversationGenerated) {
                              false);
   ASSERT_EQ(second.status, 0);
   EXPECT_EQ(chat.out, first.out + second.out);
+}
+
+// -p is one turn that reads nothing from stdin, and --system comes first in the template, which
+// here writes the contents one after the other.
+TEST_F(CliChat, OneShotPromptAnswersOnceAfterTheSystemMessage) {
+  const std::string flags = " --temperature 0 -n 12 -t 1";
+  const CliRun once = orzo("chat -m '" + dir_.string() + "' --system 'Once upon' -p ' a time'" + flags, false,
+                           "The end.\\n");
+  ASSERT_EQ(once.status, 0) << once.out;
+  const CliRun generated =
+      orzo("generate --no-special -m '" + dir_.string() + "' -p '<s>Once upon a time'" + flags, false);
+  ASSERT_EQ(generated.status, 0);
+  EXPECT_EQ(once.out, generated.out);
+  testing::expect_refused("chat -m '" + dir_.string() + "' -p ''", "--prompt");
 }
 
 }  // namespace
