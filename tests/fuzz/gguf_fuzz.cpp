@@ -1,10 +1,13 @@
 // libFuzzer entry point for the GGUF reader: every input must parse or throw LoadError,
-// and whatever parses must be safe to use: every metadata getter, every tensor's rows.
+// and whatever parses must be safe to use: every metadata getter, every tensor's rows,
+// and the decoding of a tensor's first and last rows from whatever bytes they hold.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/load_error.hpp"
 #include "formats/gguf.hpp"
+#include "kernels/cpu/convert.hpp"
 
 namespace {
 
@@ -44,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p < begin || t.nbytes > static_cast<size_t>(end - p)) __builtin_trap();
     if (t.cols() == 0) continue;
     if (t.row(t.rows()) != p + t.nbytes) __builtin_trap();
+    if (t.rows() == 0 || t.cols() > (int64_t{1} << 16)) continue;
+    std::vector<float> row(static_cast<size_t>(t.cols()));
+    for (const int64_t r : {int64_t{0}, t.rows() - 1}) orzo::cpu::dequantize_row(t.dtype, t.row(r), t.cols(), row.data());
   }
   return 0;
 }
