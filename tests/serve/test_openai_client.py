@@ -112,13 +112,18 @@ class OpenAIClient(unittest.TestCase):
 
     def test_a_continuation_keeps_its_leading_space(self):
         # "The little dog" + " was ...": decoded after its prompt, the first word keeps the
-        # space that SentencePiece would strip at the start of a text.
-        whole = self.complete(prompt="The little dog", max_tokens=8).choices[0].text
-        self.assertTrue(whole.startswith(" "), repr(whole))
-        chunks = list(self.complete(prompt="The little dog", max_tokens=8, stream=True))
-        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), whole)
-        echoed = self.complete(prompt="The little dog", max_tokens=8, echo=True).choices[0].text
-        self.assertEqual(echoed, "The little dog" + whole)
+        # space that SentencePiece would strip at the start of a text; streamed, whole or
+        # echoed, the client appends the same text to its prompt.
+        spaced = 0
+        for prompt in ["The little dog", "Lily and Tom", "The sun was", "She looked at the", "Ben liked",
+                       "The old man", "Anna found a", "The tree", "Mom said", "In the garden"]:
+            whole = self.complete(prompt=prompt, max_tokens=8).choices[0].text
+            spaced += whole.startswith(" ")
+            chunks = list(self.complete(prompt=prompt, max_tokens=8, stream=True))
+            self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), whole, prompt)
+            echoed = self.complete(prompt=prompt, max_tokens=8, echo=True).choices[0].text
+            self.assertEqual(echoed, prompt + whole)
+        self.assertGreater(spaced, 5, "most continuations of these prompts begin with a word")
 
     def test_prompt_as_token_ids_and_batches(self):
         r = self.complete(prompt=PROMPT_IDS, max_tokens=6)
