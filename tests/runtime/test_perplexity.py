@@ -1,0 +1,58 @@
+"""Perplexity of SmolLM2-135M-Instruct (Q4_1, as downloaded) over a 2,000-token English
+text: orzo's CPU forward pass (tests/support/score_tokens) against transformers loading
+the same GGUF file (it dequantizes it with the gguf package, so both run the same weights).
+Perplexity must agree within 1% and the top-1 token at >= 98% of positions.
+
+Needs torch and transformers (tools/requirements.txt); exits 77, which ctest reports as a
+skip, when they or the model file are missing."""
+import json
+import math
+import os
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+MODEL = Path(os.environ["ORZO_SHARED"]) / "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+TEXT = Path(os.environ["ORZO_FIXTURES"]) / "text/english.txt"
+
+try:
+    import torch
+    import transformers
+except ImportError as e:
+    print(f"skipped: {e} (pip install -r tools/requirements.txt)")
+    sys.exit(77)
+if not MODEL.exists():
+    print(f"skipped: {MODEL} is absent")
+    sys.exit(77)
+
+
+class Perplexity(unittest.TestCase):
+    def test_smollm2_q4_1_matches_transformers(self):
+        orzo = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(MODEL), str(TEXT)],
+                                         check=True, capture_output=True, text=True).stdout)
+        ids = orzo["ids"]
+        self.assertGreaterEqual(len(ids), 2000)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(MODEL.parent), gguf_file=MODEL.name, dtype=torch.float32)
+        model.eval()
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0].double()
+        logp = torch.log_softmax(logits, dim=-1)
+        targets = torch.tensor(ids[1:])
+        ref = logp[:-1].gather(1, targets[:, None])[:, 0]
+        ref_top1 = logp[:-1].argmax(dim=-1)
+
+        ppl_orzo = math.exp(-sum(orzo["logprobs"]) / len(orzo["logprobs"]))
+        ppl_ref = math.exp(-ref.mean().item())
+        agree = sum(int(a == b) for a, b in zip(orzo["top1"], ref_top1.tolist())) / len(orzo["top1"])
+        worst = max(abs(a - b) for a, b in zip(orzo["logprobs"], ref.tolist()))
+        print(f"{len(ids)} tokens: perplexity orzo {ppl_orzo:.4f} transformers {ppl_ref:.4f} "
+              f"(ratio {ppl_orzo / ppl_ref:.5f}); top-1 agreement {agree:.4f}; "
+              f"largest per-token log-probability difference {worst:.4f}")
+        self.assertLess(abs(ppl_orzo / ppl_ref - 1), 0.01)
+        self.assertGreaterEqual(agree, 0.98)
+
+
+if __name__ == "__main__":
+    unittest.main()
