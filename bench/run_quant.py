@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The quantized types on the CPU: each figure beside its ceiling, measured in one run.
+
+    python3 bench/run_quant.py [--build build] [--types q8_0,q4_k,...] [--out bench/results/quant.json]
+
+For each GGUF block type, the random-weight `small` shape (dim 1024, FFN 2816, 8 layers,
+vocab 32000) written in that type by orzo-make-model, and SmolLM2-135M-Instruct's real
+Q4_1 file from ../shared: single-stream decode (prompt 128) against the bandwidth roofline
+(the quantized bytes a token reads / the read bandwidth, of a fresh buffer and of the
+model's own mapped weights, measured right before), prefill of 512 tokens and decode of 32
+sequences against the sgemm rate measured right before (the f32 ceiling: what the integer
+paths must beat). Best of 3 for every figure and ceiling. Prints a markdown table.
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+from bench_models import ROOT
+from run_cpu import bench, ceilings, run
+
+TYPES = ["q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
+SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
+                       "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                isa = [x for x in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512vbmi") if x in flags]
+                return f"{name} ({', '.join(isa)})"
+    return platform.processor()
+
+
+def small_model(build, models, dtype):
+    path = os.path.join(models, f"small-{dtype}.gguf")
+    if not os.path.exists(path):
+        run([f"{build}/tools/orzo-make-model", "--shape", "small", "--dtype", dtype, "--format", "gguf", "--out", path])
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "models"))
+    ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--tries", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "quant.json"))
+    args = ap.parse_args()
+    os.makedirs(args.models, exist_ok=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    models = [(t.upper() + ", small shape", small_model(args.build, args.models, t)) for t in args.types.split(",") if t]
+    if os.path.exists(SMOLLM2):
+        models.append(("SmolLM2-135M-Instruct Q4_1 (real file)", SMOLLM2))
+
+    rows = []
+    for label, model in models:
+        bw, _ = ceilings(args.build, "ReadBandwidth")
+        d = bench(args.build, model, 1, 128, 32, args.threads, "decode_tps", args.tries)
+        context = d["prompt"] + d["gen"] / 2
+        bytes_per_token = d["weight_bytes_per_token"] + d["kv_bytes_per_token_per_position"] * context
+        roof_buffer, roof_mapped = bw / bytes_per_token, d["weight_read_bytes_per_s"] / bytes_per_token
+        _, sgemm = ceilings(args.build, "Sgemm")
+        p = bench(args.build, model, 1, 512, 0, args.threads, "prefill_tps", args.tries)
+        b = bench(args.build, model, 32, 128, 32, args.threads, "decode_tps", args.tries)
+        flops = 2.0 * (p["layer_parameters"] + p["lm_head_parameters"] / 512)
+        rows.append({"what": label, "decode_tps": d["decode_tps"], "roofline_buffer_tps": roof_buffer,
+                     "roofline_mapped_tps": roof_mapped, "bytes_per_token": bytes_per_token,
+                     "prefill_tps": p["prefill_tps"], "prefill_sgemm_ceiling_tps": sgemm / flops,
+                     "decode32_tps": b["decode_tps"], "sgemm_flops": sgemm, "read_bandwidth": bw,
+                     "runs": {"decode": d, "prefill": p, "decode32": b}})
+
+    result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
+              "cpus": os.cpu_count(), "rows": rows}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{result['cpu']}, {result['cpus']} CPUs, {result['date']}\n")
+    print("| model | decode 1 seq tok/s | of roofline (buffer / mapped) | prefill 512 tok/s | of sgemm ceiling | decode 32 seqs tok/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['what']} | {r['decode_tps']:.1f} | {100 * r['decode_tps'] / r['roofline_buffer_tps']:.0f} % / "
+              f"{100 * r['decode_tps'] / r['roofline_mapped_tps']:.0f} % | {r['prefill_tps']:.0f} | "
+              f"{100 * r['prefill_tps'] / r['prefill_sgemm_ceiling_tps']:.0f} % | {r['decode32_tps']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
