@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 
 namespace orzo::cpu {
 namespace {
@@ -24,7 +25,11 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
-  if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
+  // Block types take the integer path at every m, decode included: one arithmetic for a
+  // row whatever batch it rides in.
+  if (matmul_q8_supports(w.dtype))
+    matmul_q8(x, m, w, y, pool, bias);
+  else if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
     matmul_direct(x, m, w, y, pool, bias);
   else
     matmul_blas(x, m, w, y, pool, bias);

@@ -79,7 +79,11 @@ struct BF16Format {
 inline float half_at(const uint8_t* block, size_t offset) { return _cvtsh_ss(load_u16(block + offset)); }
 
 // One sub-step of a block as 32 signed integer codes, with the scale and offset of each
-// half of 16 (the K-quants with 16-weight sub-blocks give the halves their own).
+// half of 16 (the K-quants with 16-weight sub-blocks give the halves their own): weight
+// = d * q + m. Each format's codes(block, sub) gives them, and its kBias is the least
+// constant that makes every code non-negative (q + kBias fits a byte), for the integer
+// products of matmul_q8 whose weight operand is unsigned; kHasMin says whether m can be
+// non-zero, which costs that path a second term per block.
 struct Codes {
   __m256i q;
   float d[2], m[2];
@@ -175,57 +179,82 @@ struct BlockUnit {
 };
 
 struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 128;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ8_0, d));
-    expand({load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}}, out);
+    return {load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}};
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 8;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ4_0, d));
+    return {_mm256_sub_epi8(split_nibbles(b + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8)), {d, d}, {0, 0}};
+  }
+  static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if defined(__AVX512F__)
-    lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, d, 0), out);
+    lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, half_at(b, offsetof(BlockQ4_0, d)), 0), out);
 #else
-    expand({_mm256_sub_epi8(split_nibbles(b + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8)), {d, d}, {0, 0}}, out);
+    expand(codes(b, s), out);
 #endif
   }
 };
 
 struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 0;
+  static constexpr bool kHasMin = true;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ4_1, d)), m = half_at(b, offsetof(BlockQ4_1, m));
+    return {split_nibbles(b + offsetof(BlockQ4_1, qs)), {d, d}, {m, m}};
+  }
+  static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if defined(__AVX512F__)
-    lookup_split(b + offsetof(BlockQ4_1, qs), level_table(0, d, m), out);
+    lookup_split(b + offsetof(BlockQ4_1, qs),
+                 level_table(0, half_at(b, offsetof(BlockQ4_1, d)), half_at(b, offsetof(BlockQ4_1, m))), out);
 #else
-    expand({split_nibbles(b + offsetof(BlockQ4_1, qs)), {d, d}, {m, m}}, out);
+    expand(codes(b, s), out);
 #endif
   }
 };
 
 struct Q5_0Format : BlockUnit<kQuantBlock, BlockQ5_0> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 16;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ5_0, d));
     const __m256i q = _mm256_or_si256(split_nibbles(b + offsetof(BlockQ5_0, qs)), word_bits(b + offsetof(BlockQ5_0, qh), 0x10));
-    expand({_mm256_sub_epi8(q, _mm256_set1_epi8(16)), {d, d}, {0, 0}}, out);
+    return {_mm256_sub_epi8(q, _mm256_set1_epi8(16)), {d, d}, {0, 0}};
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct Q5_1Format : BlockUnit<kQuantBlock, BlockQ5_1> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 0;
+  static constexpr bool kHasMin = true;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ5_1, d)), m = half_at(b, offsetof(BlockQ5_1, m));
     const __m256i q = _mm256_or_si256(split_nibbles(b + offsetof(BlockQ5_1, qs)), word_bits(b + offsetof(BlockQ5_1, qh), 0x10));
-    expand({q, {d, d}, {m, m}}, out);
+    return {q, {d, d}, {m, m}};
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
-  static void load(const uint8_t* b, int, Vec* out) {
+  static constexpr int kBias = 128;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockIQ4_NL, d));
+    return {iq4_levels(split_nibbles(b + offsetof(BlockIQ4_NL, qs))), {d, d}, {0, 0}};
+  }
+  static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if defined(__AVX512F__)
-    lookup_split(b + offsetof(BlockIQ4_NL, qs), iq4_table(d), out);
+    lookup_split(b + offsetof(BlockIQ4_NL, qs), iq4_table(half_at(b, offsetof(BlockIQ4_NL, d))), out);
 #else
-    expand({iq4_levels(split_nibbles(b + offsetof(BlockIQ4_NL, qs))), {d, d}, {0, 0}}, out);
+    expand(codes(b, s), out);
 #endif
   }
 };
@@ -234,7 +263,9 @@ struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
 inline __m256i k_two_bits(const uint8_t* qs, int s) { return bits_of(load256(qs + 32 * (s / 4)), 2 * (s % 4), 2); }
 
 struct Q2_KFormat : BlockUnit<kSuperBlock, BlockQ2_K> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 0;
+  static constexpr bool kHasMin = true;
+  static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ2_K, d)), dmin = half_at(b, offsetof(BlockQ2_K, dmin));
     const uint8_t* scales = b + offsetof(BlockQ2_K, scales) + 2 * s;
     Codes c{k_two_bits(b + offsetof(BlockQ2_K, qs), s), {}, {}};
@@ -242,12 +273,15 @@ struct Q2_KFormat : BlockUnit<kSuperBlock, BlockQ2_K> {
       c.d[h] = d * static_cast<float>(scales[h] & 0x0f);
       c.m[h] = -(dmin * static_cast<float>(scales[h] >> 4));
     }
-    expand(c, out);
+    return c;
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct Q3_KFormat : BlockUnit<kSuperBlock, BlockQ3_K> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 4;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ3_K, d));
     const uint8_t* scales = b + offsetof(BlockQ3_K, scales);
     // A set high bit means the 2-bit code stands as it is; a clear one subtracts 4.
@@ -258,8 +292,9 @@ struct Q3_KFormat : BlockUnit<kSuperBlock, BlockQ3_K> {
       const int low = (scales[sub % 8] >> (4 * (sub / 8))) & 0x0f, hi = (scales[8 + sub % 4] >> (2 * (sub / 4))) & 3;
       c.d[h] = d * static_cast<float>((low | hi << 4) - 32);
     }
-    expand(c, out);
+    return c;
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 // Sub-block s of Q4_K/Q5_K: scale d * sc and offset -dmin * mn, 4-bit codes in nibble
@@ -273,29 +308,40 @@ inline void k_scale_min(const uint8_t* b, int s, float& dl, float& ml) {
 }
 
 struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 0;
+  static constexpr bool kHasMin = true;
+  static Codes codes(const uint8_t* b, int s) {
     float dl, ml;
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
-    const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
+    return {bits_of(load256(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4), {dl, dl}, {ml, ml}};
+  }
+  static void load(const uint8_t* b, int s, Vec* out) {
 #if defined(__AVX512F__)
-    lookup_nibbles(qs, s % 2, level_table(0, dl, ml), out);
+    float dl, ml;
+    k_scale_min<BlockQ4_K>(b, s, dl, ml);
+    lookup_nibbles(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2), s % 2, level_table(0, dl, ml), out);
 #else
-    expand({bits_of(load256(qs), 4 * (s % 2), 4), {dl, dl}, {ml, ml}}, out);
+    expand(codes(b, s), out);
 #endif
   }
 };
 
 struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 0;
+  static constexpr bool kHasMin = true;
+  static Codes codes(const uint8_t* b, int s) {
     float dl, ml;
     k_scale_min<BlockQ5_K>(b, s, dl, ml);
     const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
-    expand({_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}}, out);
+    return {_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}};
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 32;
+  static constexpr bool kHasMin = false;
+  static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ6_K, d));
     const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(BlockQ6_K, scales)) + 2 * s;
     const int c = s / 4, r = s % 4;
@@ -303,21 +349,29 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i high = bits_of(load256(b + offsetof(BlockQ6_K, qh) + 32 * c), 2 * r, 2);
     // The high codes are at most 3, so a 16-bit shift keeps each in its own byte.
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
-    expand({q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}}, out);
+    return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 };
 
 struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static constexpr int kBias = 128;
+  static constexpr bool kHasMin = false;
+  static float scale(const uint8_t* b, int s) {
     const unsigned scales_h = load_u16(b + offsetof(BlockIQ4_XS, scales_h));
     const uint8_t scales_l = b[offsetof(BlockIQ4_XS, scales_l) + s / 2];
     const int scale = (((scales_l >> (4 * (s % 2))) & 0x0f) | ((scales_h >> (2 * s)) & 3) << 4) - 32;
-    const float dl = half_at(b, offsetof(BlockIQ4_XS, d)) * static_cast<float>(scale);
-    const uint8_t* qs = b + offsetof(BlockIQ4_XS, qs) + 16 * s;
+    return half_at(b, offsetof(BlockIQ4_XS, d)) * static_cast<float>(scale);
+  }
+  static Codes codes(const uint8_t* b, int s) {
+    const float dl = scale(b, s);
+    return {iq4_levels(split_nibbles(b + offsetof(BlockIQ4_XS, qs) + 16 * s)), {dl, dl}, {0, 0}};
+  }
+  static void load(const uint8_t* b, int s, Vec* out) {
 #if defined(__AVX512F__)
-    lookup_split(qs, iq4_table(dl), out);
+    lookup_split(b + offsetof(BlockIQ4_XS, qs) + 16 * s, iq4_table(scale(b, s)), out);
 #else
-    expand({iq4_levels(split_nibbles(qs)), {dl, dl}, {0, 0}}, out);
+    expand(codes(b, s), out);
 #endif
   }
 };

@@ -13,6 +13,7 @@
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 
 namespace orzo::cpu {
 namespace {
@@ -85,23 +86,41 @@ std::vector<float> random_vector(int64_t size, std::mt19937& rng) {
   return v;
 }
 
-// Compares y with a double-precision product of the weight's stored values. The
-// tolerance follows f32 accumulation error: ~sqrt(k) roundings of terms whose typical
-// magnitude is the root-sum-square of the products.
+// Whether `kernel` rounds activations to 8 bits for weights of type t.
+bool rounds_activations(Kernel kernel, DType t) {
+  return matmul_q8_supports(t) && (kernel == matmul_q8 || kernel == matmul);
+}
+
+// Compares y with a double-precision product of the weight's stored values. The f32 part
+// of the tolerance follows accumulation error: ~sqrt(k) roundings of terms whose typical
+// magnitude is the root-sum-square of the products. Where activations are rounded to
+// 8-bit blocks (matmul_q8.hpp), each x_c is off by at most half its block's step,
+// amax_b / 254 (1.001 of it covers the f32 rounding of the step and of x / step), so
+// the worst case adds sum_b (amax_b / 254) * sum_{c in b} |w_c|.
 void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weight& w, const float* bias,
-                              const std::vector<float>& y, const std::string& what) {
+                              const std::vector<float>& y, const std::string& what, bool q8 = false) {
   const int64_t n = w.view.rows(), k = w.view.cols();
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      double sum = bias ? bias[j] : 0.0, sq = 0.0;
+      double sum = bias ? bias[j] : 0.0, sq = 0.0, rounding = 0.0;
       for (int64_t c = 0; c < k; ++c) {
         const double p =
             static_cast<double>(x[static_cast<size_t>(i * k + c)]) * w.values[static_cast<size_t>(j * k + c)];
         sum += p;
         sq += p * p;
       }
+      if (q8) {
+        for (int64_t b = 0; b < k; b += 32) {
+          double amax = 0.0, wsum = 0.0;
+          for (int64_t c = b; c < b + 32; ++c) {
+            amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i * k + c)])));
+            wsum += std::fabs(static_cast<double>(w.values[static_cast<size_t>(j * k + c)]));
+          }
+          rounding += 1.001 * amax / 254.0 * wsum;
+        }
+      }
       const double scale = std::sqrt(sq) + (bias ? std::fabs(bias[j]) : 0.0);
-      const double tol = 1e-5 * std::sqrt(static_cast<double>(k)) * std::max(scale, 1e-3);
+      const double tol = 1e-5 * std::sqrt(static_cast<double>(k)) * std::max(scale, 1e-3) + rounding;
       ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], sum, tol)
           << what << " " << dtype_name(w.view.dtype) << " m=" << m << " n=" << n << " k=" << k << " at (" << i
           << ", " << j << ")" << (bias ? " with bias" : "");
@@ -113,6 +132,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
                   const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
+    if (kernel == matmul_q8 && !matmul_q8_supports(t)) continue;
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
       const int64_t k = dtype_block_elems(t) > kQuantBlock ? depth / kQuantBlock * kSuperBlock : depth;
@@ -124,7 +144,8 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
           for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
-            expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()));
+            expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
+                                     rounds_activations(kernel, t));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -158,6 +179,80 @@ TEST(Matmul, DirectKernelMatchesReference) {
   check_shapes(matmul_direct, pool, kRows, kSmallDepths, kOddOutputs);
 }
 
+TEST(Matmul, Q8KernelMatchesReference) {
+  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
+  ThreadPool pool(3);
+  check_shapes(matmul_q8, pool, kRows, kSmallDepths, kOddOutputs);
+  check_shapes(matmul_q8, pool, {1, 5, 130}, {2816}, {21});
+}
+
+// The worst-case bound above is linear in k; the typical error is a sum of independent
+// roundings, uniform in half a step either way, so over many outputs its RMS must be
+// sqrt(sum_c w_c^2 step_b^2 / 12). A path that rounded coarser (or not at all, or with a
+// bias) would land outside [0.8, 1.25] of it.
+TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
+  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  const int64_t m = 16, n = 64, k = 1024;
+  for (DType t : kAllDTypes) {
+    if (!matmul_q8_supports(t)) continue;
+    const Weight w = make_weight(t, n, k, rng);
+    const auto x = random_vector(m * k, rng);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    matmul_q8(x.data(), m, w.view, y.data(), pool, nullptr);
+    double err2 = 0.0, expected2 = 0.0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0.0;
+        for (int64_t b = 0; b < k; b += 32) {
+          double amax = 0.0;
+          for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
+          const double step = amax / 127.0;
+          for (int64_t c = b; c < b + 32; ++c) {
+            const double wc = w.values[static_cast<size_t>(j * k + c)];
+            ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
+            expected2 += wc * wc * step * step / 12.0;
+          }
+        }
+        const double e = y[static_cast<size_t>(i * n + j)] - ref;
+        err2 += e * e;
+      }
+    }
+    const double ratio = std::sqrt(err2 / expected2);
+    EXPECT_GT(ratio, 0.8) << dtype_name(t);
+    EXPECT_LT(ratio, 1.25) << dtype_name(t);
+  }
+}
+
+// Rows the rounding treats specially: all zeros (a block of scale 0 must give exactly the
+// bias), one huge value (its block's other codes round to 0, within the bound; the other
+// blocks keep their precision), and tiny values (the scale is relative, not absolute).
+TEST(Matmul, Q8HandlesExtremeRows) {
+  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  const int64_t n = 19, k = 512;
+  for (DType t : kAllDTypes) {
+    if (!matmul_q8_supports(t)) continue;
+    const Weight w = make_weight(t, n, k, rng);
+    const auto bias = random_vector(n, rng);
+    std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
+    const auto noise = random_vector(k, rng);
+    for (int64_t c = 0; c < k; ++c) {
+      x[static_cast<size_t>(k + c)] = noise[static_cast<size_t>(c)];
+      x[static_cast<size_t>(2 * k + c)] = noise[static_cast<size_t>(c)];
+      x[static_cast<size_t>(3 * k + c)] = 1e-30f * noise[static_cast<size_t>(c)];
+    }
+    x[static_cast<size_t>(k + 37)] = 1e6f;
+    x[static_cast<size_t>(2 * k + 300)] = -3e30f;
+    std::vector<float> y(static_cast<size_t>(4 * n));
+    matmul_q8(x.data(), 4, w.view, y.data(), pool, bias.data());
+    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
+    expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", true);
+  }
+}
+
 TEST(Matmul, BlasKernelMatchesReference) {
   ThreadPool pool(3);
   check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
@@ -182,8 +277,9 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
   }
 }
 
-// A token's output must not depend on how many other tokens share the call beyond float
-// rounding, whichever kernel the batch size selects.
+// A token's output must not depend on how many other tokens share the call: bit for bit
+// on the integer path, which matmul() takes at every m; beyond float rounding where the
+// batch size picks between the f32 kernels.
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
   ThreadPool pool(2);
   std::mt19937 rng(17);
@@ -192,6 +288,20 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
     const Weight w = make_weight(t, n, k, rng);
     const auto x = random_vector(m * k, rng);
     const auto bias = random_vector(n, rng);
+    if (matmul_q8_supports(t)) {
+      for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
+        std::vector<float> batched(static_cast<size_t>(rows * n));
+        matmul(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
+        for (int64_t i = 0; i < rows; ++i) {
+          std::vector<float> single(static_cast<size_t>(n));
+          matmul(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
+                << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
+        }
+      }
+      continue;
+    }
     for (Kernel batched_kernel : {matmul, matmul_direct, matmul_blas}) {
       std::vector<float> batched(static_cast<size_t>(m * n));
       batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());

@@ -1,0 +1,372 @@
+#include "kernels/cpu/matmul_q8.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/weight_formats.hpp"
+
+namespace orzo::cpu {
+namespace {  // NOLINT(cert-dcl59-cpp): internal linkage, as vec.hpp explains
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) && defined(__FMA__) && defined(__F16C__)
+#define ORZO_Q8_VNNI 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define ORZO_Q8_AVX2 1
+#endif
+
+#if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
+
+// Signed weight codes meet vpdpbusd / vpmaddubsw (unsigned x signed bytes) with the
+// activations as the signed operand and the weights made unsigned by their format's kBias:
+// sum (q + bias) * x = sum q * x + bias * sum x, and the second term is subtracted exactly
+// in int32 from the block sums of x, kept with the activations. vpdpbusd sums in 32 bits,
+// so any bias works. vpmaddubsw saturates pair sums at 2^15, which (q + 128) * 127 twice
+// overflows, so on AVX2 the types whose bias is 128 (Q8_0, IQ4) take the sign trick
+// instead: |q| * (x * sign(q)), at most 2 * 128 * 127 per pair.
+#if defined(ORZO_Q8_VNNI)
+using IVec = __m512i;
+using FVec = __m512;
+constexpr int kIntLanes = 16;
+inline IVec izero() { return _mm512_setzero_si512(); }
+inline FVec fzero() { return _mm512_setzero_ps(); }
+inline FVec fmadd(FVec a, FVec b, FVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline FVec fmul(FVec a, FVec b) { return _mm512_mul_ps(a, b); }
+inline FVec to_float(IVec v) { return _mm512_cvtepi32_ps(v); }
+inline float fsum(FVec v) { return _mm512_reduce_add_ps(v); }
+template <class F>
+constexpr bool kSignTrick = false;
+#else
+using IVec = __m256i;
+using FVec = __m256;
+constexpr int kIntLanes = 8;
+inline IVec izero() { return _mm256_setzero_si256(); }
+inline FVec fzero() { return _mm256_setzero_ps(); }
+inline FVec fmadd(FVec a, FVec b, FVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline FVec fmul(FVec a, FVec b) { return _mm256_mul_ps(a, b); }
+inline FVec to_float(IVec v) { return _mm256_cvtepi32_ps(v); }
+inline float fsum(FVec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+template <class F>
+constexpr bool kSignTrick = F::kBias > 64;
+#endif
+
+// The bias whose correction the activations carry for weights of format F.
+template <class F>
+constexpr int kActivationBias = kSignTrick<F> ? 0 : F::kBias;
+
+// A group is kIntLanes / 2 blocks of 32 weights, held in four vectors of codes. Lane
+// 2b + h of vector t holds bytes 16h + 4t .. 16h + 4t + 3 of block b: each lane's four
+// integer products belong to one half of one block, so the halves' scales (K-quants with
+// 16-weight sub-blocks) and the blocks' scales apply lane by lane, once per group, rather
+// than once per block after a horizontal sum.
+constexpr int kGroupBlocks = kIntLanes / 2;
+constexpr int64_t kGroupWeights = 32 * kGroupBlocks;
+
+#if defined(ORZO_Q8_VNNI)
+inline void interleave(const __m256i* blocks, IVec* out) {
+  __m512i z[4];
+  for (int p = 0; p < 4; ++p) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(blocks[2 * p]), blocks[2 * p + 1], 1);
+  // Dword D of block b (of the four in two z) sits at 8b + D; lanes 0-7 take t, 8-15 t + 1.
+  const __m512i even = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(2));
+  const __m512i low01 = _mm512_permutex2var_epi32(z[0], even, z[1]), low23 = _mm512_permutex2var_epi32(z[0], odd, z[1]);
+  const __m512i high01 = _mm512_permutex2var_epi32(z[2], even, z[3]), high23 = _mm512_permutex2var_epi32(z[2], odd, z[3]);
+  out[0] = _mm512_shuffle_i64x2(low01, high01, 0x44);
+  out[1] = _mm512_shuffle_i64x2(low01, high01, 0xee);
+  out[2] = _mm512_shuffle_i64x2(low23, high23, 0x44);
+  out[3] = _mm512_shuffle_i64x2(low23, high23, 0xee);
+}
+#else
+inline void interleave(const __m256i* blocks, IVec* out) {
+  // Within a block, dwords t and t + 4 become qword t; then a 4 x 4 transpose of qwords.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i p[4];
+  for (int b = 0; b < 4; ++b) p[b] = _mm256_permutevar8x32_epi32(blocks[b], order);
+  const __m256i lo01 = _mm256_unpacklo_epi64(p[0], p[1]), hi01 = _mm256_unpackhi_epi64(p[0], p[1]);
+  const __m256i lo23 = _mm256_unpacklo_epi64(p[2], p[3]), hi23 = _mm256_unpackhi_epi64(p[2], p[3]);
+  out[0] = _mm256_permute2x128_si256(lo01, lo23, 0x20);
+  out[1] = _mm256_permute2x128_si256(hi01, hi23, 0x20);
+  out[2] = _mm256_permute2x128_si256(lo01, lo23, 0x31);
+  out[3] = _mm256_permute2x128_si256(hi01, hi23, 0x31);
+}
+#endif
+
+// One group of a quantized activation row.
+struct ActivationGroup {
+  IVec q[4];
+  IVec correction;  // -bias * (sum of the codes of the lane's half): the integer accumulator's start
+  FVec scale;       // the block's scale, in both of its lanes
+  FVec scaled_sum;  // scale * (sum of the codes of the lane's half), for the weights' offsets
+};
+
+// One group of a decoded weight row.
+struct WeightGroup {
+  IVec q[4];  // q + bias, or |q| under the sign trick
+#if defined(ORZO_Q8_AVX2)
+  IVec sign[4];  // q itself, for the sign trick only
+#endif
+  FVec d, m;  // lane by lane, as Codes
+};
+
+int64_t groups_of(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
+
+inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
+void quantize_row(const float* x, int64_t k, int bias, ActivationGroup* out) {
+  const int64_t blocks = k / 32;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t g = 0; g * kGroupBlocks < blocks; ++g) {
+    __m256i codes[kGroupBlocks];
+    alignas(64) float scale[kIntLanes], scaled_sum[kIntLanes];
+    alignas(64) int32_t correction[kIntLanes];
+    for (int b = 0; b < kGroupBlocks; ++b) {
+      const int64_t block = g * kGroupBlocks + b;
+      if (block >= blocks) {
+        codes[b] = _mm256_setzero_si256();
+        scale[2 * b] = scale[2 * b + 1] = scaled_sum[2 * b] = scaled_sum[2 * b + 1] = 0.0f;
+        correction[2 * b] = correction[2 * b + 1] = 0;
+        continue;
+      }
+      const float* xb = x + 32 * block;
+      __m256 v[4], amax = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
+      }
+      __m128 a = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+      a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+      a = _mm_max_ss(a, _mm_movehdup_ps(a));
+      const float top = _mm_cvtss_f32(a);
+      const float d = top / 127.0f;
+      const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));
+      const int sums[2] = {hsum_epi32(_mm256_add_epi32(q[0], q[1])), hsum_epi32(_mm256_add_epi32(q[2], q[3]))};
+      // The packs interleave 128-bit lanes; the permutation restores the weights' order.
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      codes[b] = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      for (int h = 0; h < 2; ++h) {
+        scale[2 * b + h] = d;
+        scaled_sum[2 * b + h] = d * static_cast<float>(sums[h]);
+        correction[2 * b + h] = -bias * sums[h];
+      }
+    }
+    ActivationGroup& o = out[g];
+    interleave(codes, o.q);
+    std::memcpy(&o.correction, correction, sizeof o.correction);
+    std::memcpy(&o.scale, scale, sizeof o.scale);
+    std::memcpy(&o.scaled_sum, scaled_sum, sizeof o.scaled_sum);
+  }
+}
+
+template <class F>
+void decode_row(const uint8_t* row, int64_t k, WeightGroup* out) {
+  const int64_t blocks = k / 32;
+  for (int64_t g = 0; g * kGroupBlocks < blocks; ++g) {
+    __m256i codes[kGroupBlocks];
+    alignas(64) float d[kIntLanes], m[kIntLanes];
+    for (int b = 0; b < kGroupBlocks; ++b) {
+      const int64_t block = g * kGroupBlocks + b;
+      // Missing blocks of a last group meet zero activation codes; any finite value does.
+      Codes c{_mm256_setzero_si256(), {0, 0}, {0, 0}};
+      if (block < blocks) c = F::codes(row + block / F::kSubs * F::kStepBytes, static_cast<int>(block % F::kSubs));
+      codes[b] = c.q;
+      for (int h = 0; h < 2; ++h) {
+        d[2 * b + h] = c.d[h];
+        m[2 * b + h] = c.m[h];
+      }
+    }
+    WeightGroup& o = out[g];
+    if constexpr (kSignTrick<F>) {
+#if defined(ORZO_Q8_AVX2)
+      interleave(codes, o.sign);
+      for (int t = 0; t < 4; ++t) o.q[t] = _mm256_abs_epi8(o.sign[t]);
+#endif
+    } else {
+      for (auto& c : codes) c = _mm256_add_epi8(c, _mm256_set1_epi8(static_cast<char>(F::kBias)));
+      interleave(codes, o.q);
+    }
+    std::memcpy(&o.d, d, sizeof o.d);
+    std::memcpy(&o.m, m, sizeof o.m);
+  }
+}
+
+// The exact integer products of one group, per lane, on top of `acc`.
+template <class F>
+inline IVec group_dot(IVec acc, const WeightGroup& w, const ActivationGroup& x) {
+#if defined(ORZO_Q8_VNNI)
+  for (int t = 0; t < 4; ++t) acc = _mm512_dpbusd_epi32(acc, w.q[t], x.q[t]);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int t = 0; t < 4; ++t) {
+    const __m256i xs = kSignTrick<F> ? _mm256_sign_epi8(x.q[t], w.sign[t]) : x.q[t];
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[t], xs), ones));
+  }
+#endif
+  return acc;
+}
+
+// out[r][i] = dot(weight row r, activation row i) over all groups. Each (r, i) runs the
+// same operations in the same order whatever R and M are, which is the batch invariance.
+template <class F, int R, int M>
+void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup* x, int64_t x_stride, int64_t groups,
+          float (&out)[R][M]) {
+  FVec acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) acc[r][i] = fzero();
+  for (int64_t g = 0; g < groups; ++g) {
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const ActivationGroup& a = x[i * x_stride + g];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const WeightGroup& wg = w[r * w_stride + g];
+        const IVec p = group_dot<F>(kActivationBias<F> != 0 ? a.correction : izero(), wg, a);
+        acc[r][i] = fmadd(to_float(p), fmul(wg.d, a.scale), acc[r][i]);
+        if constexpr (F::kHasMin) acc[r][i] = fmadd(wg.m, a.scaled_sum, acc[r][i]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) out[r][i] = fsum(acc[r][i]);
+}
+
+#if defined(ORZO_Q8_VNNI)
+constexpr int kTileRows = 4, kTileCols = 4;
+#else
+constexpr int kTileRows = 2, kTileCols = 3;
+#endif
+// Weight rows decoded together: their codes (1.5 to 2.5 bytes a weight) stay in L2 while
+// every activation row passes over them, and each weight row is decoded once per call.
+constexpr int64_t kPanelRows = 32;
+
+struct Job {
+  const ActivationGroup* x;
+  int64_t m, k, groups;
+  const uint8_t* w;
+  size_t row_bytes;
+  float* y;
+  int64_t n;
+  const float* bias;
+};
+
+template <class F, int R, int M>
+void tile_into(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
+  float out[R][M];
+  tile<F, R, M>(panel + r0 * job.groups, job.groups, job.x + i0 * job.groups, job.groups, job.groups, out);
+  for (int r = 0; r < R; ++r) {
+    const float b = job.bias ? job.bias[j + r0 + r] : 0.0f;
+    for (int i = 0; i < M; ++i) job.y[(i0 + i) * job.n + j + r0 + r] = out[r][i] + b;
+  }
+}
+
+template <class F, int R>
+void tile_rows(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
+  static_assert(kTileCols <= 4, "one case per tile width");
+  switch (cols) {
+    case 4: if constexpr (kTileCols >= 4) tile_into<F, R, 4>(job, panel, j, r0, i0); break;
+    case 3: tile_into<F, R, 3>(job, panel, j, r0, i0); break;
+    case 2: tile_into<F, R, 2>(job, panel, j, r0, i0); break;
+    default: tile_into<F, R, 1>(job, panel, j, r0, i0); break;
+  }
+}
+
+template <class F>
+void rows_range(const Job& job, int64_t begin, int64_t end) {
+  thread_local std::vector<WeightGroup> scratch;
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelRows * job.groups)));
+  for (int64_t j = begin; j < end; j += kPanelRows) {
+    const int64_t rows = std::min(kPanelRows, end - j);
+    for (int64_t r = 0; r < rows; ++r)
+      decode_row<F>(job.w + (j + r) * job.row_bytes, job.k, scratch.data() + r * job.groups);
+    for (int64_t i0 = 0; i0 < job.m; i0 += kTileCols) {
+      const int64_t cols = std::min<int64_t>(kTileCols, job.m - i0);
+      int64_t r0 = 0;
+      for (; r0 + kTileRows <= rows; r0 += kTileRows) tile_rows<F, kTileRows>(job, scratch.data(), j, r0, i0, cols);
+      for (; r0 < rows; ++r0) tile_rows<F, 1>(job, scratch.data(), j, r0, i0, cols);
+    }
+  }
+}
+
+struct Kernel {
+  void (*range)(const Job&, int64_t, int64_t);
+  int activation_bias;
+};
+
+template <class F>
+constexpr Kernel kernel_of() {
+  return {rows_range<F>, kActivationBias<F>};
+}
+
+Kernel kernel_for(DType t) {
+  switch (t) {
+    case DType::Q8_0: return kernel_of<Q8_0Format>();
+    case DType::Q4_0: return kernel_of<Q4_0Format>();
+    case DType::Q4_1: return kernel_of<Q4_1Format>();
+    case DType::Q5_0: return kernel_of<Q5_0Format>();
+    case DType::Q5_1: return kernel_of<Q5_1Format>();
+    case DType::Q2_K: return kernel_of<Q2_KFormat>();
+    case DType::Q3_K: return kernel_of<Q3_KFormat>();
+    case DType::Q4_K: return kernel_of<Q4_KFormat>();
+    case DType::Q5_K: return kernel_of<Q5_KFormat>();
+    case DType::Q6_K: return kernel_of<Q6_KFormat>();
+    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat>();
+    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat>();
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: break;
+  }
+  throw std::logic_error("matmul_q8: not a block type");
+}
+
+// Chunks of 16 output columns keep two threads from writing the same cache line of y.
+constexpr int64_t kGrain = 16;
+
+#endif
+
+}  // namespace
+
+bool matmul_q8_supports(DType t) {
+#if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
+  return dtype_is_quantized(t);
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+#if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
+  const Kernel kernel = kernel_for(w.dtype);
+  const int64_t k = w.cols(), groups = groups_of(k);
+  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+  thread_local std::vector<ActivationGroup> activations;
+  activations.resize(std::max(activations.size(), static_cast<size_t>(m * groups)));
+  ActivationGroup* act = activations.data();
+  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * groups);
+  });
+  const Job job{act, m, k, groups, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
+#else
+  (void)x, (void)m, (void)y, (void)pool, (void)bias;
+  throw std::logic_error("matmul_q8: no integer path for " + w.name + " in this build");
+#endif
+}
+
+#undef ORZO_Q8_VNNI
+#undef ORZO_Q8_AVX2
+
+}  // namespace orzo::cpu

@@ -1,0 +1,31 @@
+#pragma once
+// y = x · Wᵀ for the GGML block types by integer dot products. Each activation row is
+// quantized on the fly to blocks of 32 int8 codes with an f32 scale (amax / 127), each
+// 32-weight sub-block of W is decoded to its integer codes, and their products are summed
+// exactly in int32 before one f32 scale per block and half, so a weight costs a fraction
+// of the f32 FMA it costs in matmul_direct.
+//
+// A row's result is the same sequence of operations whatever m is and wherever the row
+// sits in the batch, so it is bit-identical alone or batched.
+//
+// Against the f32 product on the dequantized weights the error is that of rounding x to
+// 8 bits: each code is off by at most half a step, amax_b / 254 for block b, so
+//   |y - ref| <= sum_b (amax_b / 254) * sum_{j in b} |w_j|
+// (plus f32 rounding, far smaller). For a row of random signs the errors add in
+// quadrature instead, ~ sqrt(k) * rms(w) * rms(amax_b) / (127 * sqrt(12)).
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+
+namespace orzo::cpu {
+
+// Whether this build has an integer path for weights of type t (the block types on AVX2
+// and AVX-512 VNNI; elsewhere matmul() keeps every type on the f32 kernels).
+bool matmul_q8_supports(DType t);
+
+// matmul() for any m >= 1 and a type matmul_q8_supports; the caller has validated shapes.
+void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+
+}  // namespace orzo::cpu
