@@ -5,28 +5,38 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/quant_blocks.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 
 namespace {
 
 using orzo::DType;
 using orzo::TensorView;
 
-constexpr int kThreads = 2;
 constexpr size_t kMinWeightBytes = size_t{512} << 20;
 
+// Two threads by default; ORZO_BENCH_THREADS=1 measures one core, which a machine shared
+// with other jobs disturbs less than a pool whose threads wait for each other.
 orzo::ThreadPool& pool() {
-  static orzo::ThreadPool p(kThreads);
+  static orzo::ThreadPool p([] {
+    const char* env = std::getenv("ORZO_BENCH_THREADS");
+    return env ? std::max(1, std::atoi(env)) : 2;
+  }());
   return p;
 }
 
@@ -38,23 +48,30 @@ struct Weights {
   size_t bytes_each() const { return copies.front().size(); }
 };
 
-// Google Benchmark calls each function several times while it sizes the run; the last
-// weight set is kept so it is generated once per benchmark, not once per call.
-const Weights& weights(DType t, int64_t n, int64_t k) {
-  static std::unique_ptr<Weights> cached;
-  if (cached && cached->dtype == t && cached->n == n && cached->k == k) return *cached;
-  cached.reset();
+std::unique_ptr<Weights> make_weights(DType t, int64_t n, int64_t k, size_t min_bytes) {
   auto w = std::make_unique<Weights>(Weights{t, n, k, {}, {}});
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> row(static_cast<size_t>(k));
   const size_t row_bytes = orzo::dtype_row_bytes(t, k);
   std::vector<uint8_t> first(row_bytes * static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    for (auto& v : row) v = uniform(rng);
-    orzo::cpu::quantize_row(t, row.data(), k, first.data() + static_cast<size_t>(r) * row_bytes);
+  if (t == DType::Q4_K || t == DType::Q6_K) {
+    // No quantizer writes the K-quants; speed does not depend on the codes, so they are
+    // random bytes, with f16 scales of 1/64 (0x2400) so that no value is NaN or subnormal.
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : first) b = static_cast<uint8_t>(byte(rng));
+    const size_t block = orzo::dtype_block_bytes(t);
+    const std::vector<size_t> fields = t == DType::Q4_K ? std::vector<size_t>{offsetof(orzo::BlockQ4_K, d), offsetof(orzo::BlockQ4_K, dmin)}
+                                                        : std::vector<size_t>{offsetof(orzo::BlockQ6_K, d)};
+    for (size_t at = 0; at < first.size(); at += block)
+      for (size_t f : fields) first[at + f + 1] = 0x24, first[at + f] = 0;
+  } else {
+    for (int64_t r = 0; r < n; ++r) {
+      for (auto& v : row) v = uniform(rng);
+      orzo::cpu::quantize_row(t, row.data(), k, first.data() + static_cast<size_t>(r) * row_bytes);
+    }
   }
-  const size_t count = std::max<size_t>(1, (kMinWeightBytes + first.size() - 1) / first.size());
+  const size_t count = std::max<size_t>(1, (min_bytes + first.size() - 1) / first.size());
   w->copies.assign(count, first);
   for (const auto& bytes : w->copies) {
     TensorView v;
@@ -65,14 +82,32 @@ const Weights& weights(DType t, int64_t n, int64_t k) {
     v.nbytes = bytes.size();
     w->views.push_back(v);
   }
-  cached = std::move(w);
+  return w;
+}
+
+// Google Benchmark calls each function several times while it sizes the run; the last
+// weight set is kept so it is generated once per benchmark, not once per call.
+const Weights& weights(DType t, int64_t n, int64_t k) {
+  static std::unique_ptr<Weights> cached;
+  if (cached && cached->dtype == t && cached->n == n && cached->k == k) return *cached;
+  cached.reset();
+  cached = make_weights(t, n, k, kMinWeightBytes);
   return *cached;
+}
+
+// The q8/ family runs interleaved at random, so every weight set it uses is kept; 64 MiB
+// of copies each still overflow the last-level cache.
+const Weights& kept_weights(DType t, int64_t n, int64_t k) {
+  static std::map<std::tuple<DType, int64_t, int64_t>, std::unique_ptr<Weights>> kept;
+  auto& w = kept[{t, n, k}];
+  if (!w) w = make_weights(t, n, k, size_t{64} << 20);
+  return *w;
 }
 
 using Kernel = void (*)(const float*, int64_t, const TensorView&, float*, orzo::ThreadPool&, const float*);
 
-void run(benchmark::State& state, Kernel kernel, DType t, int64_t m, int64_t n, int64_t k) {
-  const Weights& w = weights(t, n, k);
+void run_on(benchmark::State& state, Kernel kernel, const Weights& w, int64_t m) {
+  const int64_t n = w.n, k = w.k;
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
   size_t next = 0;
   for (auto _ : state) {
@@ -83,6 +118,18 @@ void run(benchmark::State& state, Kernel kernel, DType t, int64_t m, int64_t n, 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes_each()));
   state.counters["FLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run(benchmark::State& state, Kernel kernel, DType t, int64_t m, int64_t n, int64_t k) {
+  run_on(state, kernel, weights(t, n, k), m);
+}
+
+// What matmul() ran for block types before matmul_q8: the f32 kernels, split by size.
+void f32_path(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& p, const float* bias) {
+  if (m * w.cols() * static_cast<int64_t>(sizeof(float)) <= (int64_t{4} << 20))
+    orzo::cpu::matmul_direct(x, m, w, y, p, bias);
+  else
+    orzo::cpu::matmul_blas(x, m, w, y, p, bias);
 }
 
 struct Shape {
@@ -107,6 +154,24 @@ void register_all() {
                                    [=](benchmark::State& st) { run(st, orzo::cpu::matmul, DType::F16, m, s.n, s.k); })
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
+    }
+  }
+  // The f32 and integer paths for block types on the small model's products (dim 1024,
+  // FFN 2816), run with --benchmark_enable_random_interleaving so that old and new
+  // alternate on a shared machine.
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
+      for (int64_t m : {1, 32, 512}) {
+        const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
+        const std::pair<const char*, Kernel> kernels[] = {{"f32", &f32_path}, {"q8", &orzo::cpu::matmul_q8}};
+        for (const auto& named : kernels) {
+          const Kernel kernel = named.second;
+          benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(),
+                                       [=](benchmark::State& st) { run_on(st, kernel, kept_weights(t, s.n, s.k), m); })
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
     }
   }
   // Both kernels across the switch-over in matmul.cpp, to re-tune it on other hardware.
