@@ -130,6 +130,8 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();
   cmd->add_option("--device", flags->device, "Where the layers run: cpu, or cuda[:N] for GPU N")->capture_default_str();
   cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--int8-activations", flags->knobs.int8_activations,
+                "Round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
   cmd->add_option("--gpu-memory-utilization", flags->knobs.gpu_memory_utilization,
                   "With --device cuda: the share of the GPU's memory the stage may fill")
       ->check(CLI::Range(0.01, 1.0))

@@ -6,6 +6,7 @@
 
 #include "core/kv_cache.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "runtime/layer_backend.hpp"
 #include "runtime/model.hpp"
 
@@ -19,6 +20,7 @@ class CpuBackend final : public LayerBackend {
     int32_t block_size = kDefaultBlockSize;
     int threads = 0;              // 0: one per hardware thread
     int64_t max_rows = 512;       // scratch is sized for this many rows up front
+    cpu::Activations activations = cpu::Activations::F32;  // how block-type weights meet them (kernels/cpu/matmul.hpp)
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);
@@ -42,6 +44,7 @@ class CpuBackend final : public LayerBackend {
   LayerRange range_;
   KvCache kv_;
   ThreadPool pool_;
+  cpu::Activations activations_;
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_, cos_sin_;
 };

@@ -19,15 +19,16 @@ constexpr int64_t kDirectActivationBytes = int64_t{4} << 20;
 
 }  // namespace
 
-void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+            Activations activations) {
   if (m <= 0) return;
   const int64_t k = w.cols();
   if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
-  // Block types take the integer path at every m, decode included: one arithmetic for a
+  // The integer path is taken at every m or at none, decode included: one arithmetic for a
   // row whatever batch it rides in.
-  if (matmul_q8_supports(w.dtype))
+  if (activations == Activations::Int8 && matmul_q8_supports(w.dtype))
     matmul_q8(x, m, w, y, pool, bias);
   else if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
     matmul_direct(x, m, w, y, pool, bias);

@@ -86,9 +86,17 @@ std::vector<float> random_vector(int64_t size, std::mt19937& rng) {
   return v;
 }
 
+// matmul() in each of its two modes, as kernels.
+void matmul_f32(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  matmul(x, m, w, y, pool, bias, Activations::F32);
+}
+void matmul_int8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  matmul(x, m, w, y, pool, bias, Activations::Int8);
+}
+
 // Whether `kernel` rounds activations to 8 bits for weights of type t.
 bool rounds_activations(Kernel kernel, DType t) {
-  return matmul_q8_supports(t) && (kernel == matmul_q8 || kernel == matmul);
+  return matmul_q8_supports(t) && (kernel == matmul_q8 || kernel == matmul_int8);
 }
 
 // Compares y with a double-precision product of the weight's stored values. The f32 part
@@ -160,18 +168,21 @@ const std::vector<int64_t> kOddOutputs = {1, 3, 37, 257};
 
 TEST(Matmul, MatchesReferenceSingleThread) {
   ThreadPool pool(1);
-  check_shapes(matmul, pool, kRows, kSmallDepths, kOddOutputs);
+  check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
+  check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
 }
 
 TEST(Matmul, MatchesReferenceThreeThreads) {
   ThreadPool pool(3);
-  check_shapes(matmul, pool, kRows, kSmallDepths, kOddOutputs);
+  check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
+  check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
 }
 
 // m = 600 at k = 2048 is past the switch-over to sgemm.
 TEST(Matmul, MatchesReferenceAtModelDepth) {
   ThreadPool pool(3);
-  check_shapes(matmul, pool, {1, 4, 17, 600}, {2048}, {37});
+  check_shapes(matmul_f32, pool, {1, 4, 17, 600}, {2048}, {37});
+  check_shapes(matmul_int8, pool, {1, 4, 17, 600}, {2048}, {37});
 }
 
 TEST(Matmul, DirectKernelMatchesReference) {
@@ -262,7 +273,7 @@ TEST(Matmul, BlasKernelMatchesReference) {
 TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
   ThreadPool pool(2);
   std::mt19937 rng(9);
-  for (Kernel kernel : {matmul, matmul_direct, matmul_blas}) {
+  for (Kernel kernel : {matmul_f32, matmul_direct, matmul_blas}) {
     for (DType t : {DType::F32, DType::F16, DType::BF16}) {
       for (int64_t k : {1, 7, 13, 40, 77}) {
         const Weight w = make_weight(t, 21, k, rng);
@@ -278,8 +289,8 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
 }
 
 // A token's output must not depend on how many other tokens share the call: bit for bit
-// on the integer path, which matmul() takes at every m; beyond float rounding where the
-// batch size picks between the f32 kernels.
+// on the integer path, which matmul() takes at every m when asked to; beyond float
+// rounding where the batch size picks between the f32 kernels.
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
   ThreadPool pool(2);
   std::mt19937 rng(17);
@@ -291,23 +302,22 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
     if (matmul_q8_supports(t)) {
       for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
         std::vector<float> batched(static_cast<size_t>(rows * n));
-        matmul(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
+        matmul_int8(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
         for (int64_t i = 0; i < rows; ++i) {
           std::vector<float> single(static_cast<size_t>(n));
-          matmul(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
+          matmul_int8(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
           for (int64_t j = 0; j < n; ++j)
             ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
                 << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
         }
       }
-      continue;
     }
-    for (Kernel batched_kernel : {matmul, matmul_direct, matmul_blas}) {
+    for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
       std::vector<float> batched(static_cast<size_t>(m * n));
       batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());
       for (int64_t i = 0; i < m; ++i) {
         std::vector<float> single(static_cast<size_t>(n));
-        matmul(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
+        matmul_f32(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
         float row_max = 0.0f;
         for (int64_t j = 0; j < n; ++j) row_max = std::max(row_max, std::fabs(single[static_cast<size_t>(j)]));
         for (int64_t j = 0; j < n; ++j)

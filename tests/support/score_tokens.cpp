@@ -1,7 +1,8 @@
-// score_tokens MODEL TEXT_FILE: tokenizes the text with the model's own tokenizer, runs it
+// score_tokens MODEL TEXT_FILE [int8]: tokenizes the text with the model's own tokenizer, runs it
 // through orzo's CPU forward pass in chunks (positions continuing, as chunked prefill does)
 // and prints JSON: the ids, and for every position after the first the log-probability of
-// the token that follows and the model's top-1 token there. tests/runtime/test_perplexity.py
+// the token that follows and the model's top-1 token there. `int8` runs the block-type
+// matrices with cpu::Activations::Int8. tests/runtime/test_perplexity.py
 // holds these to transformers on the same weights.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,8 +21,8 @@
 #include "text/tokenizer/tokenizer.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: score_tokens MODEL TEXT_FILE\n");
+  if (argc != 3 && !(argc == 4 && std::string(argv[3]) == "int8")) {
+    std::fprintf(stderr, "usage: score_tokens MODEL TEXT_FILE [int8]\n");
     return 2;
   }
   try {
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     o.block_size = 16;
     o.kv_blocks = static_cast<int32_t>(ids.size() / 16 + 1);
     o.max_rows = kChunk;
+    o.activations = argc == 4 ? orzo::cpu::Activations::Int8 : orzo::cpu::Activations::F32;
     orzo::CpuBackend backend(model, o);
     std::vector<int32_t> table(static_cast<size_t>(o.kv_blocks));
     for (int32_t i = 0; i < o.kv_blocks; ++i) table[static_cast<size_t>(i)] = i;
