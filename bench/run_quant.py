@@ -9,7 +9,8 @@ Q4_1 file from ../shared: single-stream decode (prompt 128) against the bandwidt
 (the quantized bytes a token reads / the read bandwidth, of a fresh buffer and of the
 model's own mapped weights, measured right before), prefill of 512 tokens and decode of 32
 sequences against the sgemm rate measured right before (the f32 ceiling: what the integer
-paths must beat). Best of 3 for every figure and ceiling. Prints a markdown table.
+paths must beat); each in both activation modes (f32, and --int8-activations). Best of 3
+for every figure and ceiling. Prints a markdown table.
 """
 import argparse
 import json
@@ -18,7 +19,7 @@ import platform
 import time
 
 from bench_models import ROOT
-from run_cpu import bench, ceilings, run
+from run_cpu import ceilings, run
 
 TYPES = ["q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
@@ -53,6 +54,13 @@ def main():
     ap.add_argument("--tries", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "quant.json"))
     args = ap.parse_args()
+    modes = [("f32", []), ("int8", ["--int8-activations"])]
+
+    def bench(model, batch, prompt, gen, key, flags):
+        """run_cpu.bench with the activation mode's flags."""
+        cmd = [f"{args.build}/cli/orzo", "bench", "-m", model, "--batch", str(batch), "--prompt", str(prompt),
+               "--gen", str(gen), "--json", *flags] + (["--threads", str(args.threads)] if args.threads else [])
+        return max((json.loads(run(cmd)) for _ in range(args.tries)), key=lambda r: r[key])
     os.makedirs(args.models, exist_ok=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     models = [(t.upper() + ", small shape", small_model(args.build, args.models, t)) for t in args.types.split(",") if t]
@@ -61,20 +69,21 @@ def main():
 
     rows = []
     for label, model in models:
-        bw, _ = ceilings(args.build, "ReadBandwidth")
-        d = bench(args.build, model, 1, 128, 32, args.threads, "decode_tps", args.tries)
-        context = d["prompt"] + d["gen"] / 2
-        bytes_per_token = d["weight_bytes_per_token"] + d["kv_bytes_per_token_per_position"] * context
-        roof_buffer, roof_mapped = bw / bytes_per_token, d["weight_read_bytes_per_s"] / bytes_per_token
-        _, sgemm = ceilings(args.build, "Sgemm")
-        p = bench(args.build, model, 1, 512, 0, args.threads, "prefill_tps", args.tries)
-        b = bench(args.build, model, 32, 128, 32, args.threads, "decode_tps", args.tries)
-        flops = 2.0 * (p["layer_parameters"] + p["lm_head_parameters"] / 512)
-        rows.append({"what": label, "decode_tps": d["decode_tps"], "roofline_buffer_tps": roof_buffer,
-                     "roofline_mapped_tps": roof_mapped, "bytes_per_token": bytes_per_token,
-                     "prefill_tps": p["prefill_tps"], "prefill_sgemm_ceiling_tps": sgemm / flops,
-                     "decode32_tps": b["decode_tps"], "sgemm_flops": sgemm, "read_bandwidth": bw,
-                     "runs": {"decode": d, "prefill": p, "decode32": b}})
+        for mode, flags in modes:
+            bw, _ = ceilings(args.build, "ReadBandwidth")
+            d = bench(model, 1, 128, 32, "decode_tps", flags)
+            context = d["prompt"] + d["gen"] / 2
+            bytes_per_token = d["weight_bytes_per_token"] + d["kv_bytes_per_token_per_position"] * context
+            roof_buffer, roof_mapped = bw / bytes_per_token, d["weight_read_bytes_per_s"] / bytes_per_token
+            _, sgemm = ceilings(args.build, "Sgemm")
+            p = bench(model, 1, 512, 0, "prefill_tps", flags)
+            b = bench(model, 32, 128, 32, "decode_tps", flags)
+            flops = 2.0 * (p["layer_parameters"] + p["lm_head_parameters"] / 512)
+            rows.append({"what": f"{label}, {mode} activations", "decode_tps": d["decode_tps"],
+                         "roofline_buffer_tps": roof_buffer, "roofline_mapped_tps": roof_mapped,
+                         "bytes_per_token": bytes_per_token, "prefill_tps": p["prefill_tps"],
+                         "prefill_sgemm_ceiling_tps": sgemm / flops, "decode32_tps": b["decode_tps"],
+                         "sgemm_flops": sgemm, "read_bandwidth": bw, "runs": {"decode": d, "prefill": p, "decode32": b}})
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
               "cpus": os.cpu_count(), "rows": rows}

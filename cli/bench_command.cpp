@@ -152,6 +152,7 @@ class BareBench {
     opt.kv_blocks = blocks_per_seq * o.batch;
     opt.threads = threads;
     opt.max_rows = std::max(o.chunk, o.batch);
+    opt.activations = o.int8_activations ? cpu::Activations::Int8 : cpu::Activations::F32;
     return opt;
   }
   static SamplingParams greedy() {
@@ -187,7 +188,8 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"layer_parameters", model.layer_parameters()},
                         {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
-                        {"weight_read_bytes_per_s", weight_bw}};
+                        {"weight_read_bytes_per_s", weight_bw},
+                        {"activations", o.int8_activations ? "int8" : "f32"}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
@@ -229,6 +231,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")
