@@ -10,6 +10,7 @@
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "runtime/gguf_names.hpp"
 
 namespace orzo {
 
@@ -19,32 +20,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-// GGUF tensor names -> the HF names the rest of the loader speaks.
-std::string hf_name_of_gguf(const std::string& name) {
-  static const std::map<std::string, std::string> globals = {
-      {"token_embd.weight", "model.embed_tokens.weight"},
-      {"output_norm.weight", "model.norm.weight"},
-      {"output.weight", "lm_head.weight"},
-  };
-  if (auto it = globals.find(name); it != globals.end()) return it->second;
-  static const std::map<std::string, std::string> per_layer = {
-      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},    {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
-  };
-  if (name.rfind("blk.", 0) != 0) return name;
-  const auto dot1 = name.find('.', 4);
-  const auto dot_last = name.rfind('.');
-  if (dot1 == std::string::npos || dot_last <= dot1) return name;
-  const std::string layer = name.substr(4, dot1 - 4);
-  const std::string part = name.substr(dot1 + 1, dot_last - dot1 - 1);
-  const std::string kind = name.substr(dot_last + 1);
-  auto it = per_layer.find(part);
-  if (it == per_layer.end()) return name;
-  return "model.layers." + layer + "." + it->second + "." + kind;
 }
 
 bool is_directory(const std::string& path) {
