@@ -73,7 +73,7 @@ std::string merge_text(const json& m) {
 std::string write_hf_tokenizer_gguf(GgufWriter& out, const std::string& dir) {
   const auto tok = read_json(dir + "/tokenizer.json");
   if (!tok) return "no readable tokenizer.json";
-  const json& model = tok->value("model", json::object());
+  const json model = tok->value("model", json::object());
   if (model.value("type", "") != "BPE") return "tokenizer.json's model is not BPE";
   const bool byte_fallback = model.value("byte_fallback", false);
   const auto pre = byte_level_pre(*tok);
@@ -92,11 +92,13 @@ std::string write_hf_tokenizer_gguf(GgufWriter& out, const std::string& dir) {
     types[static_cast<size_t>(id)] = type;
   };
   const std::string unk = model.value("unk_token", json()).is_string() ? model["unk_token"].get<std::string>() : "";
-  for (const auto& [text, id] : model.value("vocab", json::object()).items()) {
+  // Named, not iterated as temporaries: items() would outlive the json it walks.
+  const json vocab = model.value("vocab", json::object()), added = tok->value("added_tokens", json::array());
+  for (const auto& [text, id] : vocab.items()) {
     const bool is_byte = byte_fallback && text.size() == 6 && text.rfind("<0x", 0) == 0 && text.back() == '>';
     place(id.get<int64_t>(), text, text == unk ? 2 : is_byte ? 6 : 1);
   }
-  for (const auto& a : tok->value("added_tokens", json::array())) {
+  for (const auto& a : added) {
     const std::string text = a.value("content", "");
     place(a.value("id", int64_t{-1}), text, text == unk ? 2 : a.value("special", false) ? 3 : 4);
   }
@@ -112,7 +114,7 @@ std::string write_hf_tokenizer_gguf(GgufWriter& out, const std::string& dir) {
   bool add_bos = false;
   if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
     add_bos = config["add_bos_token"].get<bool>();
-  } else if (const json& post = tok->value("post_processor", json()); post.is_object() && post.contains("single")) {
+  } else if (const json post = tok->value("post_processor", json()); post.is_object() && post.contains("single")) {
     add_bos = !post["single"].empty() && post["single"][0].contains("SpecialToken");
   }
 
@@ -124,15 +126,15 @@ std::string write_hf_tokenizer_gguf(GgufWriter& out, const std::string& dir) {
       if (types[id] == 1) scores[id] = -static_cast<float>(id);
     out.add_f32_array("tokenizer.ggml.scores", scores);
     out.add_i32_array("tokenizer.ggml.token_type", types);
-    if (!unk.empty() && model["vocab"].contains(unk))
-      out.add_u32("tokenizer.ggml.unknown_token_id", model["vocab"][unk].get<uint32_t>());
+    if (!unk.empty() && vocab.contains(unk)) out.add_u32("tokenizer.ggml.unknown_token_id", vocab[unk].get<uint32_t>());
   } else {
     out.add_string("tokenizer.ggml.model", "gpt2");
     out.add_string("tokenizer.ggml.pre", *pre);
     out.add_string_array("tokenizer.ggml.tokens", tokens);
     out.add_i32_array("tokenizer.ggml.token_type", types);
     std::vector<std::string> merges;
-    for (const auto& m : model.value("merges", json::array())) merges.push_back(merge_text(m));
+    const json stored = model.value("merges", json::array());
+    for (const auto& m : stored) merges.push_back(merge_text(m));
     out.add_string_array("tokenizer.ggml.merges", merges);
   }
   out.add_bool("tokenizer.ggml.add_bos_token", add_bos);
