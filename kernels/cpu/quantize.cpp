@@ -402,34 +402,40 @@ void q2_k(const float* x, uint8_t* b) {
   pack_two_bits(codes, b + offsetof(BlockQ2_K, qs));
 }
 
-// Signed sub-block scales as codes lo..hi of one super-scale chosen so that the scale of
-// largest magnitude lands on -range (the wider end); returns the super-scale as stored.
-float quantize_signed_scales(const float* v, int count, float range, int lo, int hi, int* codes, uint16_t& stored) {
+// Signed sub-block scales as codes -range..range-1 of one super-scale chosen so that the
+// scale of largest magnitude lands on -range (the wider end); returns the super-scale as stored.
+float quantize_signed_scales(const float* v, int count, int range, int* codes, uint16_t& stored) {
   const float max = signed_absmax(v, count);
   if (max == 0.0f) {
     std::fill(codes, codes + count, 0);
     stored = 0;
     return 0.0f;
   }
-  const float inv = -range / max;
-  for (int s = 0; s < count; ++s) codes[s] = nearest_in(inv * v[s], lo, hi);
+  const float inv = -static_cast<float>(range) / max;
+  for (int s = 0; s < count; ++s) codes[s] = nearest_in(inv * v[s], -range, range - 1);
   stored = f32_to_f16(1.0f / inv);
   return f16_to_f32(stored);
 }
 
-// 16 sub-blocks of 16, codes -4..3 (2 low bits + a high bit), 6-bit signed scales. Weights
-// x^2 favour the large values, as ggml's reference does.
-void q3_k(const float* x, uint8_t* b) {
+// The scales of 16 sub-blocks of 16 with codes -nmax..nmax-1, fit with weights x^2, which
+// favour the large values as ggml's reference does; then quantized against one super-scale
+// that puts the largest on -range. Returns the super-scale as stored (its bits in d_bits).
+float symmetric_sub_scales(const float* x, int nmax, int range, int* sc, uint16_t& d_bits) {
   float scale[16], w[16];
   int8_t fit[16];
   for (int s = 0; s < 16; ++s) {
     const float* xs = x + 16 * s;
     for (int i = 0; i < 16; ++i) w[i] = xs[i] * xs[i];
-    scale[s] = fit_symmetric(xs, w, 16, 4, fit);
+    scale[s] = fit_symmetric(xs, w, 16, nmax, fit);
   }
+  return quantize_signed_scales(scale, 16, range, sc, d_bits);
+}
+
+// 16 sub-blocks of 16, codes -4..3 (2 low bits + a high bit), 6-bit signed scales.
+void q3_k(const float* x, uint8_t* b) {
   int sc[16];
   uint16_t d_bits;
-  const float d = quantize_signed_scales(scale, 16, 32.0f, -32, 31, sc, d_bits);
+  const float d = symmetric_sub_scales(x, 4, 32, sc, d_bits);
   store_u16(b + offsetof(BlockQ3_K, d), d_bits);
   uint8_t* scales = b + offsetof(BlockQ3_K, scales);
   std::memset(scales, 0, 12);
@@ -453,16 +459,9 @@ void q3_k(const float* x, uint8_t* b) {
 
 // 16 sub-blocks of 16, codes -32..31, 8-bit signed scales.
 void q6_k(const float* x, uint8_t* b) {
-  float scale[16], w[16];
-  int8_t fit[16];
-  for (int s = 0; s < 16; ++s) {
-    const float* xs = x + 16 * s;
-    for (int i = 0; i < 16; ++i) w[i] = xs[i] * xs[i];
-    scale[s] = fit_symmetric(xs, w, 16, 32, fit);
-  }
   int sc[16];
   uint16_t d_bits;
-  const float d = quantize_signed_scales(scale, 16, 128.0f, -128, 127, sc, d_bits);
+  const float d = symmetric_sub_scales(x, 32, 128, sc, d_bits);
   store_u16(b + offsetof(BlockQ6_K, d), d_bits);
   auto* scales = reinterpret_cast<int8_t*>(b + offsetof(BlockQ6_K, scales));
   uint8_t* ql = b + offsetof(BlockQ6_K, ql);
@@ -513,7 +512,7 @@ void iq4_xs(const float* x, uint8_t* b) {
   }
   int sc[8];
   uint16_t d_bits;
-  const float d = quantize_signed_scales(scale, 8, 32.0f, -32, 31, sc, d_bits);
+  const float d = quantize_signed_scales(scale, 8, 32, sc, d_bits);
   store_u16(b + offsetof(BlockIQ4_XS, d), d_bits);
   uint16_t scales_h = 0;
   uint8_t* scales_l = b + offsetof(BlockIQ4_XS, scales_l);
