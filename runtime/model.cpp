@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "core/load_error.hpp"
 #include "core/mapped_file.hpp"
+#include "core/thread_pool.hpp"
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
+#include "formats/gguf_quant_recipe.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "runtime/gguf_names.hpp"
 
@@ -114,7 +117,12 @@ class Model::Builder {
   std::map<std::string, TensorView> tensors_;
 };
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+std::shared_ptr<const Model> Model::load(const std::string& path) { return load(path, ""); }
+
+std::shared_ptr<const Model> Model::load(const std::string& path, const std::string& quantize) {
+  std::optional<QuantTarget> target;
+  if (!quantize.empty() && !(target = parse_quant_target(quantize)))
+    throw std::invalid_argument("--quantize: unknown type '" + quantize + "'");
   std::shared_ptr<Model> m(new Model());
   m->source_ = path;
   Builder b(*m);
@@ -132,7 +140,36 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     m->config_.tie_word_embeddings = !b.has("lm_head.weight");
   }
   b.build();
+  if (target) m->requantize(*target);
   return m;
+}
+
+void Model::requantize(const QuantTarget& target) {
+  const bool tied = lm_head_.data == embedding_.data;
+  std::vector<TensorView*> matrices = {&embedding_};
+  if (!tied) matrices.push_back(&lm_head_);
+  for (auto& l : layers_)
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(t);
+  ThreadPool pool(0);
+  for (TensorView* t : matrices) {
+    const DType type =
+        recipe_type(target, {gguf_name_of_hf(t->name).value_or(t->name), t->shape}, config_.num_layers, !tied);
+    const int64_t cols = t->cols();
+    const size_t row_bytes = dtype_row_bytes(type, cols);
+    auto& bytes = owned_matrices_.emplace_back(static_cast<size_t>(t->rows()) * row_bytes);
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()), std::vector<float>(static_cast<size_t>(cols)));
+    pool.parallel_for(t->rows(), [&](int64_t begin, int64_t end, int thread) {
+      float* row = scratch[static_cast<size_t>(thread)].data();
+      for (int64_t r = begin; r < end; ++r) {
+        cpu::dequantize_row(t->dtype, t->row(r), cols, row);
+        cpu::quantize_row(type, row, cols, bytes.data() + static_cast<size_t>(r) * row_bytes);
+      }
+    });
+    t->dtype = type;
+    t->data = bytes.data();
+    t->nbytes = bytes.size();
+  }
+  if (tied) lm_head_ = embedding_;
 }
 
 std::vector<const TensorView*> Model::layer_matrices() const {

@@ -1,12 +1,14 @@
 // `orzo quantize` end to end: what it writes loads in orzo and runs, an HF checkpoint
 // converts to the GGUF llama.cpp's converter would write (same logits as transformers, the
-// same Q8_0 bytes as the fixture made with gguf.quants), and bad input leaves no file.
+// same Q8_0 bytes as the fixture made with gguf.quants), bad input leaves no file; and
+// --quantize at load gives the model the written file holds.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -124,6 +126,35 @@ TEST_F(QuantizeCommand, HfQ8_0IsTheFixtureMadeByGgufPy) {
       EXPECT_EQ(std::memcmp(mine->data, t.data, t.nbytes), 0) << t.name;
     }
   }
+}
+
+// --quantize re-encodes at load with the same recipe and encoder: the model equals the one
+// loaded from orzo quantize's output, logit for logit.
+TEST_F(QuantizeCommand, QuantizingAtLoadEqualsLoadingTheQuantizedFile) {
+  const std::string f32 = make_model("f32.gguf");
+  for (const char* type : {"q8_0", "q4_k", "Q4_K_M", "iq4_xs", "q2_k"}) {
+    SCOPED_TRACE(type);
+    const std::string q = path(std::string(type) + ".gguf");
+    quantize(f32, q, type);
+    auto at_load = Model::load(f32, type);
+    auto from_file = Model::load(q);
+    ASSERT_EQ(at_load->layer(1).w_down.dtype, from_file->layer(1).w_down.dtype);
+    ASSERT_EQ(at_load->lm_head().dtype, from_file->lm_head().dtype);
+    CpuBackend::Options o;
+    o.kv_blocks = 4;
+    o.threads = 2;
+    CpuBackend a(at_load, o), b(from_file, o);
+    orzo::testing::Pipeline pa({&a}, 4), pb({&b}, 4);
+    EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
+  }
+  EXPECT_THROW(Model::load(f32, "q9"), std::invalid_argument);
+}
+
+TEST_F(QuantizeCommand, GenerateTakesQuantize) {
+  const std::string f32 = make_model("f32.gguf");
+  const auto r = orzo("generate -m '" + f32 + "' --quantize Q4_K_M -p 'Once' --temperature 0 -n 4 -t 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  expect_refused("generate -m '" + f32 + "' --quantize q9 -p 'Once' -n 4 -t 1", "--quantize: unknown type 'q9'");
 }
 
 TEST_F(QuantizeCommand, BadInputFailsWithOneLineAndNoFile) {
