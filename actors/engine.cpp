@@ -52,7 +52,7 @@ std::vector<worker_actor> local_workers(const std::vector<PipelineStage>& stages
 
 std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOptions& options) {
   std::unique_ptr<Engine> engine(new Engine(sys));
-  engine->model_ = Model::load(options.model);
+  engine->model_ = Model::load(options.model, options.quantize);
   if (options.on_load_progress) engine->model_->page_in(options.on_load_progress);
   if (options.load_tokenizer)
     engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));

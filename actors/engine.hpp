@@ -31,6 +31,7 @@ class Tokenizer;
 
 struct EngineOptions {
   std::string model;                  // HF directory or .gguf file
+  std::string quantize;               // re-encode the matrices at load as `orzo quantize` TYPE would; empty: as stored
   std::string placement = "cpu";      // stages, see stages/placement.hpp; remote ones wait for `orzo worker`
   StageOptions backend;               // threads, KV budget, GPU memory share, CUDA graphs
   SchedulerConfig scheduler;

@@ -26,6 +26,7 @@ struct WorkerFlags {
   std::string layers;
   std::string device = "cpu";
   std::string model;
+  std::string quantize;
   StageOptions knobs;
   bool enforce_eager = false;
   MiddlemanFlags middleman;
@@ -72,7 +73,7 @@ Reply ask(caf::scoped_actor& self, const batcher_actor& batcher, const std::stri
 int run_worker(const WorkerFlags& flags) {
   const Endpoint where = parse_endpoint(flags.connect);
   const std::string at = where.host + ":" + std::to_string(where.port);
-  auto model = Model::load(flags.model);
+  auto model = Model::load(flags.model, flags.quantize);
   const Stage stage = parse_worker_stage(flags.device, flags.layers, static_cast<int32_t>(model->config().num_layers));
   const LayerRange range = stage.layers;
 
@@ -128,6 +129,7 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--layers", flags->layers, "The stage's layers, begin-end, as the batcher's placement names them")
       ->required();
   cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();
+  cmd->add_option("--quantize", flags->quantize, "The batcher's --quantize, if it has one");
   cmd->add_option("--device", flags->device, "Where the layers run: cpu, or cuda[:N] for GPU N")->capture_default_str();
   cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--int8-activations", flags->knobs.int8_activations,

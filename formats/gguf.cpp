@@ -241,7 +241,7 @@ GgufMetadata GgufMetadata::parse(std::shared_ptr<const MappedFile> file, size_t&
     const std::string key(in.str("name"));
     in.set_context("key '" + key + "'");
     const GgufType type = in.type("value type");
-    Entry e{type, GgufType::U8, 0, in.pos()};
+    Entry e{type, GgufType::U8, 0, in.pos(), 0};
     if (type == GgufType::Array) {
       e.elem_type = in.type("array element type");
       e.count = in.u64("array count");
@@ -250,11 +250,19 @@ GgufMetadata GgufMetadata::parse(std::shared_ptr<const MappedFile> file, size_t&
     } else {
       in.skip_value(type, 0);
     }
+    e.end = in.pos();
     if (!meta.entries_.emplace(key, e).second) in.fail("appears twice");
   }
   pos = in.pos();
   meta.file_ = std::move(file);
   return meta;
+}
+
+GgufRawValue GgufMetadata::raw(const std::string& key) const {
+  const Entry& e = entry(key);
+  // An array's element type (4 bytes) and count (8) precede its first element.
+  const size_t begin = e.type == GgufType::Array ? e.offset - 12 : e.offset;
+  return {e.type, std::string_view(reinterpret_cast<const char*>(file_->data() + begin), e.end - begin)};
 }
 
 std::vector<std::string> GgufMetadata::keys() const {

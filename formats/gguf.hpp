@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -31,6 +32,13 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
 // keeps opening a model with a 150k-token vocabulary cheap. Getters accept every stored
 // type that converts without loss of meaning (any integer width for get_int, integers and
 // floats for get_float) and throw LoadError naming the file and key otherwise.
+// One value exactly as the file encodes it after its type tag (an array: element type,
+// count, elements), for copying a key to another file without decoding it.
+struct GgufRawValue {
+  GgufType type;
+  std::string_view bytes;
+};
+
 class GgufMetadata {
  public:
   GgufMetadata() = default;
@@ -55,12 +63,15 @@ class GgufMetadata {
   std::optional<double> find_float(const std::string& key) const;
   std::optional<std::string> find_string(const std::string& key) const;
 
+  GgufRawValue raw(const std::string& key) const;
+
  private:
   struct Entry {
     GgufType type;
     GgufType elem_type;  // arrays only
     uint64_t count;      // arrays only
     size_t offset;       // the value itself, or an array's first element
+    size_t end;          // just past the value
   };
   const Entry& entry(const std::string& key) const;
   [[noreturn]] void wrong_type(const std::string& key, const char* wanted) const;

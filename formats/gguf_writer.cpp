@@ -53,6 +53,11 @@ void GgufWriter::add_string(const std::string& key, const std::string& v) {
   put_string(v);
 }
 
+void GgufWriter::add_raw(const std::string& key, const GgufRawValue& v) {
+  begin_value(key, v.type);
+  put_raw(v.bytes.data(), v.bytes.size());
+}
+
 void GgufWriter::add_string_array(const std::string& key, const std::vector<std::string>& v) {
   begin_value(key, GgufType::Array);
   put_u32(static_cast<uint32_t>(GgufType::String));

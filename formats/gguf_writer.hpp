@@ -38,6 +38,8 @@ class GgufWriter {
   void add_string_array(const std::string& key, const std::vector<std::string>& v);
   void add_i32_array(const std::string& key, const std::vector<int32_t>& v);
   void add_f32_array(const std::string& key, const std::vector<float>& v);
+  // A value copied from another file as GgufMetadata::raw returns it.
+  void add_raw(const std::string& key, const GgufRawValue& v);
 
   // shape is outermost first, as in TensorView; quantized rows need shape.back() % 32 == 0.
   void add_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape);

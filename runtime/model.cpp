@@ -4,12 +4,16 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "core/load_error.hpp"
 #include "core/mapped_file.hpp"
+#include "core/thread_pool.hpp"
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
+#include "formats/gguf_quant_recipe.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "runtime/gguf_names.hpp"
 
 namespace orzo {
 
@@ -19,32 +23,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-// GGUF tensor names -> the HF names the rest of the loader speaks.
-std::string hf_name_of_gguf(const std::string& name) {
-  static const std::map<std::string, std::string> globals = {
-      {"token_embd.weight", "model.embed_tokens.weight"},
-      {"output_norm.weight", "model.norm.weight"},
-      {"output.weight", "lm_head.weight"},
-  };
-  if (auto it = globals.find(name); it != globals.end()) return it->second;
-  static const std::map<std::string, std::string> per_layer = {
-      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},    {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},
-  };
-  if (name.rfind("blk.", 0) != 0) return name;
-  const auto dot1 = name.find('.', 4);
-  const auto dot_last = name.rfind('.');
-  if (dot1 == std::string::npos || dot_last <= dot1) return name;
-  const std::string layer = name.substr(4, dot1 - 4);
-  const std::string part = name.substr(dot1 + 1, dot_last - dot1 - 1);
-  const std::string kind = name.substr(dot_last + 1);
-  auto it = per_layer.find(part);
-  if (it == per_layer.end()) return name;
-  return "model.layers." + layer + "." + it->second + "." + kind;
 }
 
 bool is_directory(const std::string& path) {
@@ -139,7 +117,12 @@ class Model::Builder {
   std::map<std::string, TensorView> tensors_;
 };
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+std::shared_ptr<const Model> Model::load(const std::string& path) { return load(path, ""); }
+
+std::shared_ptr<const Model> Model::load(const std::string& path, const std::string& quantize) {
+  std::optional<QuantTarget> target;
+  if (!quantize.empty() && !(target = parse_quant_target(quantize)))
+    throw std::invalid_argument("--quantize: unknown type '" + quantize + "'");
   std::shared_ptr<Model> m(new Model());
   m->source_ = path;
   Builder b(*m);
@@ -157,7 +140,36 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     m->config_.tie_word_embeddings = !b.has("lm_head.weight");
   }
   b.build();
+  if (target) m->requantize(*target);
   return m;
+}
+
+void Model::requantize(const QuantTarget& target) {
+  const bool tied = lm_head_.data == embedding_.data;
+  std::vector<TensorView*> matrices = {&embedding_};
+  if (!tied) matrices.push_back(&lm_head_);
+  for (auto& l : layers_)
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(t);
+  ThreadPool pool(0);
+  for (TensorView* t : matrices) {
+    const DType type =
+        recipe_type(target, {gguf_name_of_hf(t->name).value_or(t->name), t->shape}, config_.num_layers, !tied);
+    const int64_t cols = t->cols();
+    const size_t row_bytes = dtype_row_bytes(type, cols);
+    auto& bytes = owned_matrices_.emplace_back(static_cast<size_t>(t->rows()) * row_bytes);
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()), std::vector<float>(static_cast<size_t>(cols)));
+    pool.parallel_for(t->rows(), [&](int64_t begin, int64_t end, int thread) {
+      float* row = scratch[static_cast<size_t>(thread)].data();
+      for (int64_t r = begin; r < end; ++r) {
+        cpu::dequantize_row(t->dtype, t->row(r), cols, row);
+        cpu::quantize_row(type, row, cols, bytes.data() + static_cast<size_t>(r) * row_bytes);
+      }
+    });
+    t->dtype = type;
+    t->data = bytes.data();
+    t->nbytes = bytes.size();
+  }
+  if (tied) lm_head_ = embedding_;
 }
 
 std::vector<const TensorView*> Model::layer_matrices() const {

@@ -2,6 +2,7 @@
 // A loaded model: its configuration and views of every weight, kept in the mapped files.
 // Built from an HF directory (config.json + safetensors) or a GGUF file; tensor names,
 // shapes and dtypes are checked here once so the forward pass can trust them.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 namespace orzo {
 
 class MappedFile;
+struct QuantTarget;
 
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [hidden]
@@ -31,6 +33,11 @@ class Model {
  public:
   // `path` is an HF model directory or a .gguf file. Throws LoadError.
   static std::shared_ptr<const Model> load(const std::string& path);
+  // The same with every matrix re-encoded as `quantize` (a name orzo quantize takes: q8_0,
+  // Q4_K_M, ...) chooses for it, held in memory the model owns; empty: as stored. The types
+  // are those `orzo quantize` writes, so the model equals the one loaded from its output.
+  // Throws std::invalid_argument for an unknown target or a matrix it cannot store.
+  static std::shared_ptr<const Model> load(const std::string& path, const std::string& quantize);
 
   const ModelConfig& config() const { return config_; }
   const std::string& source() const { return source_; }
@@ -53,11 +60,14 @@ class Model {
  private:
   class Builder;
   Model() = default;
+  // Re-encodes every matrix as `target` chooses, into owned_matrices_.
+  void requantize(const QuantTarget& target);
 
   ModelConfig config_;
   std::string source_;
   std::vector<std::shared_ptr<const MappedFile>> files_;
   std::vector<std::vector<float>> small_tensors_;  // norms and biases, converted to f32 once
+  std::vector<std::vector<uint8_t>> owned_matrices_;  // matrices re-encoded at load (--quantize)
   TensorView embedding_, lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<LayerWeights> layers_;

@@ -5,12 +5,14 @@
 // Every weight is a pure function of (seed, HF tensor name, element index), so a model is
 // the same whatever the thread count, and the two formats hold the same model: the GGUF
 // attn_q / attn_k rows are the HF rows permuted to llama.cpp's interleaved-RoPE order, as
-// llama.cpp's converter does. Q8_0 / Q4_0 tensors whose rows are not a multiple of 32
-// (the tiny shape's ffn_down) fall back to F16, as llama.cpp's quantizer does; norms are
+// llama.cpp's converter does. Matrices whose rows do not split into the type's blocks (the
+// tiny shape's ffn_down, or any row under 256 for the K-quants) fall back as llama.cpp's
+// quantizer does (formats/gguf_quant_recipe.hpp: Q4_K to Q5_0, ..., else F16); norms are
 // F32 in GGUF.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -24,9 +26,11 @@
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "formats/gguf_quant_recipe.hpp"
 #include "formats/gguf_writer.hpp"
 #include "formats/safetensors_writer.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "runtime/gguf_names.hpp"
 
 namespace orzo {
 namespace {
@@ -43,8 +47,16 @@ const std::map<std::string, Shape> kShapes = {
     {"tiny", {64, 172, 2, 8, 4, 512, false}},
 };
 
-const std::map<std::string, DType> kDTypes = {
-    {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}};
+// Every type, by the lower-case name orzo quantize also takes.
+std::map<std::string, DType> dtypes_by_name() {
+  std::map<std::string, DType> m;
+  for (DType t : kAllDTypes) {
+    std::string name = dtype_name(t);
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    m[name] = t;
+  }
+  return m;
+}
 
 constexpr float kWeightStd = 0.02f;
 constexpr size_t kChunkBytes = 32u << 20;  // generated, then written, this much at a time
@@ -101,14 +113,6 @@ void fill_row(uint64_t key, uint64_t first_index, float* out, int64_t n) {
   }
 }
 
-// HF row of GGUF row r when rows are permuted for interleaved RoPE: within a head, GGUF row
-// 2i + j holds HF row j * head_dim / 2 + i.
-int64_t hf_row(int64_t r, int64_t rows, int64_t rope_heads) {
-  if (rope_heads == 0) return r;
-  const int64_t head_dim = rows / rope_heads, local = r % head_dim;
-  return r - local + (local % 2) * (head_dim / 2) + local / 2;
-}
-
 template <typename Writer>
 void write_data(Writer& out, ThreadPool& pool, const Weight& w, DType dtype, uint64_t seed, bool permute) {
   const int64_t cols = w.shape.back(), rows = w.shape.size() == 1 ? 1 : w.shape[0];
@@ -122,7 +126,7 @@ void write_data(Writer& out, ThreadPool& pool, const Weight& w, DType dtype, uin
     pool.parallel_for(n, [&](int64_t begin, int64_t end, int thread) {
       float* row = scratch[static_cast<size_t>(thread)].data();
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t src = permute ? hf_row(first + r, rows, w.rope_heads) : first + r;
+        const int64_t src = permute && w.rope_heads > 0 ? hf_row_of_interleaved(first + r, rows, w.rope_heads) : first + r;
         if (w.norm)
           std::fill(row, row + cols, 1.0f);
         else
@@ -140,28 +144,6 @@ const char* torch_dtype(DType t) {
     case DType::BF16: return "bfloat16";
     default: return "float32";
   }
-}
-
-// llama.cpp's LLAMA_FTYPE_* for a model that is "mostly" t.
-uint32_t gguf_file_type(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
-    case DType::Q4_1: return 3;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::Q2_K: return 10;
-    case DType::Q3_K: return 11;  // the "_S" mixes: one type throughout
-    case DType::Q4_K: return 14;
-    case DType::Q5_K: return 16;
-    case DType::Q6_K: return 18;
-    case DType::IQ4_NL: return 25;
-    case DType::IQ4_XS: return 30;
-  }
-  return 0;
 }
 
 uint64_t write_safetensors_model(const std::string& dir, const Shape& s, DType dtype, uint64_t seed, ThreadPool& pool) {
@@ -232,7 +214,8 @@ uint64_t write_gguf_model(const std::string& path, const std::string& shape_name
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   out.add_string("general.architecture", "llama");
   out.add_string("general.name", "orzo random " + shape_name);
-  out.add_u32("general.file_type", gguf_file_type(dtype));
+  out.add_u32("general.file_type", llama_file_type(dtype));
+  if (dtype_is_quantized(dtype)) out.add_u32("general.quantization_version", 2);
   out.add_u32("llama.context_length", 8192);
   out.add_u32("llama.embedding_length", u32(s.dim));
   out.add_u32("llama.feed_forward_length", u32(s.hidden));
@@ -250,8 +233,7 @@ uint64_t write_gguf_model(const std::string& path, const std::string& shape_name
   const auto weights = weights_of(s);
   const auto type_of = [&](const Weight& w) {
     if (w.norm) return DType::F32;
-    if (w.shape.back() % dtype_block_elems(dtype) != 0) return DType::F16;
-    return dtype;
+    return fallback_type(dtype, w.shape.back());
   };
   for (const auto& w : weights) out.add_tensor(w.gguf_name, type_of(w), w.shape);
   for (const auto& w : weights) write_data(out, pool, w, type_of(w), seed, true);
@@ -283,9 +265,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   for (auto& o : overrides) o.option = app.add_option(o.flag, o.value, o.help);
   auto* tied_flag = app.add_flag("--tied,!--untied", tied, "Share the embedding with the LM head (or not)");
-  app.add_option("--dtype", dtype_name_arg, "f32, f16, bf16, q8_0 or q4_0")
+  const auto dtypes = dtypes_by_name();
+  std::vector<std::string> dtype_names;
+  for (const auto& kv : dtypes) dtype_names.push_back(kv.first);
+  app.add_option("--dtype", dtype_name_arg, "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k .. q6_k, iq4_nl or iq4_xs")
       ->required()
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+      ->check(CLI::IsMember(dtype_names));
   app.add_option("--format", format, "gguf (one file) or safetensors (an HF directory)")
       ->required()
       ->check(CLI::IsMember({"gguf", "safetensors"}));
@@ -312,7 +297,7 @@ int run(int argc, char** argv) {
   if (s.dim % s.heads != 0) throw std::invalid_argument("--dim must be a multiple of --heads");
   if (s.heads % s.kv_heads != 0) throw std::invalid_argument("--heads must be a multiple of --kv-heads");
   if (s.head_dim() % 2 != 0) throw std::invalid_argument("head_dim (dim / heads) must be even for RoPE");
-  const DType dtype = kDTypes.at(dtype_name_arg);
+  const DType dtype = dtypes.at(dtype_name_arg);
   if (format == "safetensors" && dtype_is_quantized(dtype))
     throw std::invalid_argument("safetensors cannot hold " + dtype_name_arg + "; use --format gguf");
 

@@ -1,14 +1,12 @@
 #include "kernels/cpu/convert.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "core/quant_blocks.hpp"
 
 #include "kernels/cpu/dequantize.hpp"
+#include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace orzo::cpu {
@@ -106,56 +104,10 @@ void f32_row_to_bf16(const float* src, int64_t n, uint8_t* dst) {
   for (; i < n; ++i) store_u16(dst + 2 * i, f32_to_bf16(src[i]));
 }
 
-// GGML rounds the product to f32 before adding 8.5; GCC would otherwise fuse the two into
-// one FMA (even across statements), which moves values that sit next to a rounding edge.
-float rounded_product(float a, float b) {
-  volatile float p = a * b;
-  return p;
-}
-
 void check_blocks(DType t, int64_t n) {
   if (n % dtype_block_elems(t) != 0)
     throw std::invalid_argument(std::string(dtype_name(t)) + " row length " + std::to_string(n) +
                                 " is not a multiple of " + std::to_string(dtype_block_elems(t)));
-}
-
-// GGML's reference rounding: d = amax / 127 and q = round-half-away(x / d), where the
-// division uses the unrounded f32 d even though the stored scale is f16.
-void f32_row_to_q8_0(const float* src, int64_t n, uint8_t* dst) {
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += kQuantBlock, dst += sizeof(BlockQ8_0)) {
-    float amax = 0.0f;
-    for (int64_t j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    store_u16(dst, f32_to_f16(d));
-    auto* q = reinterpret_cast<int8_t*>(dst + 2);
-    for (int64_t j = 0; j < kQuantBlock; ++j) q[j] = static_cast<int8_t>(std::round(src[j] * id));
-  }
-}
-
-// GGML's reference rounding: the scale maps the signed value of largest magnitude to -8,
-// so the full range [-8, 7] is used on the side that needs it.
-void f32_row_to_q4_0(const float* src, int64_t n, uint8_t* dst) {
-  constexpr int64_t half = kQuantBlock / 2;
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, src += kQuantBlock, dst += sizeof(BlockQ4_0)) {
-    float amax = 0.0f, max = 0.0f;
-    for (int64_t j = 0; j < kQuantBlock; ++j) {
-      if (amax < std::fabs(src[j])) {
-        amax = std::fabs(src[j]);
-        max = src[j];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    store_u16(dst, f32_to_f16(d));
-    uint8_t* q = dst + 2;
-    for (int64_t j = 0; j < half; ++j) {
-      // Truncation toward zero after +8.5 is GGML's rounding; the operands stay in [0, 16.5].
-      const int lo = std::min(15, static_cast<int>(rounded_product(src[j], id) + 8.5f));
-      const int hi = std::min(15, static_cast<int>(rounded_product(src[j + half], id) + 8.5f));
-      q[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
 }
 
 }  // namespace
@@ -176,11 +128,8 @@ void quantize_row(DType t, const float* src, int64_t n, void* dst) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::F16: f32_row_to_f16(src, n, bytes); return;
     case DType::BF16: f32_row_to_bf16(src, n, bytes); return;
-    case DType::Q8_0: check_blocks(t, n); f32_row_to_q8_0(src, n, bytes); return;
-    case DType::Q4_0: check_blocks(t, n); f32_row_to_q4_0(src, n, bytes); return;
-    default: break;
+    default: check_blocks(t, n); quantize_blocks(t, src, n, bytes); return;
   }
-  throw std::invalid_argument(std::string("quantize_row: writing ") + dtype_name(t) + " is not supported");
 }
 
 }  // namespace orzo::cpu

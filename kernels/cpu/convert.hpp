@@ -10,7 +10,7 @@ namespace orzo::cpu {
 // dst[0..n) = the n elements of one row stored as `t` at src.
 void dequantize_row(DType t, const void* src, int64_t n, float* dst);
 
-// The inverse: stores n f32 values as `t` (GGML's Q8_0 / Q4_0 rounding for the quants).
+// The inverse: stores n f32 values as `t` (the block types through quantize.hpp).
 void quantize_row(DType t, const float* src, int64_t n, void* dst);
 
 }  // namespace orzo::cpu

@@ -183,6 +183,47 @@ TEST_F(MakeModel, QuantizedGgufStaysCloseToF32) {
   }
 }
 
+// The other block types: in the tiny shape (64-wide rows, ffn_down 172) the 256-weight types
+// fall back as llama.cpp's quantizer does, and what fits nothing becomes F16; a 256-wide
+// shape keeps them. Tolerances: a few quantization steps of these 0.02-scale weights.
+TEST_F(MakeModel, EveryBlockTypeWithLlamaCppFallbacks) {
+  struct Case {
+    const char* name;
+    DType type, tiny_fallback;
+    float tolerance;
+  };
+  const Case cases[] = {{"q4_1", DType::Q4_1, DType::Q4_1, 1e-2f},    {"q5_0", DType::Q5_0, DType::Q5_0, 5e-3f},
+                        {"q5_1", DType::Q5_1, DType::Q5_1, 5e-3f},    {"q2_k", DType::Q2_K, DType::IQ4_NL, 4e-2f},
+                        {"q3_k", DType::Q3_K, DType::IQ4_NL, 2e-2f},  {"q4_k", DType::Q4_K, DType::Q5_0, 1e-2f},
+                        {"q5_k", DType::Q5_K, DType::Q5_1, 5e-3f},    {"q6_k", DType::Q6_K, DType::Q8_0, 3e-3f},
+                        {"iq4_nl", DType::IQ4_NL, DType::IQ4_NL, 1e-2f}, {"iq4_xs", DType::IQ4_XS, DType::IQ4_NL, 1e-2f}};
+  const std::string wide = "--dim 256 --hidden 512 --heads 4 --kv-heads 2 --seed 3 --format gguf";
+  ASSERT_EQ(run("--shape tiny --dtype f32 --format gguf --seed 3 --out " + path("tiny.gguf")), 0) << log();
+  ASSERT_EQ(run("--shape tiny --dtype f32 " + wide + " --out " + path("wide.gguf")), 0) << log();
+  const GgufFile tiny_ref = read_gguf(path("tiny.gguf")), wide_ref = read_gguf(path("wide.gguf"));
+  for (const auto& c : cases) {
+    for (const bool is_wide : {false, true}) {
+      const std::string file = path(std::string(c.name) + (is_wide ? "-wide" : "") + ".gguf");
+      ASSERT_EQ(run("--shape tiny --dtype " + std::string(c.name) + " " +
+                    (is_wide ? wide : std::string("--format gguf --seed 3")) + " --out " + file),
+                0)
+          << log();
+      const GgufFile g = read_gguf(file);
+      const auto want = index(is_wide ? wide_ref.tensors : tiny_ref.tensors);
+      for (const auto& t : g.tensors) {
+        const bool norm = t.name.find("norm") != std::string::npos;
+        const bool down = t.name.find("ffn_down") != std::string::npos;
+        const DType expect = norm ? DType::F32 : is_wide ? c.type : down ? DType::F16 : c.tiny_fallback;
+        EXPECT_EQ(t.dtype, expect) << c.name << " " << t.name;
+        const auto got = values(t), exact = values(*want.at(t.name));
+        float worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - exact[i]));
+        EXPECT_LT(worst, c.tolerance) << c.name << " " << t.name;
+      }
+    }
+  }
+}
+
 TEST_F(MakeModel, SafetensorsDtypesOverridesAndTying) {
   ASSERT_EQ(run("--shape tiny --dtype bf16 --format safetensors --layers 1 --vocab 100 --tied --out " + path("hf")), 0)
       << log();

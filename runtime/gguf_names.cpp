@@ -1,0 +1,63 @@
+#include "runtime/gguf_names.hpp"
+
+#include <utility>
+
+namespace orzo {
+namespace {
+
+const std::pair<const char*, const char*> kGlobals[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
+// blk.N.<gguf> <-> model.layers.N.<hf>, each followed by .weight or .bias.
+const std::pair<const char*, const char*> kPerLayer[] = {
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
+};
+
+struct LayerName {
+  std::string layer, part, kind;  // "3", "attn_q" or "self_attn.q_proj", "weight"
+};
+
+// prefix N.part.kind -> its pieces; nullopt when the name does not have that form.
+std::optional<LayerName> split_layer_name(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  const auto dot1 = name.find('.', prefix.size());
+  const auto dot_last = name.rfind('.');
+  if (dot1 == std::string::npos || dot_last <= dot1) return std::nullopt;
+  return LayerName{name.substr(prefix.size(), dot1 - prefix.size()), name.substr(dot1 + 1, dot_last - dot1 - 1),
+                   name.substr(dot_last + 1)};
+}
+
+}  // namespace
+
+std::string hf_name_of_gguf(const std::string& name) {
+  for (const auto& [gguf, hf] : kGlobals)
+    if (name == gguf) return hf;
+  const auto n = split_layer_name(name, "blk.");
+  if (!n) return name;
+  for (const auto& [gguf, hf] : kPerLayer)
+    if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
+  return name;
+}
+
+std::optional<std::string> gguf_name_of_hf(const std::string& name) {
+  for (const auto& [gguf, hf] : kGlobals)
+    if (name == hf) return std::string(gguf);
+  const auto n = split_layer_name(name, "model.layers.");
+  if (!n) return std::nullopt;
+  for (const auto& [gguf, hf] : kPerLayer)
+    if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;
+  return std::nullopt;
+}
+
+int64_t hf_row_of_interleaved(int64_t r, int64_t rows, int64_t heads) {
+  const int64_t head_dim = rows / heads, local = r % head_dim;
+  return r - local + (local % 2) * (head_dim / 2) + local / 2;
+}
+
+}  // namespace orzo

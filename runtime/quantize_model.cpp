@@ -1,0 +1,196 @@
+#include "runtime/quantize_model.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "core/load_error.hpp"
+#include "core/thread_pool.hpp"
+#include "formats/gguf.hpp"
+#include "formats/gguf_writer.hpp"
+#include "formats/safetensors.hpp"
+#include "kernels/cpu/convert.hpp"
+#include "runtime/gguf_names.hpp"
+#include "runtime/model_config.hpp"
+
+namespace orzo {
+namespace {
+
+constexpr size_t kChunkBytes = 16u << 20;  // input rows decoded and re-encoded at a time
+
+// One tensor of the output and where its rows come from.
+struct Source {
+  std::string name;  // GGUF name
+  TensorView view;   // the input's bytes (its name and shape as the input stores them)
+  std::vector<float> values;  // instead of view: a tensor computed here (rope_freqs)
+  std::vector<int64_t> shape;
+  int64_t rope_heads = 0;     // > 0: rows are permuted from HF order into llama.cpp's
+};
+
+struct Input {
+  std::vector<std::shared_ptr<const MappedFile>> files;  // keep the views' bytes mapped
+  std::vector<Source> tensors;
+  std::function<void(GgufWriter&)> write_metadata;
+  int64_t layers = 0;
+};
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Keys the output states afresh.
+const std::set<std::string> kRewrittenKeys = {"general.file_type", "general.quantization_version", "general.alignment"};
+
+Input read_gguf_input(const std::string& path) {
+  Input in;
+  auto f = std::make_shared<GgufFile>(read_gguf(path));
+  const ModelConfig config = read_gguf_config(*f);  // refuses what orzo cannot run
+  in.layers = config.num_layers;
+  in.files.push_back(f->file);
+  for (const auto& t : f->tensors) in.tensors.push_back({t.name, t, {}, t.shape, 0});
+  in.write_metadata = [f](GgufWriter& out) {
+    for (const auto& key : f->metadata.keys())
+      if (!kRewrittenKeys.count(key)) out.add_raw(key, f->metadata.raw(key));
+  };
+  return in;
+}
+
+std::string gguf_architecture(const ModelConfig& c, const std::string& source) {
+  if (c.architecture == "qwen2" || c.architecture == "qwen3") return c.architecture;
+  // llama.cpp converts Mistral as llama; its sliding window is a key of its own.
+  if (c.architecture == "llama" || c.architecture == "mistral") return "llama";
+  throw LoadError(source + ": no GGUF layout for architecture " + c.architecture);
+}
+
+// Llama 3 scaling as llama.cpp stores it: per-frequency divisors of the unscaled inverse
+// frequencies, which orzo's GGUF loader (and llama.cpp) divide by.
+std::vector<float> rope_divisors(const ModelConfig& c) {
+  ModelConfig unscaled = c;
+  unscaled.rope_scaling = {};
+  const auto base = rope_inv_freq(unscaled), scaled = rope_inv_freq(c);
+  std::vector<float> d(base.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = base[i] / scaled[i];
+  return d;
+}
+
+Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
+  Input in;
+  const ModelConfig c = read_hf_config(dir);
+  const std::string arch = gguf_architecture(c, dir);
+  // orzo's GGUF reader (as llama.cpp) knows biases only as Qwen2's q/k/v ones.
+  if (c.o_bias || (c.qkv_bias && arch != "qwen2"))
+    throw LoadError(dir + "/config.json: attention biases of " + c.architecture + " have no GGUF layout here");
+  in.layers = c.num_layers;
+  const bool permute = arch == "llama";
+  for (auto& f : read_safetensors_dir(dir)) {
+    in.files.push_back(f.file);
+    for (const auto& t : f.tensors) {
+      if (t.name.size() > 20 && t.name.compare(t.name.size() - 20, 20, "rotary_emb.inv_freq") == 0) continue;
+      if (t.name == "lm_head.weight" && c.tie_word_embeddings) continue;
+      const auto name = gguf_name_of_hf(t.name);
+      if (!name) throw LoadError(t.file + ": tensor " + t.name + " has no place in the GGUF layout");
+      int64_t heads = 0;
+      if (permute && t.shape.size() == 2) {
+        if (t.name.find("self_attn.q_proj.weight") != std::string::npos) heads = c.num_heads;
+        if (t.name.find("self_attn.k_proj.weight") != std::string::npos) heads = c.num_kv_heads;
+      }
+      in.tensors.push_back({*name, t, {}, t.shape, heads});
+    }
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
+    auto d = rope_divisors(c);
+    const auto n = static_cast<int64_t>(d.size());
+    in.tensors.push_back({"rope_freqs.weight", {}, std::move(d), {n}, 0});
+  }
+  in.write_metadata = [c, arch, dir, tokenizer = options.hf_tokenizer](GgufWriter& out) {
+    const std::string p = arch + ".";
+    const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+    out.add_string("general.architecture", arch);
+    out.add_string("general.name", std::filesystem::path(dir).filename().string());
+    out.add_u32(p + "context_length", u32(c.max_position));
+    out.add_u32(p + "embedding_length", u32(c.hidden_size));
+    out.add_u32(p + "feed_forward_length", u32(c.intermediate_size));
+    out.add_u32(p + "block_count", u32(c.num_layers));
+    out.add_u32(p + "attention.head_count", u32(c.num_heads));
+    out.add_u32(p + "attention.head_count_kv", u32(c.num_kv_heads));
+    out.add_u32(p + "attention.key_length", u32(c.head_dim));
+    out.add_u32(p + "attention.value_length", u32(c.head_dim));
+    out.add_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+    out.add_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
+    out.add_u32(p + "rope.dimension_count", u32(c.head_dim));
+    out.add_u32(p + "vocab_size", u32(c.vocab_size));
+    if (c.rope_scaling.type == RopeScaling::Type::Linear) {
+      out.add_string(p + "rope.scaling.type", "linear");
+      out.add_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+    }
+    if (c.sliding_window) out.add_u32(p + "attention.sliding_window", u32(*c.sliding_window));
+    if (c.bos_token_id) out.add_u32("tokenizer.ggml.bos_token_id", u32(*c.bos_token_id));
+    if (!c.eos_token_ids.empty()) out.add_u32("tokenizer.ggml.eos_token_id", u32(c.eos_token_ids[0]));
+    if (tokenizer) tokenizer(out, dir);
+  };
+  return in;
+}
+
+void write_rows(GgufWriter& out, ThreadPool& pool, const Source& s, DType type, size_t& bytes_done) {
+  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < s.shape.size(); ++i) rows *= s.shape[i];
+  const size_t out_row = dtype_row_bytes(type, cols);
+  const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / (static_cast<size_t>(cols) * 4)));
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(rows, per_chunk)) * out_row);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()), std::vector<float>(static_cast<size_t>(cols)));
+  for (int64_t first = 0; first < rows; first += per_chunk) {
+    const int64_t n = std::min(per_chunk, rows - first);
+    pool.parallel_for(n, [&](int64_t begin, int64_t end, int thread) {
+      float* row = scratch[static_cast<size_t>(thread)].data();
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t at = s.rope_heads > 0 ? hf_row_of_interleaved(first + r, rows, s.rope_heads) : first + r;
+        if (s.view.data)
+          cpu::dequantize_row(s.view.dtype, s.view.row(at), cols, row);
+        else
+          std::copy_n(s.values.data() + at * cols, cols, row);
+        cpu::quantize_row(type, row, cols, chunk.data() + static_cast<size_t>(r) * out_row);
+      }
+    });
+    out.write_tensor_data(chunk.data(), static_cast<size_t>(n) * out_row);
+    if (s.view.data) bytes_done += static_cast<size_t>(n) * dtype_row_bytes(s.view.dtype, cols);
+  }
+}
+
+}  // namespace
+
+void quantize_model(const std::string& in_path, const std::string& out_path, const QuantTarget& target,
+                    const QuantizeOptions& options) {
+  const Input in = is_directory(in_path) ? read_hf_input(in_path, options) : read_gguf_input(in_path);
+  bool has_output = false;
+  size_t bytes_total = 0;
+  for (const auto& s : in.tensors) {
+    has_output = has_output || s.name == "output.weight";
+    bytes_total += s.view.nbytes;
+  }
+  // Every type is decided before anything is written, so a tensor the target cannot store
+  // fails fast.
+  std::vector<DType> types;
+  for (const auto& s : in.tensors) types.push_back(recipe_type(target, {s.name, s.shape}, in.layers, has_output));
+
+  GgufWriter out(out_path);
+  in.write_metadata(out);
+  out.add_u32("general.file_type", target.file_type);
+  out.add_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION of these block layouts
+  for (size_t i = 0; i < in.tensors.size(); ++i) out.add_tensor(in.tensors[i].name, types[i], in.tensors[i].shape);
+
+  ThreadPool pool(options.threads);
+  size_t bytes_done = 0;
+  for (size_t i = 0; i < in.tensors.size(); ++i) {
+    write_rows(out, pool, in.tensors[i], types[i], bytes_done);
+    if (options.on_tensor) options.on_tensor({i + 1, in.tensors.size(), in.tensors[i].name, types[i], bytes_done, bytes_total});
+  }
+  out.finish();
+}
+
+}  // namespace orzo

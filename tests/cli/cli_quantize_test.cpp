@@ -1,0 +1,191 @@
+// `orzo quantize` end to end: what it writes loads in orzo and runs, an HF checkpoint
+// converts to the GGUF llama.cpp's converter would write (same logits as transformers, the
+// same Q8_0 bytes as the fixture made with gguf.quants), bad input leaves no file; and
+// --quantize at load gives the model the written file holds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/gguf.hpp"
+#include "runtime/cpu_backend.hpp"
+#include "runtime/model.hpp"
+#include "tests/support/cli_harness.hpp"
+#include "tests/support/model_harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace orzo {
+namespace {
+
+namespace fs = std::filesystem;
+using orzo::testing::expect_refused;
+using orzo::testing::orzo;
+
+class QuantizeCommand : public orzo::testing::TempDirTest {
+ protected:
+  // A random Llama whose every matrix splits into 256-weight blocks.
+  std::string make_model(const std::string& name, const std::string& format = "gguf") const {
+    const std::string out = path(name);
+    const std::string cmd = "'" + std::string(ORZO_MAKE_MODEL_PATH) +
+                            "' --shape tiny --dim 256 --hidden 512 --heads 4 --kv-heads 2 --layers 2 --vocab 512"
+                            " --dtype f32 --seed 5 --format " + format + " --out '" + out + "' > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return out;
+  }
+  void quantize(const std::string& in, const std::string& out, const std::string& type) const {
+    const auto r = orzo("quantize '" + in + "' '" + out + "' " + type);
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+};
+
+std::vector<float> logits_of(const std::string& model_path, const std::vector<int32_t>& prompt) {
+  auto model = Model::load(model_path);
+  CpuBackend::Options o;
+  o.kv_blocks = 4;
+  o.threads = 2;
+  CpuBackend backend(model, o);
+  orzo::testing::Pipeline p({&backend}, 4);
+  return p.prefill_all(0, prompt);
+}
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+const std::vector<int32_t> kPrompt = {1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33};
+
+// A quantized file runs through the kernels of its types; the same weights dequantized to
+// F32 run through the F32 path. With f32 activations (CpuBackend's default) both compute the
+// same function of the same weights, so they agree to f32 rounding: 1e-4 of the logits' range.
+TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
+  const std::string f32 = make_model("f32.gguf");
+  const auto reference = logits_of(f32, kPrompt);
+  for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+                           "iq4_nl", "iq4_xs", "Q4_K_M", "Q3_K_M"}) {
+    SCOPED_TRACE(type);
+    const std::string q = path(std::string(type) + ".gguf"), back = path(std::string(type) + "-f32.gguf");
+    quantize(f32, q, type);
+    quantize(q, back, "f32");
+    const auto quantized = logits_of(q, kPrompt), dequantized = logits_of(back, kPrompt);
+    ASSERT_EQ(quantized.size(), dequantized.size());
+    EXPECT_LE(orzo::testing::max_abs_diff(quantized.data(), dequantized.data(), quantized.size()),
+              1e-4f * max_abs(dequantized));
+    // Against the unquantized weights, even Q2_K keeps the logits within half their range.
+    const float moved = orzo::testing::max_abs_diff(quantized.data(), reference.data(), quantized.size());
+    EXPECT_LE(moved, 0.5f * max_abs(reference));
+  }
+}
+
+// The HF fixtures converted to F32 GGUF (names, q/k permutation, rope_freqs for Llama 3,
+// Mistral as llama with its sliding window, Qwen biases and q/k norms) reproduce the logits
+// transformers computed from the checkpoint.
+TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
+  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
+    const std::string out = path(std::string(arch) + ".gguf");
+    quantize(dir, out, "f32");
+    std::ifstream in(dir + "/expected.json");
+    const auto j = nlohmann::json::parse(in);
+    const auto expected = orzo::testing::read_f32_file(dir + "/expected_logits.bin");
+    const auto prompt = j["prompts"][0].get<std::vector<int32_t>>();
+    const auto logits = logits_of(out, prompt);
+    ASSERT_LE(logits.size(), expected.size());
+    EXPECT_LE(orzo::testing::max_abs_diff(logits.data(), expected.data(), logits.size()), 1e-4f);
+  }
+}
+
+// tools/make_fixtures.py quantized the llama fixture with gguf.quants after llama.cpp's
+// permutation; quantizing the checkpoint here must give the same bytes.
+TEST_F(QuantizeCommand, HfQ8_0IsTheFixtureMadeByGgufPy) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
+  for (const char* type : {"q8_0", "q4_0"}) {
+    SCOPED_TRACE(type);
+    const std::string out = path(std::string(type) + ".gguf");
+    quantize(dir, out, type);
+    const GgufFile ours = read_gguf(out), theirs = read_gguf(dir + "/model-" + type + ".gguf");
+    ASSERT_EQ(ours.tensors.size(), theirs.tensors.size());
+    for (const auto& t : theirs.tensors) {
+      const TensorView* mine = nullptr;
+      for (const auto& o : ours.tensors)
+        if (o.name == t.name) mine = &o;
+      ASSERT_NE(mine, nullptr) << t.name;
+      if (t.shape.size() < 2) continue;  // the fixture keeps its norms F32 too, but as written by numpy
+      ASSERT_EQ(mine->dtype, t.dtype) << t.name;
+      ASSERT_EQ(mine->nbytes, t.nbytes) << t.name;
+      EXPECT_EQ(std::memcmp(mine->data, t.data, t.nbytes), 0) << t.name;
+    }
+  }
+}
+
+// --quantize re-encodes at load with the same recipe and encoder: the model equals the one
+// loaded from orzo quantize's output, logit for logit.
+TEST_F(QuantizeCommand, QuantizingAtLoadEqualsLoadingTheQuantizedFile) {
+  const std::string f32 = make_model("f32.gguf");
+  for (const char* type : {"q8_0", "q4_k", "Q4_K_M", "iq4_xs", "q2_k"}) {
+    SCOPED_TRACE(type);
+    const std::string q = path(std::string(type) + ".gguf");
+    quantize(f32, q, type);
+    auto at_load = Model::load(f32, type);
+    auto from_file = Model::load(q);
+    ASSERT_EQ(at_load->layer(1).w_down.dtype, from_file->layer(1).w_down.dtype);
+    ASSERT_EQ(at_load->lm_head().dtype, from_file->lm_head().dtype);
+    CpuBackend::Options o;
+    o.kv_blocks = 4;
+    o.threads = 2;
+    CpuBackend a(at_load, o), b(from_file, o);
+    orzo::testing::Pipeline pa({&a}, 4), pb({&b}, 4);
+    EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
+  }
+  EXPECT_THROW(Model::load(f32, "q9"), std::invalid_argument);
+}
+
+TEST_F(QuantizeCommand, GenerateTakesQuantize) {
+  const std::string f32 = make_model("f32.gguf");
+  const auto r = orzo("generate -m '" + f32 + "' --quantize Q4_K_M -p 'Once' --temperature 0 -n 4 -t 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  expect_refused("generate -m '" + f32 + "' --quantize q9 -p 'Once' -n 4 -t 1", "--quantize: unknown type 'q9'");
+}
+
+TEST_F(QuantizeCommand, BadInputFailsWithOneLineAndNoFile) {
+  const std::string f32 = make_model("f32.gguf");
+  const std::string out = path("out.gguf");
+  expect_refused("quantize '" + path("missing.gguf") + "' '" + out + "' q8_0", "no such file");
+  expect_refused("quantize '" + f32 + "' '" + out + "' q9_k", "unknown type 'q9_k'");
+  expect_refused("quantize '" + path("f32.gguf") + "' '" + out + "'", "type");  // too few arguments
+  // The tiny shape's 64-wide rows do not split into Q4_K's 256-weight blocks; the mix falls back.
+  const std::string cmd = "'" + std::string(ORZO_MAKE_MODEL_PATH) + "' --shape tiny --dtype f32 --format gguf --out '" +
+                          path("tiny.gguf") + "' > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  expect_refused("quantize '" + path("tiny.gguf") + "' '" + out + "' q4_k", "token_embd.weight: rows of 64");
+  // Not a GGUF at all, under an existing output that must survive the failure.
+  { std::ofstream(path("junk.gguf")) << "not a model"; }
+  { std::ofstream(out) << "keep me"; }
+  expect_refused("quantize '" + path("junk.gguf") + "' '" + out + "' q8_0", "junk.gguf");
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  std::ifstream kept(out);
+  std::string content;
+  std::getline(kept, content);
+  EXPECT_EQ(content, "keep me");
+  fs::remove(out);
+  expect_refused("quantize '" + path("tiny.gguf") + "' '" + out + "' q4_k", "Q4_K");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  // The mix takes the same model, falling back per tensor.
+  const auto r = orzo("quantize '" + path("tiny.gguf") + "' '" + out + "' Q4_K_M");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace orzo
