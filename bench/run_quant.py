@@ -21,7 +21,7 @@ import time
 from bench_models import ROOT
 from run_cpu import ceilings, run
 
-TYPES = ["q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
+TYPES = ["Q4_K_M", "q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
 
@@ -39,9 +39,15 @@ def cpu_model():
 
 
 def small_model(build, models, dtype):
+    """One type throughout from orzo-make-model; a llama.cpp mix (Q4_K_M, ...) by `orzo
+    quantize` of the F16 model, choosing per tensor as llama.cpp's quantizer does."""
     path = os.path.join(models, f"small-{dtype}.gguf")
     if not os.path.exists(path):
-        run([f"{build}/tools/orzo-make-model", "--shape", "small", "--dtype", dtype, "--format", "gguf", "--out", path])
+        if dtype.isupper():
+            run([f"{build}/cli/orzo", "quantize", small_model(build, models, "f16"), path, dtype])
+        else:
+            run([f"{build}/tools/orzo-make-model", "--shape", "small", "--dtype", dtype, "--format", "gguf",
+                 "--out", path])
     return path
 
 
