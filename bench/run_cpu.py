@@ -50,10 +50,11 @@ def ceilings(build, only=None):
     return read_bw, sgemm
 
 
-def bench(build, model, batch, prompt, gen, threads, key, tries=5):
-    """The best of `tries` runs by `key`: like the ceilings, what the machine can do."""
+def bench(build, model, batch, prompt, gen, threads, key, tries=5, extra=()):
+    """The best of `tries` runs by `key`: like the ceilings, what the machine can do. `extra`:
+    more `orzo bench` flags (e.g. --int8-activations)."""
     cmd = [f"{build}/cli/orzo", "bench", "-m", model, "--batch", str(batch), "--prompt", str(prompt),
-           "--gen", str(gen), "--json"]
+           "--gen", str(gen), "--json", *extra]
     if threads:
         cmd += ["--threads", str(threads)]
     return max((json.loads(run(cmd)) for _ in range(tries)), key=lambda r: r[key])

@@ -19,6 +19,7 @@ import platform
 import time
 
 from bench_models import ROOT
+import run_cpu
 from run_cpu import ceilings, run
 
 TYPES = ["Q4_K_M", "q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
@@ -63,15 +64,7 @@ def main():
     modes = [("f32", []), ("int8", ["--int8-activations"])]
 
     def bench(model, batch, prompt, gen, key, flags):
-        """run_cpu.bench with the activation mode's flags."""
-        cmd = [f"{args.build}/cli/orzo", "bench", "-m", model, "--batch", str(batch), "--prompt", str(prompt),
-               "--gen", str(gen), "--json", *flags] + (["--threads", str(args.threads)] if args.threads else [])
-        return max((json.loads(run(cmd)) for _ in range(args.tries)), key=lambda r: r[key])
-    os.makedirs(args.models, exist_ok=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    models = [(t.upper() + ", small shape", small_model(args.build, args.models, t)) for t in args.types.split(",") if t]
-    if os.path.exists(SMOLLM2):
-        models.append(("SmolLM2-135M-Instruct Q4_1 (real file)", SMOLLM2))
+        return run_cpu.bench(args.build, model, batch, prompt, gen, args.threads, key, args.tries, flags)
 
     rows = []
     for label, model in models:
