@@ -4,6 +4,7 @@
 #include "actors/remote.hpp"
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "runtime/model.hpp"
 #include "runtime/null_backend.hpp"
 
@@ -232,6 +233,8 @@ nlohmann::json actor_bench_report(const BenchOptions& o, const Tally& tally, Clo
   const double delivered = static_cast<double>(tally.tokens.load());
   const double decode_tokens = delivered - static_cast<double>(tally.tokens_at_all_started);
   nlohmann::json j = {{"backend", o.backend},
+                      {"cpu", cpu::cpu_model_name()},
+                      {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
                       {"worker_thread", o.worker_thread},
                       {"model", o.model},
                       {"placement", o.placement},

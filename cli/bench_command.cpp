@@ -16,6 +16,8 @@
 
 #include "cli/actor_bench.hpp"
 #include "cli/bench_options.hpp"
+#include "cli/cpu_kernels_flag.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sampler.hpp"
@@ -189,10 +191,13 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
                         {"weight_read_bytes_per_s", weight_bw},
-                        {"activations", o.int8_activations ? "int8" : "f32"}};
+                        {"activations", o.int8_activations ? "int8" : "f32"},
+                        {"cpu", cpu::cpu_model_name()},
+                        {"cpu_isa", cpu::isa_name(cpu::kernels().isa)}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
+    std::printf("CPU %s, kernels %s\n", cpu::cpu_model_name().c_str(), cpu::isa_name(cpu::kernels().isa));
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
   }
@@ -236,7 +241,9 @@ void add_bench_command(CLI::App& app) {
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")
       ->check(CLI::Range(1, 65535));
+  add_cpu_isa_flag(*cmd, o->cpu_isa);
   cmd->callback([o] {
+    select_cpu_kernels(o->cpu_isa);
     if (o->backend == "null" || o->actors) return run_actor_bench(*o);
     if (o->model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
     run_bench(*o);

@@ -1,5 +1,6 @@
 #include "cli/engine_flags.hpp"
 
+#include "cli/cpu_kernels_flag.hpp"
 #include "runtime/model.hpp"
 
 #include <CLI/CLI.hpp>
@@ -42,6 +43,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
   cmd.add_flag("--int8-activations", engine.backend.int8_activations,
                "CPU: round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
+  add_cpu_isa_flag(cmd, cpu_isa);
   cmd.add_option("--max-num-seqs", engine.scheduler.max_num_seqs, "Sequences per step at most")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -84,6 +86,7 @@ EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
   o.worker_thread = parse_worker_thread(worker_thread);
   o.backend.cuda_graphs = !enforce_eager;
+  cpu_kernels_ = select_cpu_kernels(cpu_isa);
   runs_default_model_ = model.empty();
   if (runs_default_model_) {
     o.model = default_model();

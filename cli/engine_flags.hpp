@@ -27,17 +27,22 @@ struct EngineFlags {
   bool ignore_eos = false;
   std::string worker_thread = "auto";
   bool enforce_eager = false;
+  std::string cpu_isa;  // --cpu-isa
 
   void add_to(CLI::App& cmd);          // both of the below
   void add_engine_to(CLI::App& cmd);   // model, placement, threads, batching, KV cache
   void add_sampling_to(CLI::App& cmd);  // one request's sampling and limits
-  // Fills engine.model, saying on stderr which model it is when it is the default one.
+  // Fills engine.model, saying on stderr which model it is when it is the default one, and
+  // selects the CPU kernels (cpu_kernels_flag.hpp).
   EngineOptions engine_options();
   // `started`: the engine started from engine_options(), whose model may stop on more than its EOS.
   SessionRequest session_request(std::string id, const Engine& started) const;
+  // After engine_options(): the CPU and its kernels' ISA level, for the log.
+  const std::string& cpu_kernels() const { return cpu_kernels_; }
 
  private:
   bool runs_default_model_ = false;
+  std::string cpu_kernels_;
 };
 
 // "own", "shared" or "auto", as --worker-thread takes them.

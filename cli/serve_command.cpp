@@ -125,6 +125,7 @@ int run_serve(ServeFlags& f) {
   server.start();
   std::fprintf(stderr, "orzo serve: listening on http://%s:%u, loading %s\n", f.http.host.c_str(),
                static_cast<unsigned>(server.port()), options.model.c_str());
+  std::fprintf(stderr, "orzo serve: %s\n", f.engine.cpu_kernels().c_str());
 
   std::unique_ptr<Engine> engine;
   options.on_load_progress = progress_bar(stop);

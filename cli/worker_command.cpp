@@ -2,6 +2,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/worker.hpp"
+#include "cli/cpu_kernels_flag.hpp"
 #include "cli/middleman_flags.hpp"
 #include "protocol/errors.hpp"
 #include "runtime/model.hpp"
@@ -29,6 +30,7 @@ struct WorkerFlags {
   std::string quantize;
   StageOptions knobs;
   bool enforce_eager = false;
+  std::string cpu_isa;
   MiddlemanFlags middleman;
 };
 
@@ -73,6 +75,7 @@ Reply ask(caf::scoped_actor& self, const batcher_actor& batcher, const std::stri
 int run_worker(const WorkerFlags& flags) {
   const Endpoint where = parse_endpoint(flags.connect);
   const std::string at = where.host + ":" + std::to_string(where.port);
+  const std::string cpu_kernels = select_cpu_kernels(flags.cpu_isa);
   auto model = Model::load(flags.model, flags.quantize);
   const Stage stage = parse_worker_stage(flags.device, flags.layers, static_cast<int32_t>(model->config().num_layers));
   const LayerRange range = stage.layers;
@@ -104,7 +107,8 @@ int run_worker(const WorkerFlags& flags) {
     caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
     throw;
   }
-  std::fprintf(stderr, "orzo worker: serving layers %s for the batcher at %s\n", flags.layers.c_str(), at.c_str());
+  std::fprintf(stderr, "orzo worker: serving layers %s for the batcher at %s; %s\n", flags.layers.c_str(), at.c_str(),
+               cpu_kernels.c_str());
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -134,6 +138,7 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--int8-activations", flags->knobs.int8_activations,
                 "Round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
+  add_cpu_isa_flag(*cmd, flags->cpu_isa);
   cmd->add_option("--gpu-memory-utilization", flags->knobs.gpu_memory_utilization,
                   "With --device cuda: the share of the GPU's memory the stage may fill")
       ->check(CLI::Range(0.01, 1.0))

@@ -9,10 +9,19 @@
 // sub-blocks of 16 or 32 weights whose scales are quantized against the super-block's d.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.hpp"
 
 namespace orzo {
+
+// A 16-bit field of a block (an f16 scale, IQ4_XS's high scale bits); nothing wider than a
+// byte is assumed to be aligned, and memcpy compiles to a plain load.
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 // x = d * q, q in [-127, 127].
 struct BlockQ8_0 { uint16_t d; int8_t qs[kQuantBlock]; };

@@ -22,7 +22,7 @@ root=$(pwd)
 pack() {
   set -e
   export CCACHE_BASEDIR=$(dirname "$root")
-  # ORZO_NATIVE=OFF: the GPU machine's processor is not this one (AVX2 and FMA are the floor).
+  # The package defaults: the CPU kernels are chosen at run time on the GPU machine's processor.
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DORZO_CUDA=ON -DORZO_NATIVE=OFF \
     -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90-real >/dev/null
   cmake --build build-device -j"$(nproc)" --target orzo_tests orzo orzo-make-model gpu_bench

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_tile.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace orzo::cpu {
 
@@ -16,7 +17,7 @@ int32_t first_seen(int32_t pos, const AttentionShape& shape) {
   return std::max<int32_t>(0, pos - static_cast<int32_t>(*shape.sliding_window) + 1);
 }
 
-// Up to kTileLanes query vectors of one run: a run is a sequence's rows at consecutive positions
+// Up to a tile's lanes of query vectors of one run: a run is a sequence's rows at consecutive positions
 // (a prefill chunk, or a lone decode row), and its queries are numbered row by row, the
 // `group` heads sharing a KV head side by side.
 struct TileItem {
@@ -26,7 +27,7 @@ struct TileItem {
   int32_t cost;  // positions its queries span: their keys are read once per tile
 };
 
-std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const AttentionShape& shape) {
+std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const AttentionShape& shape, int lanes) {
   std::vector<TileItem> tiles;
   const auto pos = [&](int64_t row) { return batch.positions[static_cast<size_t>(row)]; };
   const auto seq = [&](int64_t row) { return batch.seq_index[static_cast<size_t>(row)]; };
@@ -34,8 +35,8 @@ std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const
     end = start + 1;
     while (end < batch.rows() && seq(end) == seq(start) && pos(end) == pos(end - 1) + 1) ++end;
     const int64_t queries = (end - start) * group;
-    for (int64_t first = 0; first < queries; first += kTileLanes) {
-      const int count = static_cast<int>(std::min<int64_t>(kTileLanes, queries - first));
+    for (int64_t first = 0; first < queries; first += lanes) {
+      const int count = static_cast<int>(std::min<int64_t>(lanes, queries - first));
       const int32_t top = pos(start + (first + count - 1) / group);
       tiles.push_back({start, first, count, top - first_seen(pos(start + first / group), shape) + 1});
     }
@@ -53,21 +54,22 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
   const int64_t q_stride = shape.num_heads * hd;
   // Scores go to a base-2 softmax: exp(x / sqrt(d)) = 2^(x * log2(e) / sqrt(d)).
   const float q_scale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
-  const std::vector<TileItem> tiles = make_tiles(batch, group, shape);
+  const KernelTable& k = kernels();
+  const std::vector<TileItem> tiles = make_tiles(batch, group, shape, k.tile_lanes);
   const int64_t items = static_cast<int64_t>(tiles.size()) * kv_heads;
   pool.parallel_for_dynamic(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const TileItem& t = tiles[static_cast<size_t>(item / kv_heads)];
       const int64_t kvh = item % kv_heads;
       const int32_t seq = batch.seq_index[static_cast<size_t>(t.run_row)];
-      TileQuery queries[kTileLanes];
+      TileQuery queries[kMaxTileLanes];
       for (int i = 0; i < t.count; ++i) {
         const int64_t row = t.run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
         const int32_t pos = batch.positions[static_cast<size_t>(row)];
         queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
       }
       const HeadCache kv{&cache, layer, batch.block_tables[static_cast<size_t>(seq)].data(), kvh * hd};
-      attend_tile(queries, t.count, kv, hd, q_scale);
+      k.attend_tile(queries, t.count, kv, hd, q_scale);
     }
   });
 }

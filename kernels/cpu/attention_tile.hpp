@@ -14,13 +14,9 @@
 
 namespace orzo::cpu {
 
-// Queries per tile: one vector register's worth of floats. Twice AVX2's 8 would not fit
-// its 16 registers.
-#if defined(__AVX512F__)
-inline constexpr int kTileLanes = 16;
-#else
-inline constexpr int kTileLanes = 8;
-#endif
+// Queries per tile: one vector register's worth of floats on the ISA level that runs
+// (KernelTable::tile_lanes), at most this many.
+inline constexpr int kMaxTileLanes = 16;
 
 struct TileQuery {
   const float* q;  // head_dim values
@@ -36,8 +32,8 @@ struct HeadCache {
   int64_t offset;  // of the head within a slot's kv_dim floats
 };
 
-// q_scale multiplies the scores before the base-2 softmax: log2(e) / sqrt(head_dim).
-// `count` <= kTileLanes; the K/V of every position a query sees must be in the cache.
-void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
+// The tile itself is kernels().attend_tile (isa.hpp), compiled per ISA level: q_scale
+// multiplies the scores before the base-2 softmax, log2(e) / sqrt(head_dim); `count` <=
+// tile_lanes; the K/V of every position a query sees must be in the cache.
 
 }  // namespace orzo::cpu

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "core/quant_blocks.hpp"
-#include "kernels/cpu/simd.hpp"
 
 // Bit-exactness with the reference needs every product and sum rounded on its own, in the
 // reference's order ((d * sc) * q - dmin * m): this file is compiled with -ffp-contract=off

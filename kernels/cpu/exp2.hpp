@@ -2,10 +2,19 @@
 // 2^x over an array, in a form the compiler vectorizes: std::exp is a scalar libm call
 // without -ffast-math, and softmax and SiLU take one per element. Attention folds log2(e)
 // into its query scale so the exponential it needs is this one.
+//
+// Baseline code (swiglu.hpp) and the per-ISA attention tile (isa/) both use it, so it has
+// internal linkage, and within an ISA level's compilation it lives in that level's
+// namespace, as target.hpp asks of everything compiled for a level.
 #include <cstdint>
 #include <cstring>
 
+#if defined(ORZO_ISA_NS)
+namespace orzo::cpu::ORZO_ISA_NS {
+#else
 namespace orzo::cpu {
+#endif
+namespace {  // NOLINT(cert-dcl59-cpp): see above
 
 namespace exp2_detail {
 
@@ -51,4 +60,5 @@ inline void exp2_inplace(float* x, int64_t n) {
   }
 }
 
+}  // namespace
 }  // namespace orzo::cpu

@@ -3,9 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
-#include "kernels/cpu/matmul_direct.hpp"
-#include "kernels/cpu/matmul_q8.hpp"
 
 namespace orzo::cpu {
 namespace {
@@ -28,10 +27,11 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
                                 " elements, not whole quant blocks");
   // The integer path is taken at every m or at none, decode included: one arithmetic for a
   // row whatever batch it rides in.
-  if (activations == Activations::Int8 && matmul_q8_supports(w.dtype))
-    matmul_q8(x, m, w, y, pool, bias);
+  const KernelTable& kernel = kernels();
+  if (activations == Activations::Int8 && kernel.matmul_q8_supports(w.dtype))
+    kernel.matmul_q8(x, m, w, y, pool, bias);
   else if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
-    matmul_direct(x, m, w, y, pool, bias);
+    kernel.matmul_direct(x, m, w, y, pool, bias);
   else
     matmul_blas(x, m, w, y, pool, bias);
 }

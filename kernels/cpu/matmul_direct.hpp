@@ -7,11 +7,15 @@
 
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace orzo::cpu {
 
-// matmul() for any m >= 1; the caller has validated the shapes.
-void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
-                   const float* bias);
+// matmul() for any m >= 1, on the active ISA level (kernels/cpu/isa/matmul_direct.cpp);
+// the caller has validated the shapes.
+inline void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                          const float* bias) {
+  kernels().matmul_direct(x, m, w, y, pool, bias);
+}
 
 }  // namespace orzo::cpu

@@ -18,14 +18,19 @@
 #include "core/dtype.hpp"
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace orzo::cpu {
 
-// Whether this build has an integer path for weights of type t (the block types on AVX2
-// and AVX-512 VNNI; elsewhere matmul() keeps every type on the f32 kernels).
-bool matmul_q8_supports(DType t);
+// Whether the active ISA level has an integer path for weights of type t (the block types
+// on AVX2 and AVX-512 VNNI; elsewhere matmul() keeps every type on the f32 kernels).
+inline bool matmul_q8_supports(DType t) { return kernels().matmul_q8_supports(t); }
 
-// matmul() for any m >= 1 and a type matmul_q8_supports; the caller has validated shapes.
-void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+// matmul() for any m >= 1 and a type matmul_q8_supports, on the active ISA level
+// (kernels/cpu/isa/matmul_q8.cpp); the caller has validated shapes.
+inline void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                      const float* bias) {
+  kernels().matmul_q8(x, m, w, y, pool, bias);
+}
 
 }  // namespace orzo::cpu

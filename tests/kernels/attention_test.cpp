@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/exp2.hpp"
+#include "tests/support/each_isa.hpp"
 
 namespace orzo {
 namespace {
@@ -164,25 +165,29 @@ std::vector<float> with_rows_of(std::vector<float> q, const ForwardBatch& b, con
 }
 
 TEST(AttentionExp2, MatchesLibmToFloatRounding) {
-  std::vector<float> x;
-  for (float v = -126.0f; v <= 0.0f; v += 0.0137f) x.push_back(v);
-  std::vector<float> y = x;
-  cpu::exp2_inplace(y.data(), static_cast<int64_t>(y.size()));
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double want = std::exp2(static_cast<double>(x[i]));
-    EXPECT_LE(std::abs(y[i] - want), 2e-7 * want) << "2^" << x[i];
-  }
+  orzo::testing::for_each_isa([&] {
+    std::vector<float> x;
+    for (float v = -126.0f; v <= 0.0f; v += 0.0137f) x.push_back(v);
+    std::vector<float> y = x;
+    cpu::exp2_inplace(y.data(), static_cast<int64_t>(y.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = std::exp2(static_cast<double>(x[i]));
+      EXPECT_LE(std::abs(y[i] - want), 2e-7 * want) << "2^" << x[i];
+    }
+  });
 }
 
 // Softmax leans on these: masked scores (-inf) weigh exactly 0, and an unchanged running
 // maximum rescales by exactly 1.
 TEST(AttentionExp2, ExactAtTheEnds) {
-  float x[] = {-std::numeric_limits<float>::infinity(), -127.0f, -1000.0f, 0.0f};
-  cpu::exp2_inplace(x, 4);
-  EXPECT_EQ(x[0], 0.0f);
-  EXPECT_EQ(x[1], 0.0f);
-  EXPECT_EQ(x[2], 0.0f);
-  EXPECT_EQ(x[3], 1.0f);
+  orzo::testing::for_each_isa([&] {
+    float x[] = {-std::numeric_limits<float>::infinity(), -127.0f, -1000.0f, 0.0f};
+    cpu::exp2_inplace(x, 4);
+    EXPECT_EQ(x[0], 0.0f);
+    EXPECT_EQ(x[1], 0.0f);
+    EXPECT_EQ(x[2], 0.0f);
+    EXPECT_EQ(x[3], 1.0f);
+  });
 }
 
 // group, head_dim, sliding window (0: none), block size
@@ -204,41 +209,45 @@ class PagedAttention : public ::testing::TestWithParam<Param> {
 };
 
 TEST_P(PagedAttention, MatchesDoublePrecisionReference) {
-  const AttentionShape s = shape();
-  Cache cache(seqs_, block_size(), s.head_dim, 1);
-  // Sequence 6 (positions 163..199) comes in two runs with the others' rows between.
-  std::vector<Cache::Run> runs = {{6, 163, 20}};
-  for (int32_t i = 0; i < static_cast<int32_t>(seqs_.size()); ++i) {
-    const Sequence& seq = seqs_[static_cast<size_t>(i)];
-    if (i != 6) runs.push_back({i, seq.length - seq.rows, seq.rows});
-  }
-  runs.push_back({6, 183, 17});
-  const ForwardBatch mixed = cache.batch_of(runs);
-  const auto q = random_queries(mixed, s, 2);
-  const auto out = attend(q, mixed, cache.kv(), s, pool_);
-  const auto want = reference(q, mixed, cache.kv(), s);
-  double worst = 0;
-  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]) / std::max(1.0, std::abs(want[i])));
-  EXPECT_LT(worst, 1e-5);
+  orzo::testing::for_each_isa([&] {
+    const AttentionShape s = shape();
+    Cache cache(seqs_, block_size(), s.head_dim, 1);
+    // Sequence 6 (positions 163..199) comes in two runs with the others' rows between.
+    std::vector<Cache::Run> runs = {{6, 163, 20}};
+    for (int32_t i = 0; i < static_cast<int32_t>(seqs_.size()); ++i) {
+      const Sequence& seq = seqs_[static_cast<size_t>(i)];
+      if (i != 6) runs.push_back({i, seq.length - seq.rows, seq.rows});
+    }
+    runs.push_back({6, 183, 17});
+    const ForwardBatch mixed = cache.batch_of(runs);
+    const auto q = random_queries(mixed, s, 2);
+    const auto out = attend(q, mixed, cache.kv(), s, pool_);
+    const auto want = reference(q, mixed, cache.kv(), s);
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+    EXPECT_LT(worst, 1e-5);
+  });
 }
 
 TEST_P(PagedAttention, SequenceResultsDoNotDependOnTheBatch) {
-  const AttentionShape s = shape();
-  Cache cache(seqs_, block_size(), s.head_dim, 3);
-  const ForwardBatch alone = cache.batch({6});
-  const auto q_alone = random_queries(alone, s, 4);
-  const auto out_alone = attend(q_alone, alone, cache.kv(), s, pool_);
+  orzo::testing::for_each_isa([&] {
+    const AttentionShape s = shape();
+    Cache cache(seqs_, block_size(), s.head_dim, 3);
+    const ForwardBatch alone = cache.batch({6});
+    const auto q_alone = random_queries(alone, s, 4);
+    const auto out_alone = attend(q_alone, alone, cache.kv(), s, pool_);
 
-  const ForwardBatch together = cache.batch({3, 1, 6, 0, 4, 2, 5, 7});
-  const auto q_together = with_rows_of(random_queries(together, s, 5), together, q_alone, 6, s);
-  EXPECT_EQ(rows_of(attend(q_together, together, cache.kv(), s, pool_), together, 6, s), out_alone);
+    const ForwardBatch together = cache.batch({3, 1, 6, 0, 4, 2, 5, 7});
+    const auto q_together = with_rows_of(random_queries(together, s, 5), together, q_alone, 6, s);
+    EXPECT_EQ(rows_of(attend(q_together, together, cache.kv(), s, pool_), together, 6, s), out_alone);
 
-  // The same rows in runs of 7, as a prompt prefilled in pieces, and one at a time, as
-  // decode: other tiles, lanes and tile widths, which attention_tile.hpp keeps exact.
-  for (int32_t chunk : {7, 1}) {
-    const ForwardBatch pieces = cache.batch({6}, chunk);
-    EXPECT_EQ(attend(q_alone, pieces, cache.kv(), s, pool_), out_alone) << "chunks of " << chunk;
-  }
+    // The same rows in runs of 7, as a prompt prefilled in pieces, and one at a time, as
+    // decode: other tiles, lanes and tile widths, which attention_tile.hpp keeps exact.
+    for (int32_t chunk : {7, 1}) {
+      const ForwardBatch pieces = cache.batch({6}, chunk);
+      EXPECT_EQ(attend(q_alone, pieces, cache.kv(), s, pool_), out_alone) << "chunks of " << chunk;
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,

@@ -1,6 +1,7 @@
 #include "kernels/cpu/convert.hpp"
 
 #include "core/quant_blocks.hpp"
+#include "tests/support/each_isa.hpp"
 
 #include <gtest/gtest.h>
 
@@ -72,93 +73,103 @@ TEST(Convert, F32IsACopy) {
 }
 
 TEST(Convert, F16KnownValues) {
-  const uint8_t bytes[] = {0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b, 0x01, 0x00, 0x00, 0x7c};
-  float out[5];
-  dequantize_row(DType::F16, bytes, 5, out);
-  EXPECT_EQ(out[0], 1.0f);
-  EXPECT_EQ(out[1], -2.0f);
-  EXPECT_EQ(out[2], 65504.0f);
-  EXPECT_EQ(out[3], std::ldexp(1.0f, -24));
-  EXPECT_EQ(out[4], std::numeric_limits<float>::infinity());
+  orzo::testing::for_each_isa([&] {
+    const uint8_t bytes[] = {0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b, 0x01, 0x00, 0x00, 0x7c};
+    float out[5];
+    dequantize_row(DType::F16, bytes, 5, out);
+    EXPECT_EQ(out[0], 1.0f);
+    EXPECT_EQ(out[1], -2.0f);
+    EXPECT_EQ(out[2], 65504.0f);
+    EXPECT_EQ(out[3], std::ldexp(1.0f, -24));
+    EXPECT_EQ(out[4], std::numeric_limits<float>::infinity());
 
-  uint8_t stored[10];
-  quantize_row(DType::F16, out, 5, stored);
-  EXPECT_EQ(std::memcmp(stored, bytes, sizeof bytes), 0);
+    uint8_t stored[10];
+    quantize_row(DType::F16, out, 5, stored);
+    EXPECT_EQ(std::memcmp(stored, bytes, sizeof bytes), 0);
+  });
 }
 
 TEST(Convert, BF16KnownValues) {
-  const uint8_t bytes[] = {0x80, 0x3f, 0x00, 0xc0, 0x49, 0x40};
-  float out[3];
-  dequantize_row(DType::BF16, bytes, 3, out);
-  EXPECT_EQ(out[0], 1.0f);
-  EXPECT_EQ(out[1], -2.0f);
-  EXPECT_EQ(out[2], 3.140625f);
+  orzo::testing::for_each_isa([&] {
+    const uint8_t bytes[] = {0x80, 0x3f, 0x00, 0xc0, 0x49, 0x40};
+    float out[3];
+    dequantize_row(DType::BF16, bytes, 3, out);
+    EXPECT_EQ(out[0], 1.0f);
+    EXPECT_EQ(out[1], -2.0f);
+    EXPECT_EQ(out[2], 3.140625f);
 
-  const float ties[] = {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8)};
-  uint8_t stored[4];
-  quantize_row(DType::BF16, ties, 2, stored);
-  const uint8_t rounded[] = {0x80, 0x3f, 0x82, 0x3f};  // both ties go to the even neighbour
-  EXPECT_EQ(std::memcmp(stored, rounded, sizeof rounded), 0);
+    const float ties[] = {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8)};
+    uint8_t stored[4];
+    quantize_row(DType::BF16, ties, 2, stored);
+    const uint8_t rounded[] = {0x80, 0x3f, 0x82, 0x3f};  // both ties go to the even neighbour
+    EXPECT_EQ(std::memcmp(stored, rounded, sizeof rounded), 0);
+  });
 }
 
 TEST(Convert, F16VectorPathsMatchScalar) {
-  std::mt19937 rng(7);
-  for (int64_t n : kOddLengths) {
-    const auto halves = raw_halves(n, rng);
-    std::vector<float> out(static_cast<size_t>(n));
-    dequantize_row(DType::F16, halves.data(), n, out.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float want = f16_to_f32(half_at(halves, i));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(out[static_cast<size_t>(i)]));
-      } else {
-        EXPECT_EQ(bits_of(out[static_cast<size_t>(i)]), bits_of(want)) << "n=" << n << " i=" << i;
+  orzo::testing::for_each_isa([&] {
+    std::mt19937 rng(7);
+    for (int64_t n : kOddLengths) {
+      const auto halves = raw_halves(n, rng);
+      std::vector<float> out(static_cast<size_t>(n));
+      dequantize_row(DType::F16, halves.data(), n, out.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = f16_to_f32(half_at(halves, i));
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[static_cast<size_t>(i)]));
+        } else {
+          EXPECT_EQ(bits_of(out[static_cast<size_t>(i)]), bits_of(want)) << "n=" << n << " i=" << i;
+        }
       }
-    }
 
-    const auto floats = awkward_floats(n, rng, false);
-    std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
-    quantize_row(DType::F16, floats.data(), n, stored.data());
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(half_at(stored, i), f32_to_f16(floats[static_cast<size_t>(i)]))
-          << "n=" << n << " i=" << i << " x=" << floats[static_cast<size_t>(i)];
-  }
+      const auto floats = awkward_floats(n, rng, false);
+      std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
+      quantize_row(DType::F16, floats.data(), n, stored.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(half_at(stored, i), f32_to_f16(floats[static_cast<size_t>(i)]))
+            << "n=" << n << " i=" << i << " x=" << floats[static_cast<size_t>(i)];
+    }
+  });
 }
 
 TEST(Convert, BF16VectorPathsMatchScalar) {
-  std::mt19937 rng(11);
-  for (int64_t n : kOddLengths) {
-    const auto halves = raw_halves(n, rng);
-    std::vector<float> out(static_cast<size_t>(n));
-    dequantize_row(DType::BF16, halves.data(), n, out.data());
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(bits_of(out[static_cast<size_t>(i)]), bits_of(bf16_to_f32(half_at(halves, i))));
+  orzo::testing::for_each_isa([&] {
+    std::mt19937 rng(11);
+    for (int64_t n : kOddLengths) {
+      const auto halves = raw_halves(n, rng);
+      std::vector<float> out(static_cast<size_t>(n));
+      dequantize_row(DType::BF16, halves.data(), n, out.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(bits_of(out[static_cast<size_t>(i)]), bits_of(bf16_to_f32(half_at(halves, i))));
 
-    // NaN included: the vector path must quiet it exactly as f32_to_bf16 does.
-    const auto floats = awkward_floats(n, rng, true);
-    std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
-    quantize_row(DType::BF16, floats.data(), n, stored.data());
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(half_at(stored, i), f32_to_bf16(floats[static_cast<size_t>(i)])) << "n=" << n << " i=" << i;
-  }
+      // NaN included: the vector path must quiet it exactly as f32_to_bf16 does.
+      const auto floats = awkward_floats(n, rng, true);
+      std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
+      quantize_row(DType::BF16, floats.data(), n, stored.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(half_at(stored, i), f32_to_bf16(floats[static_cast<size_t>(i)])) << "n=" << n << " i=" << i;
+    }
+  });
 }
 
 TEST(Convert, HalfRoundTripsAreExactOnRepresentableValues) {
-  std::mt19937 rng(3);
-  const int64_t n = 77;
-  for (DType t : {DType::F16, DType::BF16}) {
-    const auto halves = raw_halves(n, rng);
-    std::vector<float> values(static_cast<size_t>(n));
-    dequantize_row(t, halves.data(), n, values.data());
-    for (auto& v : values)
-      if (std::isnan(v)) v = 0.0f;
-    std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
-    std::vector<float> back(static_cast<size_t>(n));
-    quantize_row(t, values.data(), n, stored.data());
-    dequantize_row(t, stored.data(), n, back.data());
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(bits_of(back[static_cast<size_t>(i)]), bits_of(values[static_cast<size_t>(i)])) << dtype_name(t);
-  }
+  orzo::testing::for_each_isa([&] {
+    std::mt19937 rng(3);
+    const int64_t n = 77;
+    for (DType t : {DType::F16, DType::BF16}) {
+      const auto halves = raw_halves(n, rng);
+      std::vector<float> values(static_cast<size_t>(n));
+      dequantize_row(t, halves.data(), n, values.data());
+      for (auto& v : values)
+        if (std::isnan(v)) v = 0.0f;
+      std::vector<uint8_t> stored(static_cast<size_t>(2 * n));
+      std::vector<float> back(static_cast<size_t>(n));
+      quantize_row(t, values.data(), n, stored.data());
+      dequantize_row(t, stored.data(), n, back.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(bits_of(back[static_cast<size_t>(i)]), bits_of(values[static_cast<size_t>(i)])) << dtype_name(t);
+    }
+  });
 }
 
 // amax = 127 makes d = 1 (f16 0x3c00), so each q is GGML's round-half-away-from-zero of x.

@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
+#include "tests/support/each_isa.hpp"
 
 namespace orzo::cpu {
 namespace {
@@ -167,34 +168,44 @@ const std::vector<int64_t> kSmallDepths = {32, 64, 96};
 const std::vector<int64_t> kOddOutputs = {1, 3, 37, 257};
 
 TEST(Matmul, MatchesReferenceSingleThread) {
-  ThreadPool pool(1);
-  check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
-  check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(1);
+    check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+  });
 }
 
 TEST(Matmul, MatchesReferenceThreeThreads) {
-  ThreadPool pool(3);
-  check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
-  check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(3);
+    check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+  });
 }
 
 // m = 600 at k = 2048 is past the switch-over to sgemm.
 TEST(Matmul, MatchesReferenceAtModelDepth) {
-  ThreadPool pool(3);
-  check_shapes(matmul_f32, pool, {1, 4, 17, 600}, {2048}, {37});
-  check_shapes(matmul_int8, pool, {1, 4, 17, 600}, {2048}, {37});
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(3);
+    check_shapes(matmul_f32, pool, {1, 4, 17, 600}, {2048}, {37});
+    check_shapes(matmul_int8, pool, {1, 4, 17, 600}, {2048}, {37});
+  });
 }
 
 TEST(Matmul, DirectKernelMatchesReference) {
-  ThreadPool pool(3);
-  check_shapes(matmul_direct, pool, kRows, kSmallDepths, kOddOutputs);
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(3);
+    check_shapes(matmul_direct, pool, kRows, kSmallDepths, kOddOutputs);
+  });
 }
 
 TEST(Matmul, Q8KernelMatchesReference) {
-  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
-  ThreadPool pool(3);
-  check_shapes(matmul_q8, pool, kRows, kSmallDepths, kOddOutputs);
-  check_shapes(matmul_q8, pool, {1, 5, 130}, {2816}, {21});
+  orzo::testing::for_each_isa([&] {
+    if (!matmul_q8_supports(DType::Q8_0)) return;  // this level has no integer path
+    ThreadPool pool(3);
+    check_shapes(matmul_q8, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_q8, pool, {1, 5, 130}, {2816}, {21});
+  });
 }
 
 // The worst-case bound above is linear in k; the typical error is a sum of independent
@@ -202,130 +213,140 @@ TEST(Matmul, Q8KernelMatchesReference) {
 // sqrt(sum_c w_c^2 step_b^2 / 12). A path that rounded coarser (or not at all, or with a
 // bias) would land outside [0.8, 1.25] of it.
 TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
-  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
-  ThreadPool pool(2);
-  std::mt19937 rng(5);
-  const int64_t m = 16, n = 64, k = 1024;
-  for (DType t : kAllDTypes) {
-    if (!matmul_q8_supports(t)) continue;
-    const Weight w = make_weight(t, n, k, rng);
-    const auto x = random_vector(m * k, rng);
-    std::vector<float> y(static_cast<size_t>(m * n));
-    matmul_q8(x.data(), m, w.view, y.data(), pool, nullptr);
-    double err2 = 0.0, expected2 = 0.0;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double ref = 0.0;
-        for (int64_t b = 0; b < k; b += 32) {
-          double amax = 0.0;
-          for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
-          const double step = amax / 127.0;
-          for (int64_t c = b; c < b + 32; ++c) {
-            const double wc = w.values[static_cast<size_t>(j * k + c)];
-            ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
-            expected2 += wc * wc * step * step / 12.0;
+  orzo::testing::for_each_isa([&] {
+    if (!matmul_q8_supports(DType::Q8_0)) return;  // this level has no integer path
+    ThreadPool pool(2);
+    std::mt19937 rng(5);
+    const int64_t m = 16, n = 64, k = 1024;
+    for (DType t : kAllDTypes) {
+      if (!matmul_q8_supports(t)) continue;
+      const Weight w = make_weight(t, n, k, rng);
+      const auto x = random_vector(m * k, rng);
+      std::vector<float> y(static_cast<size_t>(m * n));
+      matmul_q8(x.data(), m, w.view, y.data(), pool, nullptr);
+      double err2 = 0.0, expected2 = 0.0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = 0.0;
+          for (int64_t b = 0; b < k; b += 32) {
+            double amax = 0.0;
+            for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
+            const double step = amax / 127.0;
+            for (int64_t c = b; c < b + 32; ++c) {
+              const double wc = w.values[static_cast<size_t>(j * k + c)];
+              ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
+              expected2 += wc * wc * step * step / 12.0;
+            }
           }
+          const double e = y[static_cast<size_t>(i * n + j)] - ref;
+          err2 += e * e;
         }
-        const double e = y[static_cast<size_t>(i * n + j)] - ref;
-        err2 += e * e;
       }
+      const double ratio = std::sqrt(err2 / expected2);
+      EXPECT_GT(ratio, 0.8) << dtype_name(t);
+      EXPECT_LT(ratio, 1.25) << dtype_name(t);
     }
-    const double ratio = std::sqrt(err2 / expected2);
-    EXPECT_GT(ratio, 0.8) << dtype_name(t);
-    EXPECT_LT(ratio, 1.25) << dtype_name(t);
-  }
+  });
 }
 
 // Rows the rounding treats specially: all zeros (a block of scale 0 must give exactly the
 // bias), one huge value (its block's other codes round to 0, within the bound; the other
 // blocks keep their precision), and tiny values (the scale is relative, not absolute).
 TEST(Matmul, Q8HandlesExtremeRows) {
-  if (!matmul_q8_supports(DType::Q8_0)) GTEST_SKIP() << "no integer path in this build";
-  ThreadPool pool(2);
-  std::mt19937 rng(3);
-  const int64_t n = 19, k = 512;
-  for (DType t : kAllDTypes) {
-    if (!matmul_q8_supports(t)) continue;
-    const Weight w = make_weight(t, n, k, rng);
-    const auto bias = random_vector(n, rng);
-    std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
-    const auto noise = random_vector(k, rng);
-    for (int64_t c = 0; c < k; ++c) {
-      x[static_cast<size_t>(k + c)] = noise[static_cast<size_t>(c)];
-      x[static_cast<size_t>(2 * k + c)] = noise[static_cast<size_t>(c)];
-      x[static_cast<size_t>(3 * k + c)] = 1e-30f * noise[static_cast<size_t>(c)];
+  orzo::testing::for_each_isa([&] {
+    if (!matmul_q8_supports(DType::Q8_0)) return;  // this level has no integer path
+    ThreadPool pool(2);
+    std::mt19937 rng(3);
+    const int64_t n = 19, k = 512;
+    for (DType t : kAllDTypes) {
+      if (!matmul_q8_supports(t)) continue;
+      const Weight w = make_weight(t, n, k, rng);
+      const auto bias = random_vector(n, rng);
+      std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
+      const auto noise = random_vector(k, rng);
+      for (int64_t c = 0; c < k; ++c) {
+        x[static_cast<size_t>(k + c)] = noise[static_cast<size_t>(c)];
+        x[static_cast<size_t>(2 * k + c)] = noise[static_cast<size_t>(c)];
+        x[static_cast<size_t>(3 * k + c)] = 1e-30f * noise[static_cast<size_t>(c)];
+      }
+      x[static_cast<size_t>(k + 37)] = 1e6f;
+      x[static_cast<size_t>(2 * k + 300)] = -3e30f;
+      std::vector<float> y(static_cast<size_t>(4 * n));
+      matmul_q8(x.data(), 4, w.view, y.data(), pool, bias.data());
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
+      expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", true);
     }
-    x[static_cast<size_t>(k + 37)] = 1e6f;
-    x[static_cast<size_t>(2 * k + 300)] = -3e30f;
-    std::vector<float> y(static_cast<size_t>(4 * n));
-    matmul_q8(x.data(), 4, w.view, y.data(), pool, bias.data());
-    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
-    expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", true);
-  }
+  });
 }
 
 TEST(Matmul, BlasKernelMatchesReference) {
-  ThreadPool pool(3);
-  check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(3);
+    check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
+  });
 }
 
 // k not a multiple of any vector width leaves a scalar tail for the unblocked types.
 TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
-  ThreadPool pool(2);
-  std::mt19937 rng(9);
-  for (Kernel kernel : {matmul_f32, matmul_direct, matmul_blas}) {
-    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
-      for (int64_t k : {1, 7, 13, 40, 77}) {
-        const Weight w = make_weight(t, 21, k, rng);
-        for (int64_t m : {1, 6, 9}) {
-          const auto x = random_vector(m * k, rng);
-          std::vector<float> y(static_cast<size_t>(m * 21));
-          kernel(x.data(), m, w.view, y.data(), pool, nullptr);
-          expect_matches_reference(x, m, w, nullptr, y, "tail");
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(2);
+    std::mt19937 rng(9);
+    for (Kernel kernel : {matmul_f32, matmul_direct, matmul_blas}) {
+      for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        for (int64_t k : {1, 7, 13, 40, 77}) {
+          const Weight w = make_weight(t, 21, k, rng);
+          for (int64_t m : {1, 6, 9}) {
+            const auto x = random_vector(m * k, rng);
+            std::vector<float> y(static_cast<size_t>(m * 21));
+            kernel(x.data(), m, w.view, y.data(), pool, nullptr);
+            expect_matches_reference(x, m, w, nullptr, y, "tail");
+          }
         }
       }
     }
-  }
+  });
 }
 
 // A token's output must not depend on how many other tokens share the call: bit for bit
 // on the integer path, which matmul() takes at every m when asked to; beyond float
 // rounding where the batch size picks between the f32 kernels.
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
-  ThreadPool pool(2);
-  std::mt19937 rng(17);
-  const int64_t m = 17, n = 96, k = 2048;
-  for (DType t : kAllDTypes) {
-    const Weight w = make_weight(t, n, k, rng);
-    const auto x = random_vector(m * k, rng);
-    const auto bias = random_vector(n, rng);
-    if (matmul_q8_supports(t)) {
-      for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
-        std::vector<float> batched(static_cast<size_t>(rows * n));
-        matmul_int8(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
-        for (int64_t i = 0; i < rows; ++i) {
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(2);
+    std::mt19937 rng(17);
+    const int64_t m = 17, n = 96, k = 2048;
+    for (DType t : kAllDTypes) {
+      const Weight w = make_weight(t, n, k, rng);
+      const auto x = random_vector(m * k, rng);
+      const auto bias = random_vector(n, rng);
+      if (matmul_q8_supports(t)) {
+        for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
+          std::vector<float> batched(static_cast<size_t>(rows * n));
+          matmul_int8(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
+          for (int64_t i = 0; i < rows; ++i) {
+            std::vector<float> single(static_cast<size_t>(n));
+            matmul_int8(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
+            for (int64_t j = 0; j < n; ++j)
+              ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
+                  << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
+          }
+        }
+      }
+      for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
+        std::vector<float> batched(static_cast<size_t>(m * n));
+        batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());
+        for (int64_t i = 0; i < m; ++i) {
           std::vector<float> single(static_cast<size_t>(n));
-          matmul_int8(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
+          matmul_f32(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
+          float row_max = 0.0f;
+          for (int64_t j = 0; j < n; ++j) row_max = std::max(row_max, std::fabs(single[static_cast<size_t>(j)]));
           for (int64_t j = 0; j < n; ++j)
-            ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
+            ASSERT_NEAR(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)], 1e-5f * row_max)
+                << dtype_name(t) << " row " << i << " column " << j;
         }
       }
     }
-    for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
-      std::vector<float> batched(static_cast<size_t>(m * n));
-      batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<float> single(static_cast<size_t>(n));
-        matmul_f32(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
-        float row_max = 0.0f;
-        for (int64_t j = 0; j < n; ++j) row_max = std::max(row_max, std::fabs(single[static_cast<size_t>(j)]));
-        for (int64_t j = 0; j < n; ++j)
-          ASSERT_NEAR(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)], 1e-5f * row_max)
-              << dtype_name(t) << " row " << i << " column " << j;
-      }
-    }
-  }
+  });
 }
 
 TEST(Matmul, ZeroRowsWritesNothing) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul_q8.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
+#include "tests/support/each_isa.hpp"
 #include "tests/support/model_harness.hpp"
 
 namespace orzo {
@@ -95,9 +96,11 @@ void check_model(const std::string& path, const Expected& e, float tol, const st
 class Fixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fixture, SafetensorsMatchTransformers) {
-  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
-  const Expected e = read_expected(dir, "expected_logits.bin");
-  check_model(dir, e, 1e-4f, &e.greedy);
+  orzo::testing::for_each_isa([&] {
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
+    const Expected e = read_expected(dir, "expected_logits.bin");
+    check_model(dir, e, 1e-4f, &e.greedy);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, Fixture, ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3"));
@@ -107,9 +110,11 @@ INSTANTIATE_TEST_SUITE_P(Architectures, Fixture, ::testing::Values("llama", "lla
 class GgufFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufFixture, F32GgufMatchesTransformers) {
-  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
-  const Expected e = read_expected(dir, "expected_logits.bin");
-  check_model(dir + "/model-f32.gguf", e, 1e-4f, &e.greedy);
+  orzo::testing::for_each_isa([&] {
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
+    const Expected e = read_expected(dir, "expected_logits.bin");
+    check_model(dir + "/model-f32.gguf", e, 1e-4f, &e.greedy);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture, ::testing::Values("llama", "llama3", "qwen2", "qwen3"));
@@ -119,14 +124,16 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture, ::testing::Values("llama", 
 class QuantizedGguf : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantizedGguf, MatchesTransformersOnDequantizedWeights) {
-  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
-  const std::string dtype = GetParam();
-  const Expected e = read_expected(dir, "expected_logits-" + dtype + ".bin");
-  std::ifstream in(dir + "/expected.json");
-  const auto j = nlohmann::json::parse(in);
-  const auto greedy = j.at("greedy_by_dtype").at(dtype).get<std::vector<std::vector<int32_t>>>();
-  const bool margin_ok = j.at("greedy_margin_ok_by_dtype").at(dtype).get<bool>();
-  check_model(dir + "/model-" + dtype + ".gguf", e, 1e-4f, margin_ok ? &greedy : nullptr);
+  orzo::testing::for_each_isa([&] {
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
+    const std::string dtype = GetParam();
+    const Expected e = read_expected(dir, "expected_logits-" + dtype + ".bin");
+    std::ifstream in(dir + "/expected.json");
+    const auto j = nlohmann::json::parse(in);
+    const auto greedy = j.at("greedy_by_dtype").at(dtype).get<std::vector<std::vector<int32_t>>>();
+    const bool margin_ok = j.at("greedy_margin_ok_by_dtype").at(dtype).get<bool>();
+    check_model(dir + "/model-" + dtype + ".gguf", e, 1e-4f, margin_ok ? &greedy : nullptr);
+  });
 }
 
 // The same with activations rounded to 8 bits for the block types (above): the logits only.
@@ -134,9 +141,12 @@ TEST_P(QuantizedGguf, Int8ActivationsStayWithinTheirRounding) {
   const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
   const std::string dtype = GetParam();
   const DType stored = dtype == "q8_0" ? DType::Q8_0 : dtype == "q4_0" ? DType::Q4_0 : DType::F16;
-  if (!cpu::matmul_q8_supports(stored)) GTEST_SKIP() << dtype << " has no integer path in this build";
-  check_model(dir + "/model-" + dtype + ".gguf", read_expected(dir, "expected_logits-" + dtype + ".bin"), 1e-4f,
-              nullptr, true);
+  if (!dtype_is_quantized(stored)) GTEST_SKIP() << dtype << " has no integer path";
+  orzo::testing::for_each_isa([&] {
+    if (!cpu::matmul_q8_supports(stored)) return;  // nor has this ISA level
+    check_model(dir + "/model-" + dtype + ".gguf", read_expected(dir, "expected_logits-" + dtype + ".bin"), 1e-4f,
+                nullptr, true);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedGguf, ::testing::Values("f16", "bf16", "q8_0", "q4_0"));

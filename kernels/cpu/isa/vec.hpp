@@ -1,19 +1,14 @@
 #pragma once
 // One SIMD register of f32 lanes and the few operations the CPU kernels need, for the
-// widest vector unit this translation unit is compiled for. Where there is none a
-// "vector" is one float, so kernels written on Vec are their own portable path.
-//
-// Everything here has internal linkage on purpose: a kernel file may be compiled more than
-// once with different -m flags, and inline functions of one name compiled for two ISAs
-// must not be merged by the linker.
-#include <cstdint>
+// widest vector unit this compilation's ISA level has. Where there is none a "vector" is
+// one float, so kernels written on Vec are their own portable path. Include it inside the
+// ORZO_TARGET_BEGIN region, after simd.hpp; internal linkage, as target.hpp explains.
+#include "kernels/cpu/isa/simd.hpp"
 
-#include "kernels/cpu/simd.hpp"
-
-namespace orzo::cpu {
+namespace orzo::cpu::ORZO_ISA_NS {
 namespace {  // NOLINT(cert-dcl59-cpp): see above
 
-#if defined(__AVX512F__) && defined(__F16C__)
+#if ORZO_SIMD_AVX512
 using Vec = __m512;
 constexpr int kLanes = 16;
 constexpr int kRegisters = 32;
@@ -22,7 +17,7 @@ inline Vec vset1(float f) { return _mm512_set1_ps(f); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline float vsum(Vec v) { return _mm512_reduce_add_ps(v); }
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif ORZO_SIMD_AVX2
 using Vec = __m256;
 constexpr int kLanes = 8;
 constexpr int kRegisters = 16;
@@ -51,10 +46,10 @@ inline float vsum(Vec v) { return v; }
 // into R loads of it; at one 512-bit load per cycle that, not the FMAs, would bound a
 // kernel. An empty asm that claims to change the register makes the load happen once.
 inline void keep_in_register([[maybe_unused]] Vec& v) {
-#if defined(__GNUC__) && (defined(__AVX2__) || defined(__AVX512F__))
+#if defined(__GNUC__) && ORZO_SIMD_AVX2
   asm("" : "+v"(v));
 #endif
 }
 
 }  // namespace
-}  // namespace orzo::cpu
+}  // namespace orzo::cpu::ORZO_ISA_NS

@@ -8,26 +8,27 @@
 // The float types leave a tail of k % kLanes weights for element(); block types never do,
 // since their rows are whole blocks. Decoding here is exact for the float types and, for
 // the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here).
-// Internal linkage, as in vec.hpp.
+// Include it inside the ORZO_TARGET_BEGIN region, after the headers below; internal
+// linkage, as target.hpp explains.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "core/quant_blocks.hpp"
 #include "kernels/cpu/dequantize.hpp"
-#include "kernels/cpu/vec.hpp"
+#include "kernels/cpu/isa/vec.hpp"
 
-namespace orzo::cpu {
-namespace {  // NOLINT(cert-dcl59-cpp): see vec.hpp
+namespace orzo::cpu::ORZO_ISA_NS {
+namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
 
 struct F32Format {
   static constexpr int64_t kStep = kLanes, kStepBytes = 4 * kStep;
   static constexpr int kSubs = 1, kVecs = 1;
   static constexpr bool kBlocked = false;
   static void load(const uint8_t* p, int, Vec* out) {
-#if defined(__AVX512F__) && defined(__F16C__)
+#if ORZO_SIMD_AVX512
     out[0] = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif ORZO_SIMD_AVX2
     out[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 #else
     std::memcpy(out, p, sizeof(float));
@@ -45,9 +46,9 @@ struct F16Format {
   static constexpr int kSubs = 1, kVecs = 1;
   static constexpr bool kBlocked = false;
   static void load(const uint8_t* p, int, Vec* out) {
-#if defined(__AVX512F__) && defined(__F16C__)
+#if ORZO_SIMD_AVX512
     out[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif ORZO_SIMD_AVX2
     out[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 #else
     out[0] = f16_to_f32(load_u16(p));
@@ -61,10 +62,10 @@ struct BF16Format {
   static constexpr int kSubs = 1, kVecs = 1;
   static constexpr bool kBlocked = false;
   static void load(const uint8_t* p, int, Vec* out) {
-#if defined(__AVX512F__) && defined(__F16C__)
+#if ORZO_SIMD_AVX512
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     out[0] = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif ORZO_SIMD_AVX2
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     out[0] = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 #else
@@ -74,7 +75,7 @@ struct BF16Format {
   static float element(const uint8_t* row, int64_t c) { return bf16_to_f32(load_u16(row + 2 * c)); }
 };
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if ORZO_SIMD_AVX2
 
 inline float half_at(const uint8_t* block, size_t offset) { return _cvtsh_ss(load_u16(block + offset)); }
 
@@ -92,7 +93,7 @@ struct Codes {
 // x = d * q + m for the 32 codes, into kVecs = 32 / kLanes registers.
 inline void expand(const Codes& c, Vec* out) {
   const __m128i halves[2] = {_mm256_castsi256_si128(c.q), _mm256_extracti128_si256(c.q, 1)};
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
   for (int h = 0; h < 2; ++h)
     out[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(halves[h])), _mm512_set1_ps(c.d[h]),
                              _mm512_set1_ps(c.m[h]));
@@ -143,7 +144,7 @@ inline __m256i iq4_levels(__m256i codes) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
 }
 
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
 // A 4-bit code indexes a 16-entry table of decoded values: vpermps reads only the low four
 // bits of each index, so 16 codes decode in one instruction, without masking or an
 // int-to-float conversion. Entry i is (first + i) * d + m.
@@ -196,7 +197,7 @@ struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
     return {_mm256_sub_epi8(split_nibbles(b + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8)), {d, d}, {0, 0}};
   }
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, half_at(b, offsetof(BlockQ4_0, d)), 0), out);
 #else
     expand(codes(b, s), out);
@@ -212,7 +213,7 @@ struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
     return {split_nibbles(b + offsetof(BlockQ4_1, qs)), {d, d}, {m, m}};
   }
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockQ4_1, qs),
                  level_table(0, half_at(b, offsetof(BlockQ4_1, d)), half_at(b, offsetof(BlockQ4_1, m))), out);
 #else
@@ -251,7 +252,7 @@ struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
     return {iq4_levels(split_nibbles(b + offsetof(BlockIQ4_NL, qs))), {d, d}, {0, 0}};
   }
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockIQ4_NL, qs), iq4_table(half_at(b, offsetof(BlockIQ4_NL, d))), out);
 #else
     expand(codes(b, s), out);
@@ -316,7 +317,7 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     return {bits_of(load256(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4), {dl, dl}, {ml, ml}};
   }
   static void load(const uint8_t* b, int s, Vec* out) {
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
     float dl, ml;
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
     lookup_nibbles(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2), s % 2, level_table(0, dl, ml), out);
@@ -368,7 +369,7 @@ struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
     return {iq4_levels(split_nibbles(b + offsetof(BlockIQ4_XS, qs) + 16 * s)), {dl, dl}, {0, 0}};
   }
   static void load(const uint8_t* b, int s, Vec* out) {
-#if defined(__AVX512F__)
+#if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockIQ4_XS, qs) + 16 * s, iq4_table(scale(b, s)), out);
 #else
     expand(codes(b, s), out);
@@ -402,4 +403,4 @@ using IQ4_XSFormat = ReferenceFormat<DType::IQ4_XS, kSuperBlock, BlockIQ4_XS>;
 #endif
 
 }  // namespace
-}  // namespace orzo::cpu
+}  // namespace orzo::cpu::ORZO_ISA_NS

@@ -1,18 +1,24 @@
-#include "kernels/cpu/matmul_q8.hpp"
-
+// The integer product of the block types (kernels/cpu/matmul_q8.hpp).
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "kernels/cpu/weight_formats.hpp"
+#include "core/quant_blocks.hpp"
+#include "kernels/cpu/dequantize.hpp"
+#include "kernels/cpu/isa/entry_points.hpp"
+#include "kernels/cpu/isa/simd.hpp"
 
-namespace orzo::cpu {
-namespace {  // NOLINT(cert-dcl59-cpp): internal linkage, as vec.hpp explains
+ORZO_TARGET_BEGIN
+#include "kernels/cpu/isa/weight_formats.hpp"
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) && defined(__FMA__) && defined(__F16C__)
+namespace orzo::cpu::ORZO_ISA_NS {
+namespace {  // NOLINT(cert-dcl59-cpp): internal linkage, as target.hpp explains
+
+#if ORZO_SIMD_VNNI
 #define ORZO_Q8_VNNI 1
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif ORZO_SIMD_AVX2
 #define ORZO_Q8_AVX2 1
 #endif
 
@@ -399,4 +405,5 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 #undef ORZO_Q8_VNNI
 #undef ORZO_Q8_AVX2
 
-}  // namespace orzo::cpu
+}  // namespace orzo::cpu::ORZO_ISA_NS
+ORZO_TARGET_END

@@ -1,13 +1,19 @@
-#include "kernels/cpu/matmul_direct.hpp"
-
+// The product without a packed copy of the weight, for one ISA level (what it is and why:
+// kernels/cpu/matmul_direct.hpp).
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/weight_formats.hpp"
+#include "core/quant_blocks.hpp"
+#include "kernels/cpu/dequantize.hpp"
+#include "kernels/cpu/isa/entry_points.hpp"
+#include "kernels/cpu/isa/simd.hpp"
 
-namespace orzo::cpu {
+ORZO_TARGET_BEGIN
+#include "kernels/cpu/isa/weight_formats.hpp"
+
+namespace orzo::cpu::ORZO_ISA_NS {
 namespace {
 
 // Weight rows decoded together: more rows reuse each activation load and give more
@@ -210,4 +216,5 @@ void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, Thr
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel(job, begin, end); }, kGrain);
 }
 
-}  // namespace orzo::cpu
+}  // namespace orzo::cpu::ORZO_ISA_NS
+ORZO_TARGET_END

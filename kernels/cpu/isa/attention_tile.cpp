@@ -1,13 +1,16 @@
-#include "kernels/cpu/attention_tile.hpp"
-
+// One tile of attention (kernels/cpu/attention_tile.hpp says what it computes).
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "core/kv_cache.hpp"
+#include "kernels/cpu/isa/entry_points.hpp"
+
+ORZO_TARGET_BEGIN
 #include "kernels/cpu/exp2.hpp"
 
-namespace orzo::cpu {
+namespace orzo::cpu::ORZO_ISA_NS {
 
 namespace {
 
@@ -179,4 +182,5 @@ void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64
   }
 }
 
-}  // namespace orzo::cpu
+}  // namespace orzo::cpu::ORZO_ISA_NS
+ORZO_TARGET_END

@@ -1,0 +1,146 @@
+#include "kernels/cpu/isa.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+namespace orzo::cpu {
+
+// The levels CMake compiled kernels/cpu/isa/ for (kernels/CMakeLists.txt).
+#define ORZO_DECLARE_LEVEL(ns) \
+  namespace ns {               \
+  const KernelTable& kernel_table(); \
+  }
+#if defined(ORZO_HAVE_ISA_NATIVE)
+ORZO_DECLARE_LEVEL(isa_native)
+#else
+ORZO_DECLARE_LEVEL(isa_portable)
+#if defined(ORZO_HAVE_ISA_AVX2)
+ORZO_DECLARE_LEVEL(isa_avx2)
+#endif
+#if defined(ORZO_HAVE_ISA_AVX512)
+ORZO_DECLARE_LEVEL(isa_avx512)
+#endif
+#endif
+#undef ORZO_DECLARE_LEVEL
+
+namespace {
+
+std::vector<const KernelTable*> built_tables() {
+#if defined(ORZO_HAVE_ISA_NATIVE)
+  return {&isa_native::kernel_table()};
+#else
+  return {
+      &isa_portable::kernel_table(),
+#if defined(ORZO_HAVE_ISA_AVX2)
+      &isa_avx2::kernel_table(),
+#endif
+#if defined(ORZO_HAVE_ISA_AVX512)
+      &isa_avx512::kernel_table(),
+#endif
+  };
+#endif
+}
+
+// Whether this CPU (and the OS, which must save the wider registers) runs a level;
+// __builtin_cpu_supports checks both.
+bool cpu_runs(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+                    __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
+                    __builtin_cpu_supports("popcnt");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512vnni");
+  switch (isa) {
+    case Isa::Portable: return true;
+    case Isa::Avx2: return avx2;
+    case Isa::Avx512Vnni: return avx512;
+  }
+  return false;
+#else
+  return isa == Isa::Portable;
+#endif
+}
+
+const KernelTable* runnable_table(Isa isa) {
+  for (const KernelTable* t : built_tables())
+    if (t->isa == isa && cpu_runs(isa)) return t;
+  return nullptr;
+}
+
+std::string runnable_names() {
+  std::string names;
+  for (Isa isa : runnable_isas()) names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
+  return names;
+}
+
+const KernelTable* initial_table() {
+  if (const char* env = std::getenv("ORZO_CPU_ISA"); env && *env) {
+    const std::optional<Isa> isa = parse_isa(env);
+    if (!isa)
+      throw std::invalid_argument(std::string("ORZO_CPU_ISA=") + env + " names no ISA level (portable, avx2, avx512-vnni)");
+    return &kernels_for(*isa);
+  }
+  return &kernels_for(runnable_isas().back());
+}
+
+std::atomic<const KernelTable*> active{nullptr};
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Portable: return "portable";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512Vnni: return "avx512-vnni";
+  }
+  return "?";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni})
+    if (name == isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni})
+    if (runnable_table(isa)) out.push_back(isa);
+  return out;
+}
+
+const KernelTable& kernels_for(Isa isa) {
+  if (const KernelTable* t = runnable_table(isa)) return *t;
+  throw std::invalid_argument(std::string("CPU kernels for ") + isa_name(isa) +
+                              " are not in this build or not run by this CPU; it runs: " + runnable_names());
+}
+
+const KernelTable& kernels() {
+  const KernelTable* t = active.load(std::memory_order_acquire);
+  if (t) return *t;
+  static const KernelTable* const initial = initial_table();
+  // A use_isa() that got in first keeps its choice.
+  t = nullptr;
+  return active.compare_exchange_strong(t, initial, std::memory_order_acq_rel) ? *initial : *t;
+}
+
+void use_isa(Isa isa) { active.store(&kernels_for(isa), std::memory_order_release); }
+
+std::string cpu_model_name() {
+  std::string model = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      if (const auto colon = line.find(':'); colon != std::string::npos) model = line.substr(line.find_first_not_of(" \t", colon + 1));
+      break;
+    }
+  }
+  return model;
+}
+
+}  // namespace orzo::cpu

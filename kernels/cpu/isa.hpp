@@ -1,0 +1,67 @@
+#pragma once
+// The instruction-set levels the CPU kernels are built for, and the one this process runs.
+//
+// The kernels whose speed is the vector unit's (kernels/cpu/isa/) are compiled once per
+// level, each into a namespace of its own, and gathered into one KernelTable per level.
+// The first call to kernels() picks the best level this CPU runs, so one binary runs every
+// x86-64 machine at the speed of its widest unit; everything else is compiled for the
+// baseline. A -march=native build has one level, the machine's.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/attention_tile.hpp"
+
+namespace orzo::cpu {
+
+// Ordered: each level runs everything the ones before it do.
+enum class Isa {
+  Portable,    // no vector extension beyond the baseline: the compiler's own code
+  Avx2,        // AVX2 + FMA + F16C (x86-64-v3: Haswell, Zen 1 and later)
+  Avx512Vnni,  // AVX-512 F/BW/VL/DQ/CD + VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4)
+};
+
+const char* isa_name(Isa isa);                      // "portable", "avx2", "avx512-vnni"
+std::optional<Isa> parse_isa(std::string_view name);
+
+using MatmulKernel = void (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                              const float* bias);
+
+// One level's kernels. The public entry points (matmul.hpp, attention.hpp, convert.hpp)
+// call the active table's; tests and benchmarks may call any runnable level's directly.
+struct KernelTable {
+  Isa isa;
+  MatmulKernel matmul_direct;  // matmul_direct.hpp
+  bool (*matmul_q8_supports)(DType t);
+  MatmulKernel matmul_q8;  // matmul_q8.hpp
+  int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
+  void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
+  // F16/BF16 rows to and from f32 (convert.hpp), t being one of the two.
+  void (*half_row_to_f32)(DType t, const uint8_t* src, int64_t n, float* dst);
+  void (*f32_row_to_half)(DType t, const float* src, int64_t n, uint8_t* dst);
+};
+
+// The active level's table. Until use_isa() is called it is the best runnable level, or the
+// one the environment variable ORZO_CPU_ISA names (an error if this CPU cannot run it).
+const KernelTable& kernels();
+
+// The levels this binary has and this CPU runs, lowest first.
+std::vector<Isa> runnable_isas();
+
+// A runnable level's table; throws std::invalid_argument, naming the runnable ones, otherwise.
+const KernelTable& kernels_for(Isa isa);
+
+// Makes `isa` the active level for the whole process (tests, benchmarks, `--cpu-isa`).
+// Not meant to race with kernels running on other threads.
+void use_isa(Isa isa);
+
+// The CPU's model name as the OS gives it ("AMD EPYC 7763 64-Core Processor"), for logs
+// and benchmark records; "unknown CPU" where it gives none.
+std::string cpu_model_name();
+
+}  // namespace orzo::cpu

@@ -1,0 +1,29 @@
+#pragma once
+// The functions every compilation of this folder defines in its level's namespace, which
+// kernel_table.cpp gathers into that level's KernelTable (kernels/cpu/isa.hpp says what
+// each does).
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/attention_tile.hpp"
+#include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/isa/target.hpp"
+
+namespace orzo::cpu::ORZO_ISA_NS {
+
+void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+bool matmul_q8_supports(DType t);
+void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+// Attention queries per tile: one vector register's worth of floats (twice AVX2's 8
+// would not fit its 16 registers).
+constexpr int kTileLanes = ORZO_SIMD_AVX512 ? 16 : 8;
+static_assert(kTileLanes <= kMaxTileLanes);
+void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
+void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
+void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
+
+const KernelTable& kernel_table();
+
+}  // namespace orzo::cpu::ORZO_ISA_NS
