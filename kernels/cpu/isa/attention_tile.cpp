@@ -169,17 +169,25 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
   }
 }
 
+template <int Lanes>
+void run_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+  thread_local Tile<Lanes> tile;
+  tile.run(queries, count, kv, hd, q_scale);
+}
+
 }  // namespace
 
+// A decode row brings one query per head of its KV head's group, often 2 to 4 (GQA), and its
+// tile is alone: lanes beyond those would triple the scores and exponentials it computes.
 void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
-  constexpr int kNarrow = 8;
-  if (count <= kNarrow) {
-    thread_local Tile<kNarrow> tile;
-    tile.run(queries, count, kv, hd, q_scale);
-  } else {
-    thread_local Tile<kTileLanes> tile;
-    tile.run(queries, count, kv, hd, q_scale);
-  }
+  if (count <= 2)
+    run_tile<2>(queries, count, kv, hd, q_scale);
+  else if (count <= 4)
+    run_tile<4>(queries, count, kv, hd, q_scale);
+  else if (count <= 8)
+    run_tile<8>(queries, count, kv, hd, q_scale);
+  else
+    run_tile<kTileLanes>(queries, count, kv, hd, q_scale);
 }
 
 }  // namespace orzo::cpu::ORZO_ISA_NS
