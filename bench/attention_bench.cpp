@@ -48,12 +48,12 @@ Setup make(int64_t kv_heads, int64_t layers, int32_t sequences, int32_t context,
   for (int64_t l = 0; l < layers; ++l)
     for (int32_t b = 0; b < s.cache.num_blocks(); ++b)
       for (int32_t slot = 0; slot < bs; ++slot) {
-        float* k = s.cache.key(l, b, slot);
-        float* v = s.cache.value(l, b, slot);
-        for (int64_t i = 0; i < s.cache.kv_dim(); ++i) {
+        std::vector<float> k(static_cast<size_t>(s.cache.kv_dim())), v(k.size());
+        for (size_t i = 0; i < k.size(); ++i) {
           k[i] = uniform(rng);
           v[i] = uniform(rng);
         }
+        s.cache.write(l, b, slot, k.data(), v.data());
       }
   s.q.resize(static_cast<size_t>(s.batch.rows() * kHeads * kHeadDim));
   for (auto& x : s.q) x = uniform(rng);

@@ -1,5 +1,6 @@
 #include "core/kv_cache.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,12 @@ KvCache::KvCache(int64_t layers, int32_t num_blocks, int32_t block_size, int64_t
                    static_cast<size_t>(kv_dim);
   keys_.assign(n, 0.0f);
   values_.assign(n, 0.0f);
+}
+
+void KvCache::write(int64_t layer, int32_t block, int32_t slot, const float* key, const float* value) {
+  float* keys = keys_.data() + offset(layer, block, 0) + slot;
+  for (int64_t i = 0; i < kv_dim_; ++i) keys[static_cast<size_t>(i) * static_cast<size_t>(block_size_)] = key[i];
+  std::copy(value, value + kv_dim_, values_.data() + offset(layer, block, slot));
 }
 
 }  // namespace orzo

@@ -2,6 +2,11 @@
 // The paged KV cache of one layer range: fixed-size blocks of token slots, addressed by
 // the block ids of each sequence's block table. Allocated once; the block manager (in the
 // batcher) decides which ids a sequence owns.
+//
+// Within a block, values are stored slot by slot (kv_dim floats per token) and keys
+// transposed, dimension by dimension (block_size floats per dimension): attention scores a
+// chunk of consecutive keys against a query, and with the keys of a chunk side by side one
+// vector load brings a dimension of all of them.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -19,9 +24,16 @@ class KvCache {
   int64_t kv_dim() const { return kv_dim_; }
   size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
 
-  // The kv_dim floats of one token slot, for `layer` counted from the range's first layer.
-  float* key(int64_t layer, int32_t block, int32_t slot) { return keys_.data() + offset(layer, block, slot); }
-  float* value(int64_t layer, int32_t block, int32_t slot) { return values_.data() + offset(layer, block, slot); }
+  // Stores one token's kv_dim keys and values, for `layer` counted from the range's first layer.
+  void write(int64_t layer, int32_t block, int32_t slot, const float* key, const float* value);
+
+  // A block's keys: key i of slot s is at keys(layer, block)[i * block_size() + s].
+  const float* keys(int64_t layer, int32_t block) const { return keys_.data() + offset(layer, block, 0); }
+  float key(int64_t layer, int32_t block, int32_t slot, int64_t i) const {
+    return keys(layer, block)[static_cast<size_t>(i) * static_cast<size_t>(block_size_) + static_cast<size_t>(slot)];
+  }
+  // The kv_dim values of one token slot.
+  const float* value(int64_t layer, int32_t block, int32_t slot) const { return values_.data() + offset(layer, block, slot); }
 
  private:
   size_t offset(int64_t layer, int32_t block, int32_t slot) const {

@@ -118,9 +118,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
           const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
           const int32_t pos = b.positions[i], block = table[static_cast<size_t>(pos / kv_.block_size())];
-          std::copy(k, k + cfg_.kv_dim(), kv_.key(cache_layer, block, pos % kv_.block_size()));
-          const float* v = v_.data() + r * cfg_.kv_dim();
-          std::copy(v, v + cfg_.kv_dim(), kv_.value(cache_layer, block, pos % kv_.block_size()));
+          kv_.write(cache_layer, block, pos % kv_.block_size(), k, v_.data() + r * cfg_.kv_dim());
         }
       },
       8);

@@ -88,8 +88,7 @@ class Scene {
     for (int32_t b = 0; b < num_blocks; ++b)
       for (int32_t s = 0; s < bs; ++s) {
         const size_t at = (static_cast<size_t>(b) * bs + s) * kv_dim;
-        std::copy_n(keys.begin() + at, kv_dim, cache_->key(0, b, s));
-        std::copy_n(values.begin() + at, kv_dim, cache_->value(0, b, s));
+        cache_->write(0, b, s, keys.data() + at, values.data() + at);
       }
     k_dev_ = std::make_unique<DeviceBuffer<uint16_t>>(test::to_elem(elem, keys));
     v_dev_ = std::make_unique<DeviceBuffer<uint16_t>>(test::to_elem(elem, values));

@@ -47,10 +47,12 @@ class Cache {
       next += blocks;
       for (int32_t p = 0; p < s.length; ++p) {
         const int32_t block = tables_.back()[static_cast<size_t>(p / block_size)];
-        for (int64_t i = 0; i < cache_.kv_dim(); ++i) {
-          cache_.key(kLayer, block, p % block_size)[i] = uniform(rng);
-          cache_.value(kLayer, block, p % block_size)[i] = uniform(rng);
+        std::vector<float> key(static_cast<size_t>(cache_.kv_dim())), value(key.size());
+        for (size_t i = 0; i < key.size(); ++i) {
+          key[i] = uniform(rng);
+          value[i] = uniform(rng);
         }
+        cache_.write(kLayer, block, p % block_size, key.data(), value.data());
       }
     }
   }
@@ -116,9 +118,9 @@ std::vector<double> reference(const std::vector<float>& q, const ForwardBatch& b
       const int64_t offset = (h / group) * hd;
       std::vector<double> scores;
       for (int32_t p = first; p <= pos; ++p) {
-        const float* k = cache.key(kLayer, table[static_cast<size_t>(p / bs)], p % bs) + offset;
+        const int32_t block = table[static_cast<size_t>(p / bs)];
         double dot = 0;
-        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * cache.key(kLayer, block, p % bs, offset + d);
         scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
       }
       const double max_s = *std::max_element(scores.begin(), scores.end());

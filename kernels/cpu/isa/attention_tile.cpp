@@ -73,20 +73,40 @@ class Tile {
 
  private:
   using Scores = float[kChunk][Lanes];
-  void scores(const float* const* k, int64_t hd, Scores& s) const;
+  void scores(const float* kt, int32_t bs, int n, int64_t hd, Scores& s) const;
 
   std::vector<float> qt_, o_;  // [head_dim][Lanes] scaled queries; [Lanes][head_dim] outputs
 };
 
-// s[j][lane] = k_j · qt[:, lane]: each K element is one broadcast multiplied into all
-// lanes at once, so K is used as stored.
+// s[j][lane] = k_j · qt[:, lane] for the chunk's n keys, key j's dimension d at
+// kt[d * bs + j] (the cache keeps keys transposed within a block); for j >= n any finite
+// value, which the caller masks. A full chunk in a narrow tile (a decode row) takes its keys
+// a dimension at a time, side by side in one vector, into one accumulator per query; any
+// other multiplies each key element into all lanes at once. Either way a score is the same
+// FMAs in the same order over d, so it does not depend on the way its tile took.
 template <int Lanes>
-void Tile<Lanes>::scores(const float* const* k, int64_t hd, Scores& s) const {
+void Tile<Lanes>::scores(const float* kt, int32_t bs, int n, int64_t hd, Scores& s) const {
+  if constexpr (Lanes <= 4) {
+    if (n == kChunk) {
+      Vec<kChunk> acc[Lanes] = {};
+      for (int64_t d = 0; d < hd; ++d) {
+        Vec<kChunk> kd;
+        std::memcpy(&kd, kt + d * bs, sizeof kd);
+        for (int lane = 0; lane < Lanes; ++lane) acc[lane] += kd * qt_[static_cast<size_t>(d * Lanes + lane)];
+      }
+      for (int lane = 0; lane < Lanes; ++lane)
+        for (int j = 0; j < kChunk; ++j) s[j][lane] = acc[lane][j];
+      return;
+    }
+  }
+  const float* k[kChunk];
+  for (int j = 0; j < kChunk; ++j) k[j] = kt + std::min(j, n - 1);  // no reads past the chunk
   Vec<Lanes> acc[kChunk] = {};
   for (int64_t d = 0; d < hd; ++d) {
     Vec<Lanes> qd;
     std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
-    for (int j = 0; j < kChunk; ++j) acc[j] += k[j][d] * qd;
+    const int64_t at = d * bs;
+    for (int j = 0; j < kChunk; ++j) acc[j] += k[j][at] * qd;
   }
   std::memcpy(s, acc, sizeof acc);
 }
@@ -114,19 +134,15 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
     for (int64_t d = 0; d < hd; ++d) qt_[static_cast<size_t>(d * Lanes + lane)] = queries[lane].q[d] * q_scale;
   }
 
-  KvCache& cache = *kv.cache;
+  const KvCache& cache = *kv.cache;
   const int32_t bs = cache.block_size();
   const int64_t ld = cache.kv_dim();
   for (int32_t p = first; p <= last;) {
     const int32_t block = kv.block_table[p / bs], slot = p % bs;
     // Chunks end at fixed slots of the block, whatever position the tile starts from.
     const int32_t n = std::min(std::min(bs, slot - slot % kChunk + kChunk) - slot, last - p + 1);
-    const float* k0 = cache.key(kv.layer, block, slot) + kv.offset;
-    const float* k[kChunk];
-    for (int j = 0; j < kChunk; ++j) k[j] = k0 + std::min(j, n - 1) * ld;  // no reads past the chunk
-
     Scores s;
-    scores(k, hd, s);
+    scores(cache.keys(kv.layer, block) + kv.offset * bs + slot, bs, n, hd, s);
     if (n < kChunk || p < last_first || p + n - 1 > first_last) {
       for (int j = 0; j < kChunk; ++j) {
         const int32_t pos = p + j;
