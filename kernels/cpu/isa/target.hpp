@@ -43,9 +43,9 @@
 #if defined(ORZO_ISA_LEVEL) && ORZO_ISA_LEVEL >= 1
 #if ORZO_ISA_LEVEL >= 2
 // prefer-vector-width: GCC's generic tuning would split vectorized loops to 256 bits.
-#define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,prefer-vector-width=512"
+#define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,prefer-vector-width=512"
 #else
-#define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt"
+#define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt"
 #endif
 #define ORZO_TARGET_BEGIN ORZO_TARGET_PRAGMA(GCC push_options) ORZO_TARGET_PRAGMA(GCC target(ORZO_TARGET_ISA))
 #define ORZO_TARGET_END ORZO_TARGET_PRAGMA(GCC pop_options)
