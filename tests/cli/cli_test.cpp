@@ -2,10 +2,12 @@
 // clear line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/isa.hpp"
 #include "tests/support/cli_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -28,6 +30,21 @@ TEST(Cli, BenchPrintsOneJsonObject) {
   EXPECT_EQ(j["model"], kStoriesGguf);
   for (const char* key : {"prefill_tps", "decode_tps", "decode_tps_per_seq"}) EXPECT_GT(j[key].get<double>(), 0) << key;
   EXPECT_NEAR(j["decode_tps"].get<double>(), 3 * j["decode_tps_per_seq"].get<double>(), 1e-6 * j["decode_tps"].get<double>());
+  // The record names the CPU and the kernels that ran: the best level it has, unless the
+  // environment chose one.
+  EXPECT_FALSE(j["cpu"].get<std::string>().empty());
+  const char* env = std::getenv("ORZO_CPU_ISA");
+  EXPECT_EQ(j["cpu_isa"], env && *env ? std::string(env) : cpu::isa_name(cpu::runnable_isas().back()));
+}
+
+TEST(Cli, BenchRunsTheKernelsItIsTold) {
+  for (cpu::Isa isa : cpu::runnable_isas()) {
+    const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --cpu-isa " + cpu::isa_name(isa));
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["cpu_isa"], cpu::isa_name(isa));
+  }
+  const CliRun text = orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --cpu-isa portable");
+  EXPECT_NE(text.out.find(", kernels portable"), std::string::npos) << text.out;
 }
 
 TEST(Cli, BenchPrintsReadableText) {
@@ -52,6 +69,7 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"bench -m '" + kStoriesGguf + "' --prompt 100000000", "--prompt"},
       {"bench -m '" + kStoriesGguf + "' --prompt 2000 --gen 100", "exceeds the model's context of 2048"},
       {"bench --batch 2", "--model"},
+      {"bench -m '" + kStoriesGguf + "' --cpu-isa avx9", "--cpu-isa"},
       {"frobnicate", "frobnicate"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
