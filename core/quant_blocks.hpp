@@ -15,13 +15,15 @@
 
 namespace orzo {
 
-// A 16-bit field of a block (an f16 scale, IQ4_XS's high scale bits); nothing wider than a
-// byte is assumed to be aligned, and memcpy compiles to a plain load.
+// A 16-bit field of a block (an f16 scale, IQ4_XS's high scale bits), or of an F16/BF16
+// row; nothing wider than a byte is assumed to be aligned, and memcpy compiles to a plain
+// load or store.
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
 
 // x = d * q, q in [-127, 127].
 struct BlockQ8_0 { uint16_t d; int8_t qs[kQuantBlock]; };

@@ -17,8 +17,6 @@
 namespace orzo::cpu {
 namespace {
 
-void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
-
 // v rounded to the nearest integer (ties to even) and clamped to [lo, hi]; NaN gives lo,
 // and values far outside the range never reach the integer conversion.
 int nearest_in(float v, int lo, int hi) {

@@ -14,8 +14,6 @@ ORZO_TARGET_BEGIN
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {
 
-void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
-
 // Each converter runs its widest loop first and falls through to narrower ones, so a
 // row whose length is not a multiple of the vector width exercises every path.
 inline void f16_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
