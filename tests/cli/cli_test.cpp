@@ -54,6 +54,21 @@ TEST(Cli, BenchPrintsReadableText) {
   EXPECT_NE(r.out.find("decode:"), std::string::npos) << r.out;
 }
 
+// The environment's choice is read when the kernels are first needed, which the CLI makes
+// happen before anything runs, so a bad name is one line, not a failure inside a worker.
+TEST(Cli, AnUnknownLevelInTheEnvironmentIsRefused) {
+  const char* before = std::getenv("ORZO_CPU_ISA");
+  const std::string saved = before ? before : "";
+  ::setenv("ORZO_CPU_ISA", "avx9", 1);  // the child orzo inherits it
+  for (const std::string& args : {"bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 2",
+                                 "generate -m '" + kStoriesGguf + "' -p Once -n 2"})
+    testing::expect_refused(args, "ORZO_CPU_ISA=avx9 names no ISA level");
+  if (before)
+    ::setenv("ORZO_CPU_ISA", saved.c_str(), 1);
+  else
+    ::unsetenv("ORZO_CPU_ISA");
+}
+
 using CliErrors = testing::TempDirTest;
 
 TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
