@@ -17,7 +17,8 @@ struct BenchOptions {
   int gen = 32;
   int threads = 0;
   int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
-  bool int8_activations = false;  // cpu::Activations::Int8 for block-type weights
+  bool int8_activations = false;  // cpu::Activations::int8, for block-type weights
+  bool bf16_activations = false;  // cpu::Activations::bf16, for BF16 weights
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;
   int publish = 0;  // with --actors: publish the batcher on 127.0.0.1:publish and wait for remote stages to join

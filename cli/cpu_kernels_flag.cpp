@@ -2,14 +2,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "kernels/cpu/isa.hpp"
 
 namespace orzo::cli {
 
 void add_cpu_isa_flag(CLI::App& cmd, std::string& isa) {
+  std::vector<std::string> names;
+  for (cpu::Isa level : cpu::kAllIsas) names.emplace_back(cpu::isa_name(level));
   cmd.add_option("--cpu-isa", isa,
-                 "CPU kernels: portable, avx2 or avx512-vnni (default: the best this CPU runs, or $ORZO_CPU_ISA)")
-      ->check(CLI::IsMember({"portable", "avx2", "avx512-vnni"}));
+                 "CPU kernels: " + cpu::isa_names() + " (default: the best this CPU runs, or $ORZO_CPU_ISA)")
+      ->check(CLI::IsMember(names));
 }
 
 std::string select_cpu_kernels(const std::string& isa) {

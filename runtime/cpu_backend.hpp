@@ -20,7 +20,7 @@ class CpuBackend final : public LayerBackend {
     int32_t block_size = kDefaultBlockSize;
     int threads = 0;              // 0: one per hardware thread
     int64_t max_rows = 512;       // scratch is sized for this many rows up front
-    cpu::Activations activations = cpu::Activations::F32;  // how block-type weights meet them (kernels/cpu/matmul.hpp)
+    cpu::Activations activations;  // how the weights meet them (kernels/cpu/matmul.hpp)
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);

@@ -15,6 +15,7 @@ namespace orzo::cpu {
 #define ORZO_DECLARE_LEVEL(ns) \
   namespace ns {               \
   const KernelTable& kernel_table(); \
+  const KernelTable& kernel_table_bf16(); \
   }
 #if defined(ORZO_HAVE_ISA_NATIVE)
 ORZO_DECLARE_LEVEL(isa_native)
@@ -33,7 +34,11 @@ namespace {
 
 std::vector<const KernelTable*> built_tables() {
 #if defined(ORZO_HAVE_ISA_NATIVE)
+#if defined(__AVX512BF16__) && defined(__AVX512VNNI__)
+  return {&isa_native::kernel_table(), &isa_native::kernel_table_bf16()};
+#else
   return {&isa_native::kernel_table()};
+#endif
 #else
   return {
       &isa_portable::kernel_table(),
@@ -42,6 +47,7 @@ std::vector<const KernelTable*> built_tables() {
 #endif
 #if defined(ORZO_HAVE_ISA_AVX512)
       &isa_avx512::kernel_table(),
+      &isa_avx512::kernel_table_bf16(),
 #endif
   };
 #endif
@@ -69,6 +75,7 @@ bool cpu_runs(Isa isa) {
     case Isa::Portable: return true;
     case Isa::Avx2: return avx2;
     case Isa::Avx512Vnni: return avx512;
+    case Isa::Avx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 #else
@@ -82,9 +89,10 @@ const KernelTable* runnable_table(Isa isa) {
   return nullptr;
 }
 
-std::string runnable_names() {
+template <class Levels>
+std::string joined_names(const Levels& levels) {
   std::string names;
-  for (Isa isa : runnable_isas()) names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
+  for (Isa isa : levels) names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
   return names;
 }
 
@@ -92,7 +100,7 @@ const KernelTable* initial_table() {
   if (const char* env = std::getenv("ORZO_CPU_ISA"); env && *env) {
     const std::optional<Isa> isa = parse_isa(env);
     if (!isa)
-      throw std::invalid_argument(std::string("ORZO_CPU_ISA=") + env + " names no ISA level (portable, avx2, avx512-vnni)");
+      throw std::invalid_argument(std::string("ORZO_CPU_ISA=") + env + " names no ISA level (" + isa_names() + ")");
     return &kernels_for(*isa);
   }
   return &kernels_for(runnable_isas().back());
@@ -107,19 +115,22 @@ const char* isa_name(Isa isa) {
     case Isa::Portable: return "portable";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512Vnni: return "avx512-vnni";
+    case Isa::Avx512Bf16: return "avx512-bf16";
   }
   return "?";
 }
 
+std::string isa_names() { return joined_names(kAllIsas); }
+
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni})
+  for (Isa isa : kAllIsas)
     if (name == isa_name(isa)) return isa;
   return std::nullopt;
 }
 
 std::vector<Isa> runnable_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni})
+  for (Isa isa : kAllIsas)
     if (runnable_table(isa)) out.push_back(isa);
   return out;
 }
@@ -127,7 +138,7 @@ std::vector<Isa> runnable_isas() {
 const KernelTable& kernels_for(Isa isa) {
   if (const KernelTable* t = runnable_table(isa)) return *t;
   throw std::invalid_argument(std::string("CPU kernels for ") + isa_name(isa) +
-                              " are not in this build or not run by this CPU; it runs: " + runnable_names());
+                              " are not in this build or not run by this CPU; it runs: " + joined_names(runnable_isas()));
 }
 
 const KernelTable& kernels() {

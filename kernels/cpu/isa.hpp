@@ -24,9 +24,13 @@ enum class Isa {
   Portable,    // no vector extension beyond the baseline: the compiler's own code
   Avx2,        // AVX2 + FMA + F16C (x86-64-v3: Haswell, Zen 1 and later)
   Avx512Vnni,  // AVX-512 F/BW/VL/DQ/CD + VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4)
+  Avx512Bf16,  // the same + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4): matmul_bf16
 };
 
-const char* isa_name(Isa isa);                      // "portable", "avx2", "avx512-vnni"
+constexpr Isa kAllIsas[] = {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16};
+
+const char* isa_name(Isa isa);  // "portable", "avx2", "avx512-vnni", "avx512-bf16"
+std::string isa_names();        // all of them, comma-separated, for messages
 std::optional<Isa> parse_isa(std::string_view name);
 
 using MatmulKernel = void (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
@@ -39,6 +43,9 @@ struct KernelTable {
   MatmulKernel matmul_direct;  // matmul_direct.hpp
   bool (*matmul_q8_supports)(DType t);
   MatmulKernel matmul_q8;  // matmul_q8.hpp
+  // BF16 weights against activations rounded to bf16 (matmul.hpp, Activations::bf16);
+  // null where the level has no BF16 dot product.
+  MatmulKernel matmul_bf16;
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
   void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
   // F16/BF16 rows to and from f32 (convert.hpp), t being one of the two.

@@ -25,11 +25,13 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
-  // The integer path is taken at every m or at none, decode included: one arithmetic for a
+  // The integer and bf16 paths are taken at every m or at none, decode included: one arithmetic for a
   // row whatever batch it rides in.
   const KernelTable& kernel = kernels();
-  if (activations == Activations::Int8 && kernel.matmul_q8_supports(w.dtype))
+  if (activations.int8 && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
+  else if (activations.bf16 && w.dtype == DType::BF16 && kernel.matmul_bf16)
+    kernel.matmul_bf16(x, m, w, y, pool, bias);
   else if (m * k * static_cast<int64_t>(sizeof(float)) <= kDirectActivationBytes)
     kernel.matmul_direct(x, m, w, y, pool, bias);
   else

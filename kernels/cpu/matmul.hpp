@@ -8,17 +8,24 @@
 
 namespace orzo::cpu {
 
-// How a block-type weight (Q8_0, Q4_K, ...) meets the f32 activations. F32: decoded to f32
-// in registers, the product exact on the dequantized weights up to f32 rounding. Int8:
-// each activation row rounded to int8 blocks of 32 for integer dot products
-// (matmul_q8.hpp states the error), 2-3x faster for batches of prompt rows, about even for
-// decode. On SmolLM2-135M Q4_1, Int8 moves perplexity by 0.2% and the top-1 token at 3% of
-// positions (tests/runtime/test_perplexity.py). Both are batch-invariant: a row's result
-// never depends on m. The float types ignore it.
-enum class Activations { F32, Int8 };
+// How weights meet the f32 activations. By default each weight is decoded to f32 in
+// registers and the product is exact on the dequantized weights up to f32 rounding. Two
+// opt-in roundings of the activations trade that for the CPU's narrow dot products:
+// - int8: for block-type weights (Q8_0, Q4_K, ...), each activation row rounded to int8
+//   blocks of 32 for integer dot products (matmul_q8.hpp states the error), 2-3x faster
+//   for batches of prompt rows, about even for decode. On SmolLM2-135M Q4_1 it moves
+//   perplexity by 0.2% and the top-1 token at 3% of positions (tests/runtime/test_perplexity.py).
+// - bf16: for BF16 weights, each activation rounded to bf16 (round to nearest even) for
+//   AVX-512 BF16's dot product, which does twice the multiply-adds of an f32 FMA: the
+//   precision GPUs run bf16 models at. Where the CPU has no such instruction, the f32 path.
+// Every mode is batch-invariant: a row's result never depends on m.
+struct Activations {
+  bool int8 = false;
+  bool bf16 = false;
+};
 
 // x: [m, k] row-major f32, y: [m, n] row-major f32; bias (may be null): [n] f32.
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
-            const float* bias = nullptr, Activations activations = Activations::F32);
+            const float* bias = nullptr, Activations activations = {});
 
 }  // namespace orzo::cpu

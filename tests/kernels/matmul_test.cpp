@@ -87,12 +87,21 @@ std::vector<float> random_vector(int64_t size, std::mt19937& rng) {
   return v;
 }
 
-// matmul() in each of its two modes, as kernels.
+// matmul() in each of its modes, as kernels.
 void matmul_f32(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  matmul(x, m, w, y, pool, bias, Activations::F32);
+  matmul(x, m, w, y, pool, bias, Activations{});
 }
 void matmul_int8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  matmul(x, m, w, y, pool, bias, Activations::Int8);
+  matmul(x, m, w, y, pool, bias, Activations{true, false});
+}
+void matmul_bf16_acts(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  matmul(x, m, w, y, pool, bias, Activations{false, true});
+}
+
+// Whether `kernel` rounds activations to bf16 for weights of type t: where the active
+// level has the BF16 dot product.
+bool rounds_to_bf16(Kernel kernel, DType t) {
+  return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr;
 }
 
 // Whether `kernel` rounds activations to 8 bits for weights of type t.
@@ -105,9 +114,12 @@ bool rounds_activations(Kernel kernel, DType t) {
 // magnitude is the root-sum-square of the products. Where activations are rounded to
 // 8-bit blocks (matmul_q8.hpp), each x_c is off by at most half its block's step,
 // amax_b / 254 (1.001 of it covers the f32 rounding of the step and of x / step), so
-// the worst case adds sum_b (amax_b / 254) * sum_{c in b} |w_c|.
+// the worst case adds sum_b (amax_b / 254) * sum_{c in b} |w_c|. Where they are rounded to
+// bf16, each x_c is off by at most half an ulp, 2^-8 |x_c|: the worst case adds
+// 2^-8 sum_c |x_c w_c|.
 void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weight& w, const float* bias,
-                              const std::vector<float>& y, const std::string& what, bool q8 = false) {
+                              const std::vector<float>& y, const std::string& what, bool q8 = false,
+                              bool bf16 = false) {
   const int64_t n = w.view.rows(), k = w.view.cols();
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -117,6 +129,7 @@ void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weig
             static_cast<double>(x[static_cast<size_t>(i * k + c)]) * w.values[static_cast<size_t>(j * k + c)];
         sum += p;
         sq += p * p;
+        if (bf16) rounding += 1.001 * std::ldexp(std::fabs(p), -8);
       }
       if (q8) {
         for (int64_t b = 0; b < k; b += 32) {
@@ -142,6 +155,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
     if (kernel == matmul_q8 && !matmul_q8_supports(t)) continue;
+    if (kernel == matmul_bf16_acts && t != DType::BF16) continue;  // the others are matmul_f32's
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
       const int64_t k = dtype_block_elems(t) > kQuantBlock ? depth / kQuantBlock * kSuperBlock : depth;
@@ -154,7 +168,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
             expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
-                                     rounds_activations(kernel, t));
+                                     rounds_activations(kernel, t), rounds_to_bf16(kernel, t));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -172,6 +186,7 @@ TEST(Matmul, MatchesReferenceSingleThread) {
     ThreadPool pool(1);
     check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_bf16_acts, pool, kRows, kSmallDepths, kOddOutputs);
   });
 }
 
@@ -180,6 +195,7 @@ TEST(Matmul, MatchesReferenceThreeThreads) {
     ThreadPool pool(3);
     check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_bf16_acts, pool, kRows, kSmallDepths, kOddOutputs);
   });
 }
 
@@ -189,6 +205,7 @@ TEST(Matmul, MatchesReferenceAtModelDepth) {
     ThreadPool pool(3);
     check_shapes(matmul_f32, pool, {1, 4, 17, 600}, {2048}, {37});
     check_shapes(matmul_int8, pool, {1, 4, 17, 600}, {2048}, {37});
+    check_shapes(matmul_bf16_acts, pool, {1, 4, 17, 600}, {2048}, {37});
   });
 }
 
@@ -291,7 +308,7 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
   orzo::testing::for_each_isa([&] {
     ThreadPool pool(2);
     std::mt19937 rng(9);
-    for (Kernel kernel : {matmul_f32, matmul_direct, matmul_blas}) {
+    for (Kernel kernel : {matmul_f32, matmul_direct, matmul_blas, matmul_bf16_acts}) {
       for (DType t : {DType::F32, DType::F16, DType::BF16}) {
         for (int64_t k : {1, 7, 13, 40, 77}) {
           const Weight w = make_weight(t, 21, k, rng);
@@ -299,7 +316,7 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
             const auto x = random_vector(m * k, rng);
             std::vector<float> y(static_cast<size_t>(m * 21));
             kernel(x.data(), m, w.view, y.data(), pool, nullptr);
-            expect_matches_reference(x, m, w, nullptr, y, "tail");
+            expect_matches_reference(x, m, w, nullptr, y, "tail", false, rounds_to_bf16(kernel, t));
           }
         }
       }
@@ -308,7 +325,7 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
 }
 
 // A token's output must not depend on how many other tokens share the call: bit for bit
-// on the integer path, which matmul() takes at every m when asked to; beyond float
+// on the integer and bf16 paths, which matmul() takes at every m when asked to; beyond float
 // rounding where the batch size picks between the f32 kernels.
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
   orzo::testing::for_each_isa([&] {
@@ -330,6 +347,17 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
               ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
                   << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
           }
+        }
+      }
+      if (t == DType::BF16) {
+        std::vector<float> batched(static_cast<size_t>(m * n));
+        matmul_bf16_acts(x.data(), m, w.view, batched.data(), pool, bias.data());
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<float> single(static_cast<size_t>(n));
+          matmul_bf16_acts(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
+                << "bf16 activations, row " << i << " column " << j;
         }
       }
       for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {

@@ -61,7 +61,7 @@ void check_model(const std::string& path, const Expected& e, float tol, const st
   auto model = Model::load(path);
   ASSERT_EQ(model->config().vocab_size, e.vocab);
   CpuBackend::Options o;
-  o.activations = rounds_activations ? cpu::Activations::Int8 : cpu::Activations::F32;
+  o.activations.int8 = rounds_activations;
   o.kv_blocks = kBlocksPerSeq;
   o.threads = 2;
   CpuBackend backend(model, o);

@@ -16,6 +16,9 @@ namespace orzo::cpu::ORZO_ISA_NS {
 void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 bool matmul_q8_supports(DType t);
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+#if ORZO_SIMD_BF16_DOT
+void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+#endif
 // Attention queries per tile: one vector register's worth of floats (twice AVX2's 8
 // would not fit its 16 registers).
 constexpr int kTileLanes = ORZO_SIMD_AVX512 ? 16 : 8;
@@ -25,5 +28,9 @@ void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
 
 const KernelTable& kernel_table();
+#if ORZO_SIMD_BF16_DOT
+// The same level with the BF16 dot product: the avx512-bf16 level (or a native build's).
+const KernelTable& kernel_table_bf16();
+#endif
 
 }  // namespace orzo::cpu::ORZO_ISA_NS

@@ -22,6 +22,9 @@
 #define ORZO_SIMD_AVX2 (ORZO_ISA_LEVEL >= 1)
 #define ORZO_SIMD_AVX512 (ORZO_ISA_LEVEL >= 2)
 #define ORZO_SIMD_VNNI (ORZO_ISA_LEVEL >= 2)
+// The AVX-512 compilation also holds the BF16 dot-product kernel, inside its own
+// ORZO_TARGET_BF16 region; the avx512-bf16 level is that compilation plus it.
+#define ORZO_SIMD_BF16_DOT (ORZO_ISA_LEVEL >= 2)
 #else
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define ORZO_SIMD_AVX2 1
@@ -36,6 +39,11 @@
 #define ORZO_SIMD_AVX512 0
 #endif
 #define ORZO_SIMD_VNNI ORZO_SIMD_AVX512
+#if ORZO_SIMD_AVX512 && defined(__AVX512BF16__)
+#define ORZO_SIMD_BF16_DOT 1
+#else
+#define ORZO_SIMD_BF16_DOT 0
+#endif
 #endif
 
 // Two steps, so that ORZO_TARGET_ISA is expanded before it is made a string.
@@ -45,6 +53,7 @@
 #if ORZO_ISA_LEVEL >= 2
 // prefer-vector-width: GCC's generic tuning would split vectorized loops to 256 bits.
 #define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,prefer-vector-width=512"
+#define ORZO_TARGET_ISA_BF16 "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,avx512bf16,prefer-vector-width=512"
 #else
 #define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt"
 #endif
@@ -53,4 +62,13 @@
 #else
 #define ORZO_TARGET_BEGIN
 #define ORZO_TARGET_END
+#endif
+// The same for code that also uses AVX-512 BF16 (matmul_bf16.cpp), used in place of
+// ORZO_TARGET_BEGIN/END.
+#if defined(ORZO_ISA_LEVEL) && ORZO_ISA_LEVEL >= 2
+#define ORZO_TARGET_BF16_BEGIN ORZO_TARGET_PRAGMA(GCC push_options) ORZO_TARGET_PRAGMA(GCC target(ORZO_TARGET_ISA_BF16))
+#define ORZO_TARGET_BF16_END ORZO_TARGET_PRAGMA(GCC pop_options)
+#else
+#define ORZO_TARGET_BF16_BEGIN ORZO_TARGET_BEGIN
+#define ORZO_TARGET_BF16_END ORZO_TARGET_END
 #endif

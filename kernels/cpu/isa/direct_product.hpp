@@ -1,0 +1,293 @@
+#pragma once
+// The blocking of the direct product (kernels/cpu/matmul_direct.hpp), for any weight
+// format of isa/weight_formats.hpp and the activations it meets: R weight rows against M
+// activation rows per pass, the activations packed once per product, the weight rows of a
+// thread taken an L2-sized chunk at a time. run_direct<F> is the whole product for one
+// format. Include it inside the ORZO_TARGET_BEGIN region, after weight_formats.hpp;
+// internal linkage, as target.hpp explains.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/isa/vec.hpp"
+
+namespace orzo::cpu::ORZO_ISA_NS {
+namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
+
+// f32 activations, which every weight format meets by default: one FMA per vector of
+// weights.
+struct F32Activations {
+  using T = float;
+  static constexpr int64_t kPerVec = kLanes;
+  static T from_f32(float f) { return f; }
+  static float to_f32(T v) { return v; }
+  static Vec load(const T* p) { return vload(p); }
+  static Vec madd(Vec w, Vec x, Vec acc) { return vfma(w, x, acc); }
+};
+
+// A format meets the activations it names as X, f32 ones otherwise.
+template <class F, class = void>
+struct ActivationsOf {
+  using type = F32Activations;
+};
+template <class F>
+struct ActivationsOf<F, std::void_t<typename F::X>> {
+  using type = typename F::X;
+};
+
+// A pass dots R weight rows with M activation rows: R * M accumulators, R decoded weight
+// steps (kVecs registers each) and one activation vector in registers, and a spare. Each
+// step of k loads R weight steps and M activation vectors for R * M FMAs; the shape chosen
+// is the one with the most FMAs per load that fits (R <= 4, M <= kGroup, M <= m).
+struct Shape {
+  int m, r;
+};
+
+constexpr bool fits(int m, int r, int vecs) { return r * m + r * vecs + 2 <= kRegisters; }
+
+// At most this many activation rows share one pass over a block of weight rows.
+constexpr int64_t kGroup = 8;
+
+constexpr Shape best_shape(int64_t m, int vecs) {
+  Shape best{1, 1};
+  double best_rate = 0.0;
+  for (int rows = 1; rows <= kGroup && rows <= m; ++rows)
+    for (int r = 1; r <= 4; ++r) {
+      const double rate = static_cast<double>(r * rows) / (r * vecs + rows);
+      if (fits(rows, r, vecs) && rate > best_rate + 1e-9) best = {rows, r}, best_rate = rate;
+    }
+  return best;
+}
+
+// Activation rows are regrouped so that the M vectors one step needs are adjacent: within
+// a group of M rows, the values [c * P, (c + 1) * P) of row i (P = X::kPerVec, a vector's
+// worth) sit at (c * M + i) * P. Row-major x would put them a whole row apart, and rows of
+// 2^n floats all map to the same L1 set. A single f32 row is its own packed form.
+template <class X>
+int64_t packed_row(int64_t k) {
+  return (k + X::kPerVec - 1) / X::kPerVec * X::kPerVec;
+}
+
+// Rows [begin, end) of x, which start a group of `group` rows (the last may be shorter).
+template <class X>
+void pack_activations(const float* x, int64_t m, int64_t k, int64_t group, int64_t begin, int64_t end,
+                      typename X::T* packed) {
+  constexpr int64_t P = X::kPerVec;
+  const int64_t chunks = packed_row<X>(k) / P;
+  for (int64_t i0 = begin; i0 < end; i0 += group) {
+    const int64_t rows = std::min(group, m - i0);
+    typename X::T* dst_group = packed + i0 * packed_row<X>(k);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = x + (i0 + i) * k;
+      for (int64_t c = 0; c < chunks; ++c) {
+        typename X::T* dst = dst_group + (c * rows + i) * P;
+        for (int64_t l = 0; l < P; ++l) dst[l] = c * P + l < k ? X::from_f32(src[c * P + l]) : X::from_f32(0.0f);
+      }
+    }
+  }
+}
+
+// out[r][i] = dot(weight row r, activation row i) for R consecutive weight rows and a
+// packed group of M activation rows. `next` is the block of R rows to prefetch.
+template <class F, int M, int R>
+void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typename ActivationsOf<F>::type::T* x,
+              int64_t k, float (&out)[R][M]) {
+  using X = typename ActivationsOf<F>::type;
+  Vec acc[R][M];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) acc[r][i] = vzero();
+  const int64_t steps = k / F::kStep;
+  constexpr int64_t kSubBytes = F::kStepBytes / F::kSubs;
+  for (int64_t s = 0; s < steps; ++s) {
+#pragma GCC unroll 8
+    for (int sub = 0; sub < F::kSubs; ++sub) {
+      Vec wv[R][F::kVecs];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, sub, wv[r]);
+      // The next block of rows is fetched into L2 while this one is computed: the
+      // hardware prefetchers restart at every row, and rows of a few KiB are too short
+      // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
+      // of the read bandwidth).
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
+#pragma GCC unroll 32
+      for (int v = 0; v < F::kVecs; ++v) {
+        const typename X::T* xs = x + ((s * F::kSubs + sub) * F::kVecs + v) * M * X::kPerVec;
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          Vec xv = X::load(xs + i * X::kPerVec);
+          keep_in_register(xv);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) acc[r][i] = X::madd(wv[r][v], xv, acc[r][i]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) out[r][i] = vsum(acc[r][i]);
+  if constexpr (!F::kBlocked) {
+    for (int64_t c = steps * F::kStep; c < k; ++c) {
+      const typename X::T* xc = x + (c / X::kPerVec) * M * X::kPerVec + c % X::kPerVec;
+      for (int r = 0; r < R; ++r) {
+        const float wc = F::element(w + r * row_bytes, c);
+        for (int i = 0; i < M; ++i) out[r][i] += wc * X::to_f32(xc[i * X::kPerVec]);
+      }
+    }
+  }
+}
+
+template <class T>
+struct Job {
+  const T* x;
+  int64_t m, k;
+  const uint8_t* w;
+  size_t row_bytes;
+  float* y;
+  int64_t n;
+  const float* bias;
+};
+
+// Weight rows [j, j + R) against activation rows [i0, i0 + M), written to y.
+template <class F>
+using JobOf = Job<typename ActivationsOf<F>::type::T>;
+
+template <class F, int M, int R>
+void block(const JobOf<F>& job, int64_t j, int64_t i0) {
+  const uint8_t* rows = job.w + j * job.row_bytes;
+  const uint8_t* next = j + 2 * R <= job.n ? rows + R * job.row_bytes : rows;
+  float out[R][M];
+  dot_rows<F, M, R>(rows, next, job.row_bytes, job.x + i0 * packed_row<typename ActivationsOf<F>::type>(job.k), job.k, out);
+  for (int r = 0; r < R; ++r) {
+    const float b = job.bias ? job.bias[j + r] : 0.0f;
+    for (int i = 0; i < M; ++i) job.y[(i0 + i) * job.n + j + r] = out[r][i] + b;
+  }
+}
+
+template <class F>
+using BlockFn = void (*)(const JobOf<F>&, int64_t, int64_t);
+
+template <class F, int M, int R>
+constexpr BlockFn<F> block_if_fits() {
+  if constexpr (fits(M, R, F::kVecs)) {
+    return block<F, M, R>;
+  } else {
+    return nullptr;
+  }
+}
+
+// The weight rows of one thread are taken this many bytes at a time, and every group of
+// activation rows passes over a chunk while it is in L2 (Zen 3 has 512 KiB per core): so
+// a weight byte comes from memory once per product, and an activation from L2 once per R
+// weight rows, where walking all rows of x for each R rows streamed x from L3 (a 512-row
+// x is 2 MiB at k = 1024).
+constexpr size_t kChunkBytes = size_t{192} << 10;
+
+// Weight rows [begin, end) against all activation rows, in groups of M (the last group
+// shorter), R weight rows at a time (the last rows one at a time). A row's arithmetic is
+// dot_rows' whatever its group, so a result does not depend on m.
+template <class F, int M, int R>
+void rows_range(const JobOf<F>& job, int64_t begin, int64_t end) {
+  static constexpr BlockFn<F> tail_group[] = {
+      nullptr,
+      block_if_fits<F, 1, R>(),
+      block_if_fits<F, 2, R>(),
+      block_if_fits<F, 3, R>(),
+      block_if_fits<F, 4, R>(),
+      block_if_fits<F, 5, R>(),
+      block_if_fits<F, 6, R>(),
+      block_if_fits<F, 7, R>(),
+  };
+  static constexpr BlockFn<F> tail_group_one_row[] = {
+      nullptr,
+      block_if_fits<F, 1, 1>(),
+      block_if_fits<F, 2, 1>(),
+      block_if_fits<F, 3, 1>(),
+      block_if_fits<F, 4, 1>(),
+      block_if_fits<F, 5, 1>(),
+      block_if_fits<F, 6, 1>(),
+      block_if_fits<F, 7, 1>(),
+  };
+  static_assert(M <= kGroup && sizeof(tail_group) / sizeof(tail_group[0]) == kGroup, "one entry per tail size");
+  const int64_t chunk = std::max<int64_t>(R, static_cast<int64_t>(kChunkBytes / job.row_bytes) / R * R);
+  for (int64_t c = begin; c < end; c += chunk) {
+    const int64_t stop = std::min(end, c + chunk);
+    for (int64_t i0 = 0; i0 < job.m; i0 += M) {
+      const int64_t rows = std::min<int64_t>(M, job.m - i0);
+      const BlockFn<F> wide = rows == M ? block<F, M, R> : tail_group[rows];
+      const BlockFn<F> narrow = rows == M ? block_if_fits<F, M, 1>() : tail_group_one_row[rows];
+      int64_t j = c;
+      for (; j + R <= stop; j += R) wide(job, j, i0);
+      for (; j < stop; ++j) narrow(job, j, i0);
+    }
+  }
+}
+
+template <class F>
+using RangeKernel = void (*)(const JobOf<F>&, int64_t, int64_t);
+
+template <class F, int Rows>
+constexpr RangeKernel<F> range_kernel() {
+  constexpr Shape s = best_shape(Rows, F::kVecs);
+  return rows_range<F, s.m, s.r>;
+}
+
+// The kernel for each m up to kGroup; larger m take kGroup's.
+template <class F>
+Shape shape_for(int64_t m) {
+  return best_shape(std::min(m, kGroup), F::kVecs);
+}
+
+template <class F>
+RangeKernel<F> kernel_for_rows(int64_t m) {
+  static constexpr RangeKernel<F> by_rows[] = {
+      nullptr,
+      range_kernel<F, 1>(),
+      range_kernel<F, 2>(),
+      range_kernel<F, 3>(),
+      range_kernel<F, 4>(),
+      range_kernel<F, 5>(),
+      range_kernel<F, 6>(),
+      range_kernel<F, 7>(),
+      range_kernel<F, 8>(),
+  };
+  return by_rows[std::min(m, kGroup)];
+}
+
+// Chunks of 16 output columns keep two threads from writing the same cache line of y.
+constexpr int64_t kGrain = 16;
+
+// y = x · Wᵀ (+ bias) for a weight stored as F.
+template <class F>
+void run_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  using X = typename ActivationsOf<F>::type;
+  using T = typename X::T;
+  const int64_t k = w.cols();
+  const RangeKernel<F> kernel = kernel_for_rows<F>(m);
+  const T* packed_x = nullptr;
+  if constexpr (std::is_same_v<X, F32Activations>) packed_x = x;
+  if (m > 1 || !std::is_same_v<X, F32Activations>) {
+    // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+    thread_local std::vector<T> packed;
+    packed.resize(std::max(packed.size(), static_cast<size_t>(m * packed_row<X>(k))));
+    // The pool's threads write through this pointer: a thread_local named inside the
+    // lambda would be each helper's own.
+    T* const out = packed.data();
+    const int64_t group = shape_for<F>(m).m;
+    pool.parallel_for((m + group - 1) / group, [&](int64_t begin, int64_t end, int) {
+      pack_activations<X>(x, m, k, group, begin * group, std::min(m, end * group), out);
+    });
+    packed_x = out;
+  }
+  const JobOf<F> job{packed_x, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel(job, begin, end); }, kGrain);
+}
+
+}  // namespace
+}  // namespace orzo::cpu::ORZO_ISA_NS
