@@ -129,14 +129,6 @@ void run(benchmark::State& state, Kernel kernel, DType t, int64_t m, int64_t n, 
   run_on(state, kernel, weights(t, n, k), m);
 }
 
-// What matmul() ran for block types before matmul_q8: the f32 kernels, split by size.
-void f32_path(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& p, const float* bias) {
-  if (m * w.cols() * static_cast<int64_t>(sizeof(float)) <= (int64_t{4} << 20))
-    orzo::cpu::matmul_direct(x, m, w, y, p, bias);
-  else
-    orzo::cpu::matmul_blas(x, m, w, y, p, bias);
-}
-
 struct Shape {
   int64_t n, k;
 };
@@ -168,7 +160,7 @@ void register_all() {
     for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
       for (int64_t m : {1, 32, 512}) {
         const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
-        const std::pair<const char*, Kernel> kernels[] = {{"f32", &f32_path}, {"q8", &orzo::cpu::matmul_q8}};
+        const std::pair<const char*, Kernel> kernels[] = {{"f32", &default_matmul}, {"q8", &orzo::cpu::matmul_q8}};
         for (const auto& named : kernels) {
           const Kernel kernel = named.second;
           benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(),
@@ -180,8 +172,8 @@ void register_all() {
     }
   }
   // Both kernels across the switch-over in matmul.cpp, to re-tune it on other hardware.
-  for (Shape s : {Shape{8192, 2048}, Shape{2048, 8192}}) {
-    for (int64_t m : {32, 128, 256, 512}) {
+  for (Shape s : {Shape{8192, 2048}, Shape{2048, 8192}, Shape{1024, 2816}, Shape{2816, 1024}}) {
+    for (int64_t m : {32, 128, 256, 512, 1024}) {
       const std::string tail = "F16/m" + std::to_string(m) + "/" + shape_name(s);
       const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
                                                         {"blas", &orzo::cpu::matmul_blas}};

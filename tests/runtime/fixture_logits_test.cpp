@@ -50,18 +50,22 @@ Expected read_expected(const std::string& dir, const std::string& logits_file) {
 // the llama fixture, q8_0 and q4_0: 1.0% to 2.1%, the largest difference 0.10 of the
 // rms). A greedy continuation then diverges wherever two logits are closer than that,
 // which the fixture's margins do not exclude, so only the logits are compared.
-constexpr double kActivationRoundingRms = 0.03;
+constexpr double kInt8RoundingRms = 0.03;
+// Rounding to bf16 puts each input off by at most 2^-8 of itself, uniformly: ~0.15% rms per
+// product, ~0.5% behind nine of them (measured on the llama fixture's bf16 file, the three
+// prompts: 0.24%, 0.49%, 0.77%).
+constexpr double kBf16RoundingRms = 0.015;
 
-// Checks logits at every position (max abs diff <= tol, or for activation rounding an rms
-// difference below kActivationRoundingRms of the logits' rms and a largest one below five
+// Checks logits at every position (max abs diff <= tol, or where activations are rounded
+// an rms difference below `rounding_rms` of the logits' rms and a largest one below five
 // times that) and, when `greedy` is given, the 32-token greedy continuation of each prompt.
 void check_model(const std::string& path, const Expected& e, float tol, const std::vector<std::vector<int32_t>>* greedy,
-                 bool rounds_activations = false) {
+                 cpu::Activations activations = {}, double rounding_rms = 0.0) {
   SCOPED_TRACE(path);
   auto model = Model::load(path);
   ASSERT_EQ(model->config().vocab_size, e.vocab);
   CpuBackend::Options o;
-  o.activations.int8 = rounds_activations;
+  o.activations = activations;
   o.kv_blocks = kBlocksPerSeq;
   o.threads = 2;
   CpuBackend backend(model, o);
@@ -70,7 +74,7 @@ void check_model(const std::string& path, const Expected& e, float tol, const st
   for (size_t i = 0; i < e.prompts.size(); ++i) {
     const auto logits = p.prefill_all(0, e.prompts[i]);
     ASSERT_LE(offset + logits.size(), e.logits.size());
-    if (rounds_activations) {
+    if (rounding_rms > 0.0) {
       double diff2 = 0.0, ref2 = 0.0;
       for (size_t c = 0; c < logits.size(); ++c) {
         const double d = logits[c] - e.logits[offset + c];
@@ -79,8 +83,8 @@ void check_model(const std::string& path, const Expected& e, float tol, const st
       }
       const double rms = std::sqrt(ref2 / static_cast<double>(logits.size()));
       const double rel = std::sqrt(diff2 / ref2);
-      EXPECT_LE(rel, kActivationRoundingRms) << "prompt " << i;
-      EXPECT_LE(max_abs_diff(logits.data(), e.logits.data() + offset, logits.size()), 5 * kActivationRoundingRms * rms)
+      EXPECT_LE(rel, rounding_rms) << "prompt " << i;
+      EXPECT_LE(max_abs_diff(logits.data(), e.logits.data() + offset, logits.size()), 5 * rounding_rms * rms)
           << "prompt " << i << ", rms difference " << rel << " of the logits' rms";
     } else {
       EXPECT_LE(max_abs_diff(logits.data(), e.logits.data() + offset, logits.size()), tol) << "prompt " << i;
@@ -145,8 +149,22 @@ TEST_P(QuantizedGguf, Int8ActivationsStayWithinTheirRounding) {
   orzo::testing::for_each_isa([&] {
     if (!cpu::matmul_q8_supports(stored)) return;  // nor has this ISA level
     check_model(dir + "/model-" + dtype + ".gguf", read_expected(dir, "expected_logits-" + dtype + ".bin"), 1e-4f,
-                nullptr, true);
+                nullptr, cpu::Activations{true, false}, kInt8RoundingRms);
   });
+}
+
+// The same with activations rounded to bf16 for BF16 weights, where the level has the BF16
+// dot product (kernels/cpu/matmul.hpp).
+TEST(Bf16Gguf, Bf16ActivationsStayWithinTheirRounding) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
+  bool ran = false;
+  orzo::testing::for_each_isa([&] {
+    if (!cpu::kernels().matmul_bf16) return;  // this ISA level has no BF16 dot product
+    ran = true;
+    check_model(dir + "/model-bf16.gguf", read_expected(dir, "expected_logits-bf16.bin"), 1e-4f, nullptr,
+                cpu::Activations{false, true}, kBf16RoundingRms);
+  });
+  if (!ran) GTEST_SKIP() << "no ISA level of this CPU has AVX-512 BF16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedGguf, ::testing::Values("f16", "bf16", "q8_0", "q4_0"));
