@@ -154,7 +154,7 @@ class BareBench {
     opt.kv_blocks = blocks_per_seq * o.batch;
     opt.threads = threads;
     opt.max_rows = std::max(o.chunk, o.batch);
-    opt.activations = {o.int8_activations, o.bf16_activations};
+    opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant};
     return opt;
   }
   static SamplingParams greedy() {
@@ -192,6 +192,7 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
                         {"weight_read_bytes_per_s", weight_bw},
                         {"activations", o.int8_activations ? "int8" : o.bf16_activations ? "bf16" : "f32"},
+                        {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)}};
     std::printf("%s\n", j.dump().c_str());
@@ -238,6 +239,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
   cmd->add_flag("--bf16-activations", o->bf16_activations, "Round activations to bf16 for BF16 weights");
+  cmd->add_flag("--batch-invariant", o->batch_invariant, "Never hand a product to sgemm: logits independent of the batch");
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")

@@ -17,8 +17,9 @@ struct BenchOptions {
   int gen = 32;
   int threads = 0;
   int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
-  bool int8_activations = false;  // cpu::Activations::int8, for block-type weights
-  bool bf16_activations = false;  // cpu::Activations::bf16, for BF16 weights
+  bool int8_activations = false;  // cpu::MatmulOptions (kernels/cpu/matmul.hpp)
+  bool bf16_activations = false;
+  bool batch_invariant = false;
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;
   int publish = 0;  // with --actors: publish the batcher on 127.0.0.1:publish and wait for remote stages to join

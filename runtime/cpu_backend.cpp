@@ -28,7 +28,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
       range_(resolve_range(o.range, cfg_.num_layers)),
       kv_(range_.end - range_.begin, o.kv_blocks, o.block_size, cfg_.kv_dim()),
       pool_(o.threads),
-      activations_(o.activations) {
+      matmul_(o.matmul) {
   const int64_t rows = o.max_rows;
   grow(xn_, rows * cfg_.hidden_size);
   grow(q_, rows * cfg_.q_dim());
@@ -90,9 +90,9 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   const LayerWeights& w = model_->layer(l);
   const int64_t rows = b.rows(), hd = cfg_.head_dim;
   norm_rows(x, w.attn_norm, rows, xn_.data());
-  cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq, activations_);
-  cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk, activations_);
-  cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv, activations_);
+  cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq, matmul_);
+  cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk, matmul_);
+  cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv, matmul_);
 
   const int64_t cache_layer = l - range_.begin;
   pool_.parallel_for(
@@ -125,7 +125,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
 
   const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.sliding_window};
   cpu::paged_attention(q_.data(), b, kv_, cache_layer, shape, attn_.data(), pool_);
-  cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo, activations_);
+  cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo, matmul_);
   add_residual(x, rows);
 }
 
@@ -134,8 +134,8 @@ void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
   const int64_t inter = cfg_.intermediate_size;
   norm_rows(x, w.ffn_norm, rows, xn_.data());
-  cpu::matmul(xn_.data(), rows, w.w_gate, gate_.data(), pool_, nullptr, activations_);
-  cpu::matmul(xn_.data(), rows, w.w_up, up_.data(), pool_, nullptr, activations_);
+  cpu::matmul(xn_.data(), rows, w.w_gate, gate_.data(), pool_, nullptr, matmul_);
+  cpu::matmul(xn_.data(), rows, w.w_up, up_.data(), pool_, nullptr, matmul_);
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
@@ -145,7 +145,7 @@ void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
           cpu::swiglu(gate_.data() + r * inter, up_.data() + r * inter, inter, scratch.data());
       },
       4);
-  cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_, nullptr, activations_);
+  cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_, nullptr, matmul_);
   add_residual(x, rows);
 }
 
@@ -166,7 +166,7 @@ void CpuBackend::lm_head(const ForwardBatch& b, const float* x, std::vector<floa
     cpu::rmsnorm(x + b.logit_rows[static_cast<size_t>(i)] * d, model_->final_norm(), d, cfg_.rms_norm_eps,
                  xn_.data() + i * d);
   logits.resize(static_cast<size_t>(n * cfg_.vocab_size));
-  cpu::matmul(xn_.data(), n, model_->lm_head(), logits.data(), pool_, nullptr, activations_);
+  cpu::matmul(xn_.data(), n, model_->lm_head(), logits.data(), pool_, nullptr, matmul_);
 }
 
 }  // namespace orzo

@@ -20,7 +20,7 @@ class CpuBackend final : public LayerBackend {
     int32_t block_size = kDefaultBlockSize;
     int threads = 0;              // 0: one per hardware thread
     int64_t max_rows = 512;       // scratch is sized for this many rows up front
-    cpu::Activations activations;  // how the weights meet them (kernels/cpu/matmul.hpp)
+    cpu::MatmulOptions matmul;  // how the weights meet the activations (kernels/cpu/matmul.hpp)
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);
@@ -44,7 +44,7 @@ class CpuBackend final : public LayerBackend {
   LayerRange range_;
   KvCache kv_;
   ThreadPool pool_;
-  cpu::Activations activations_;
+  cpu::MatmulOptions matmul_;
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_, cos_sin_;
 };

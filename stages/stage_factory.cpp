@@ -34,7 +34,7 @@ CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, con
   o.block_size = terms.block_size;
   o.threads = options.threads;
   o.max_rows = terms.max_rows;
-  o.activations = {options.int8_activations, options.bf16_activations};
+  o.matmul = {options.int8_activations, options.bf16_activations, options.batch_invariant};
   return o;
 }
 

@@ -20,8 +20,9 @@ struct StageOptions {
   int64_t kv_budget_bytes = int64_t{1} << 30;   // host memory for the KV of CPU stages
   double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
   bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
-  bool int8_activations = false;                // CPU stages: cpu::Activations::int8, for block-type weights
-  bool bf16_activations = false;                // CPU stages: cpu::Activations::bf16, for BF16 weights
+  bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)
+  bool bf16_activations = false;                // CPU stages: the same
+  bool batch_invariant = false;                 // CPU stages: the same
 };
 
 struct PipelineBackends {

@@ -41,13 +41,15 @@ using MatmulKernel = void (*)(const float* x, int64_t m, const TensorView& w, fl
 struct KernelTable {
   Isa isa;
   MatmulKernel matmul_direct;  // matmul_direct.hpp
-  // Where matmul() hands f32 products to sgemm: past this many activation rows, or past
-  // this many bytes of them (m * k * 4). Measured per level (matmul_bench threshold/*).
+  // Where matmul() hands f32 products to sgemm: never while x (m * k * 4 bytes) stays within
+  // direct_l2_bytes; past that, past direct_max_rows rows or direct_max_bytes bytes.
+  // Measured per level (matmul_bench threshold/*).
+  int64_t direct_l2_bytes;
   int64_t direct_max_rows;
   int64_t direct_max_bytes;
   bool (*matmul_q8_supports)(DType t);
   MatmulKernel matmul_q8;  // matmul_q8.hpp
-  // BF16 weights against activations rounded to bf16 (matmul.hpp, Activations::bf16);
+  // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes

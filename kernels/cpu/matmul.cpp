@@ -9,7 +9,7 @@
 namespace orzo::cpu {
 
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
-            Activations activations) {
+            MatmulOptions options) {
   if (m <= 0) return;
   const int64_t k = w.cols();
   if (k % dtype_block_elems(w.dtype) != 0)
@@ -18,11 +18,13 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   // The integer and bf16 paths are taken at every m or at none, decode included: one arithmetic for a
   // row whatever batch it rides in.
   const KernelTable& kernel = kernels();
-  if (activations.int8 && kernel.matmul_q8_supports(w.dtype))
+  if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
-  else if (activations.bf16 && w.dtype == DType::BF16 && kernel.matmul_bf16)
+  else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
     kernel.matmul_bf16(x, m, w, y, pool, bias);
-  else if (m <= kernel.direct_max_rows && m * k * static_cast<int64_t>(sizeof(float)) <= kernel.direct_max_bytes)
+  else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));
+           options.batch_invariant || x_bytes <= kernel.direct_l2_bytes ||
+           (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     kernel.matmul_direct(x, m, w, y, pool, bias);
   else
     matmul_blas(x, m, w, y, pool, bias);

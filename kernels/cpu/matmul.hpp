@@ -18,14 +18,20 @@ namespace orzo::cpu {
 // - bf16: for BF16 weights, each activation rounded to bf16 (round to nearest even) for
 //   AVX-512 BF16's dot product, which does twice the multiply-adds of an f32 FMA: the
 //   precision GPUs run bf16 models at. Where the CPU has no such instruction, the f32 path.
-// Every mode is batch-invariant: a row's result never depends on m.
-struct Activations {
-  bool int8 = false;
-  bool bf16 = false;
+// Each of these paths is batch-invariant: a row's result never depends on m. The f32 path
+// is too while it takes the direct kernel; past the level's crossover (isa.hpp) it hands
+// the product to sgemm, whose blocking depends on m, so a row then differs from the same
+// row alone by f32 rounding. batch_invariant keeps every product on the direct kernel
+// (vLLM's batch-invariant mode; `--batch-invariant`), at sgemm's advantage for large
+// prompt chunks.
+struct MatmulOptions {
+  bool int8_activations = false;
+  bool bf16_activations = false;
+  bool batch_invariant = false;
 };
 
 // x: [m, k] row-major f32, y: [m, n] row-major f32; bias (may be null): [n] f32.
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
-            const float* bias = nullptr, Activations activations = {});
+            const float* bias = nullptr, MatmulOptions options = {});
 
 }  // namespace orzo::cpu

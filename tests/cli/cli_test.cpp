@@ -37,6 +37,22 @@ TEST(Cli, BenchPrintsOneJsonObject) {
   EXPECT_EQ(j["cpu_isa"], env && *env ? std::string(env) : cpu::isa_name(cpu::runnable_isas().back()));
 }
 
+// The matmul modes reach the backend and the record says which ran (stories260K has F32
+// weights, so the activation roundings leave its figures alone; they are the kernels' tests).
+TEST(Cli, BenchRecordsItsMatmulModes) {
+  const auto j0 = nlohmann::json::parse(orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json").out);
+  EXPECT_EQ(j0["activations"], "f32");
+  EXPECT_EQ(j0["batch_invariant"], false);
+  const CliRun r = orzo("bench -m '" + kStoriesGguf +
+                        "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --batch-invariant");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["activations"], "bf16");
+  EXPECT_EQ(j["batch_invariant"], true);
+  for (const char* flag : {"generate", "serve", "worker"})
+    EXPECT_NE(orzo(std::string(flag) + " --help").out.find("--batch-invariant"), std::string::npos) << flag;
+}
+
 TEST(Cli, BenchRunsTheKernelsItIsTold) {
   for (cpu::Isa isa : cpu::runnable_isas()) {
     const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --cpu-isa " + cpu::isa_name(isa));

@@ -89,13 +89,13 @@ std::vector<float> random_vector(int64_t size, std::mt19937& rng) {
 
 // matmul() in each of its modes, as kernels.
 void matmul_f32(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  matmul(x, m, w, y, pool, bias, Activations{});
+  matmul(x, m, w, y, pool, bias, MatmulOptions{});
 }
 void matmul_int8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  matmul(x, m, w, y, pool, bias, Activations{true, false});
+  matmul(x, m, w, y, pool, bias, MatmulOptions{true, false, false});
 }
 void matmul_bf16_acts(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  matmul(x, m, w, y, pool, bias, Activations{false, true});
+  matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, false});
 }
 
 // Whether `kernel` rounds activations to bf16 for weights of type t: where the active
@@ -372,6 +372,32 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
             ASSERT_NEAR(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)], 1e-5f * row_max)
                 << dtype_name(t) << " row " << i << " column " << j;
         }
+      }
+    }
+  });
+}
+
+// Past the level's crossover the f32 path hands the product to sgemm, whose blocking depends
+// on m; with batch_invariant every product stays on the direct kernel, so a row of a
+// 600-row prompt chunk is bit for bit the row alone. (Without it the same comparison
+// differs in the last bits on every level with an sgemm crossover below 600 rows.)
+TEST(Matmul, BatchInvariantModeKeepsLargeBatchesExact) {
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(2);
+    std::mt19937 rng(23);
+    const int64_t m = 600, n = 40, k = 2048;
+    const MatmulOptions invariant{false, false, true};
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_K}) {
+      const Weight w = make_weight(t, n, k, rng);
+      const auto x = random_vector(m * k, rng);
+      std::vector<float> batched(static_cast<size_t>(m * n));
+      matmul(x.data(), m, w.view, batched.data(), pool, nullptr, invariant);
+      for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{299}, m - 1}) {
+        std::vector<float> single(static_cast<size_t>(n));
+        matmul(x.data() + i * k, 1, w.view, single.data(), pool, nullptr, invariant);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
+              << dtype_name(t) << " row " << i << " column " << j;
       }
     }
   });

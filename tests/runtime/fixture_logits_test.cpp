@@ -60,12 +60,12 @@ constexpr double kBf16RoundingRms = 0.015;
 // an rms difference below `rounding_rms` of the logits' rms and a largest one below five
 // times that) and, when `greedy` is given, the 32-token greedy continuation of each prompt.
 void check_model(const std::string& path, const Expected& e, float tol, const std::vector<std::vector<int32_t>>* greedy,
-                 cpu::Activations activations = {}, double rounding_rms = 0.0) {
+                 cpu::MatmulOptions matmul = {}, double rounding_rms = 0.0) {
   SCOPED_TRACE(path);
   auto model = Model::load(path);
   ASSERT_EQ(model->config().vocab_size, e.vocab);
   CpuBackend::Options o;
-  o.activations = activations;
+  o.matmul = matmul;
   o.kv_blocks = kBlocksPerSeq;
   o.threads = 2;
   CpuBackend backend(model, o);
@@ -149,7 +149,7 @@ TEST_P(QuantizedGguf, Int8ActivationsStayWithinTheirRounding) {
   orzo::testing::for_each_isa([&] {
     if (!cpu::matmul_q8_supports(stored)) return;  // nor has this ISA level
     check_model(dir + "/model-" + dtype + ".gguf", read_expected(dir, "expected_logits-" + dtype + ".bin"), 1e-4f,
-                nullptr, cpu::Activations{true, false}, kInt8RoundingRms);
+                nullptr, cpu::MatmulOptions{true, false, false}, kInt8RoundingRms);
   });
 }
 
@@ -162,7 +162,7 @@ TEST(Bf16Gguf, Bf16ActivationsStayWithinTheirRounding) {
     if (!cpu::kernels().matmul_bf16) return;  // this ISA level has no BF16 dot product
     ran = true;
     check_model(dir + "/model-bf16.gguf", read_expected(dir, "expected_logits-bf16.bin"), 1e-4f, nullptr,
-                cpu::Activations{false, true}, kBf16RoundingRms);
+                cpu::MatmulOptions{false, true, false}, kBf16RoundingRms);
   });
   if (!ran) GTEST_SKIP() << "no ISA level of this CPU has AVX-512 BF16";
 }

@@ -2,7 +2,7 @@
 // through orzo's CPU forward pass in chunks (positions continuing, as chunked prefill does)
 // and prints JSON: the ids, and for every position after the first the log-probability of
 // the token that follows and the model's top-1 token there. `int8` runs the block-type
-// matrices with cpu::Activations::int8. tests/runtime/test_perplexity.py
+// matrices with cpu::MatmulOptions::int8_activations. tests/runtime/test_perplexity.py
 // holds these to transformers on the same weights.
 #include <algorithm>
 #include <cmath>
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     o.block_size = 16;
     o.kv_blocks = static_cast<int32_t>(ids.size() / 16 + 1);
     o.max_rows = kChunk;
-    o.activations.int8 = argc == 4;
+    o.matmul.int8_activations = argc == 4;
     orzo::CpuBackend backend(model, o);
     std::vector<int32_t> table(static_cast<size_t>(o.kv_blocks));
     for (int32_t i = 0; i < o.kv_blocks; ++i) table[static_cast<size_t>(i)] = i;
