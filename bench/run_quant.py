@@ -65,6 +65,11 @@ def main():
 
     def bench(model, batch, prompt, gen, key, flags):
         return run_cpu.bench(args.build, model, batch, prompt, gen, args.threads, key, args.tries, flags)
+    os.makedirs(args.models, exist_ok=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    models = [(t.upper() + ", small shape", small_model(args.build, args.models, t)) for t in args.types.split(",") if t]
+    if os.path.exists(SMOLLM2):
+        models.append(("SmolLM2-135M-Instruct Q4_1 (real file)", SMOLLM2))
 
     rows = []
     for label, model in models:
