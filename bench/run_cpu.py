@@ -32,10 +32,10 @@ def ensure_model(build, shape, fmt, path):
     return path
 
 
-def ceilings(build, only=None):
+def ceilings(build, only=None, repetitions=5):
     # A ceiling is the best this machine does: the highest of several repetitions (this VM's
     # bandwidth moves with each allocation).
-    cmd = [f"{build}/bench/ceilings_bench", "--benchmark_format=json", "--benchmark_repetitions=5"]
+    cmd = [f"{build}/bench/ceilings_bench", "--benchmark_format=json", f"--benchmark_repetitions={repetitions}"]
     if only:
         cmd.append(f"--benchmark_filter={only}")
     out = json.loads(run(cmd))
@@ -48,6 +48,20 @@ def ceilings(build, only=None):
         elif b["name"].startswith("BM_SgemmMultiThreaded"):
             sgemm = max(sgemm, b["FLOPS"])
     return read_bw, sgemm
+
+
+def decode_bytes_per_token(r):
+    """Bytes a decode token reads, from an `orzo bench --json` record: every weight matrix once,
+    one embedding row, and the KV cache at the mean context of the decode."""
+    context = r["prompt"] + r["gen"] / 2
+    return r["weight_bytes_per_token"] + r["kv_bytes_per_token_per_position"] * context
+
+
+def flops_per_token(r, lm_head_share):
+    """Flops a token costs in matrix products, from an `orzo bench --json` record: every layer
+    matrix, plus the LM head for the share of rows that produce logits (1 for decode rows;
+    1 / prompt for a prefill, where only a sequence's last row does)."""
+    return 2.0 * (r["layer_parameters"] + lm_head_share * r["lm_head_parameters"])
 
 
 def bench(build, model, batch, prompt, gen, threads, key, tries=5, extra=()):
@@ -83,8 +97,7 @@ def main():
     def decode_row(label, model):
         bw, _ = ceilings(args.build, "ReadBandwidth")
         r = bench(args.build, model, 1, 16, 32, args.threads, "decode_tps")
-        context = r["prompt"] + r["gen"] / 2
-        bytes_per_token = r["weight_bytes_per_token"] + r["kv_bytes_per_token_per_position"] * context
+        bytes_per_token = decode_bytes_per_token(r)
         # Two ceilings: the bandwidth of a fresh 1 GiB buffer, and that of the model's own
         # mapped weights (what decode really reads; on this VM they can differ by 1.5x).
         for source, rate in (("1 GiB buffer", bw), ("mapped weights", r["weight_read_bytes_per_s"])):
@@ -98,9 +111,9 @@ def main():
     def compute_row(label, model, batch, prompt, gen, key, lm_head_share):
         _, rate = ceilings(args.build, "Sgemm")
         r = bench(args.build, model, batch, prompt, gen, args.threads, key)
-        flops_per_token = 2.0 * (r["layer_parameters"] + lm_head_share * r["lm_head_parameters"])
-        rows.append({"what": label, "tokens_per_s": r[key], "ceiling_tokens_per_s": rate / flops_per_token,
-                     "fraction": flops_per_token * r[key] / rate, "sgemm_flops": rate, "run": r})
+        flops = flops_per_token(r, lm_head_share)
+        rows.append({"what": label, "tokens_per_s": r[key], "ceiling_tokens_per_s": rate / flops,
+                     "fraction": flops * r[key] / rate, "sgemm_flops": rate, "run": r})
 
     for label, model in (("1B-shape GGUF", big_gguf), ("1B-shape safetensors", big_st)):
         decode_row(f"single-stream decode, {label} F16", model)

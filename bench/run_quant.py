@@ -20,7 +20,7 @@ import time
 
 from bench_models import ROOT
 import run_cpu
-from run_cpu import ceilings, run
+from run_cpu import ceilings, decode_bytes_per_token, flops_per_token, run
 
 TYPES = ["Q4_K_M", "q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
@@ -76,13 +76,12 @@ def main():
         for mode, flags in modes:
             bw, _ = ceilings(args.build, "ReadBandwidth")
             d = bench(model, 1, 128, 32, "decode_tps", flags)
-            context = d["prompt"] + d["gen"] / 2
-            bytes_per_token = d["weight_bytes_per_token"] + d["kv_bytes_per_token_per_position"] * context
+            bytes_per_token = decode_bytes_per_token(d)
             roof_buffer, roof_mapped = bw / bytes_per_token, d["weight_read_bytes_per_s"] / bytes_per_token
             _, sgemm = ceilings(args.build, "Sgemm")
             p = bench(model, 1, 512, 0, "prefill_tps", flags)
             b = bench(model, 32, 128, 32, "decode_tps", flags)
-            flops = 2.0 * (p["layer_parameters"] + p["lm_head_parameters"] / 512)
+            flops = flops_per_token(p, 1.0 / 512)
             rows.append({"what": f"{label}, {mode} activations", "decode_tps": d["decode_tps"],
                          "roofline_buffer_tps": roof_buffer, "roofline_mapped_tps": roof_mapped,
                          "bytes_per_token": bytes_per_token, "prefill_tps": p["prefill_tps"],
