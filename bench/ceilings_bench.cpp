@@ -1,6 +1,8 @@
-// The two hardware ceilings the CPU kernels are reported against: how fast two threads
-// can read memory (the limit for decode, which streams every weight once per token) and
-// how fast OpenBLAS multiplies f32 matrices on all cores (the limit for prefill).
+// The hardware ceilings the CPU kernels are reported against: how fast two threads can
+// read memory (the limit for decode, which streams every weight once per token), how fast
+// OpenBLAS multiplies f32 matrices on all cores (the limit for prefill), and the peak rates
+// of two dot-product instructions: the one the int8-activation path is built on, and the one
+// a BF16 path could be.
 // A separate executable from matmul_bench: matmul() pins OpenBLAS to one thread for the
 // whole process, and this sgemm must run with its own threading.
 #include <benchmark/benchmark.h>
@@ -8,6 +10,10 @@
 
 #include <cstdint>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "core/thread_pool.hpp"
 
@@ -62,6 +68,78 @@ void BM_SgemmMultiThreaded(benchmark::State& state) {
       benchmark::Counter(2.0 * n * n * static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SgemmMultiThreaded)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+#if defined(__x86_64__) || defined(__i386__)
+// The dot-product rates: vpdpbusd (AVX-512 VNNI: 64 u8 x s8 products summed into 16 int32
+// lanes, what matmul_q8 runs on) and vdpbf16ps (AVX-512 BF16: 32 bf16 products into 16 f32
+// lanes; orzo's BF16 weights are widened to f32 today), with operands in registers, so the
+// figure is the issue rate of the instruction and nothing else: what a kernel built on it
+// cannot pass. 16 chains of accumulation per thread, more than latency x throughput on the
+// cores that have them (about 5 cycles x 1-2 a cycle), so no chain waits for its last result.
+//
+// One instruction per chain and step, written as asm rather than the intrinsic: g++ 12 does
+// not tie an intrinsic's accumulator to its destination and surrounds each one with register
+// copies (and spills, at 16 chains), which would be timed with it. Volatile, so that the
+// compiler neither merges chains it can prove equal nor drops steps whose sums nobody reads.
+// The chains are named variables, not an array: g++ keeps an array of vectors indexed in a
+// loop in memory.
+#define ORZO_DOT(insn, acc) asm volatile(insn " %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+#define ORZO_DOT_16(insn)                                                              \
+  {                                                                                    \
+    ORZO_DOT(insn, c0); ORZO_DOT(insn, c1); ORZO_DOT(insn, c2); ORZO_DOT(insn, c3);    \
+    ORZO_DOT(insn, c4); ORZO_DOT(insn, c5); ORZO_DOT(insn, c6); ORZO_DOT(insn, c7);    \
+    ORZO_DOT(insn, c8); ORZO_DOT(insn, c9); ORZO_DOT(insn, c10); ORZO_DOT(insn, c11);  \
+    ORZO_DOT(insn, c12); ORZO_DOT(insn, c13); ORZO_DOT(insn, c14); ORZO_DOT(insn, c15); \
+  }
+constexpr int kChains = 16;
+constexpr int64_t kDotSteps = int64_t{1} << 16;  // per thread and iteration: 1M instructions
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_dots(int32_t a_word, int32_t b_word) {
+  const __m512i a = _mm512_set1_epi32(a_word), b = _mm512_set1_epi32(b_word);
+  __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  __m512i c8 = c0, c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+  for (int64_t s = 0; s < kDotSteps; ++s) ORZO_DOT_16("vpdpbusd");
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_dots(int32_t a_word, int32_t b_word) {
+  const __m512i a = _mm512_set1_epi32(a_word), b = _mm512_set1_epi32(b_word);
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  __m512 c8 = c0, c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+  for (int64_t s = 0; s < kDotSteps; ++s) ORZO_DOT_16("vdpbf16ps");
+}
+#undef ORZO_DOT_16
+#undef ORZO_DOT
+
+// Both threads run the loop at once; OPS counts 2 per multiply-add, as FLOPS does for sgemm.
+void dot_rate(benchmark::State& state, void (*dots)(int32_t, int32_t), int32_t a, int32_t b,
+              double multiply_adds_per_instruction) {
+  orzo::ThreadPool pool(kThreads);
+  for (auto _ : state) pool.parallel_for(kThreads, [&](int64_t, int64_t, int) { dots(a, b); });
+  state.counters["OPS"] = benchmark::Counter(2.0 * multiply_adds_per_instruction * kChains * kDotSteps * kThreads,
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Int8DotRate(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl")) {
+    state.SkipWithError("this CPU has no AVX-512 VNNI");
+    return;
+  }
+  // Bytes of 1 and -1: the int32 sums move by 4 a step, and would only wrap, harmlessly.
+  dot_rate(state, int8_dots, 0x01010101, -1, 64);
+}
+BENCHMARK(BM_Int8DotRate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+void BM_Bf16DotRate(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    state.SkipWithError("this CPU has no AVX-512 BF16");
+    return;
+  }
+  // Pairs of bf16 2^-7 (0x3c00): products of 2^-14, so the f32 sums stay normal and finite.
+  dot_rate(state, bf16_dots, 0x3c003c00, 0x3c003c00, 32);
+}
+BENCHMARK(BM_Bf16DotRate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+#endif
 
 }  // namespace
 
