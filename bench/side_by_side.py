@@ -2,7 +2,7 @@
 """orzo beside llama.cpp on the same GGUF files, every figure beside its ceiling, in one run.
 
     python3 bench/side_by_side.py --orzo BUILD [--peer LLAMA_BIN] [--pairs 3] --models A.gguf [B.gguf ...]
-        [--out bench/results/side-by-side.json] [--threads N] [--only TEXT]
+        [--out bench/results/side-by-side.json] [--threads N] [--orzo-flags "--cpu-isa avx2"] [--only TEXT]
 
 BUILD is an orzo build folder (BUILD/cli/orzo, BUILD/bench/ceilings_bench); LLAMA_BIN holds
 llama-bench and llama-batched-bench (bench/peer/build_llamacpp.sh prints it). Without --peer,
@@ -24,12 +24,14 @@ states. The ceilings are measured right before each workload's pairs by BUILD/be
 ceilings_bench (best of --ceiling-reps) and converted as run_cpu.py does: 1-sequence decode
 against the read bandwidth / the bytes a token reads; prefill and batched decode against the
 sgemm rate / 2 x the parameters a token multiplies. Bytes and parameters are orzo's count for
-the model, so the same ceiling stands over both programs.
+the model, so the same ceiling stands over both programs. Decode also gets the roofline at the
+read rate of the model's own mapped pages (orzo bench measures it; both programs map the same
+file, so they read the same page-cache pages), which on this VM can differ from a fresh buffer's.
 
-A quiet-CPU gate before each pair: the share of all CPUs busy over one second (/proc/stat),
-while this script sleeps, must be at most --quiet-busy, waiting up to --quiet-wait seconds; the
-time waited and the CPU's state are recorded for every pair (--quiet-wait 0: no gate). Not the
-1-minute load average: after each run of this harness it stays above 0.5 for a minute.
+A quiet-CPU gate before each pair and each ceiling: the share of all CPUs busy over one second
+(/proc/stat), while this script sleeps, must be at most --quiet-busy, waiting up to --quiet-wait
+seconds; the time waited and the CPU's state are recorded each time (--quiet-wait 0: no gate).
+Not the 1-minute load average: after each run of this harness it stays above 0.5 for a minute.
 """
 import argparse
 import json
@@ -213,6 +215,7 @@ def main():
     ap.add_argument("--models", nargs="+", required=True, help="GGUF files, each run by both")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both (default: one per core)")
+    ap.add_argument("--orzo-flags", default="", help="extra orzo bench flags (e.g. \"--cpu-isa avx2\")")
     ap.add_argument("--only", default="", help="run only the workloads whose name contains this")
     ap.add_argument("--ceiling-reps", type=int, default=5, help="repetitions of each ceiling (0: none)")
     ap.add_argument("--quiet-busy", type=float, default=0.10, help="the most CPU share others may use before a pair")
@@ -243,10 +246,12 @@ def main():
                 continue
             rate = None
             if a.ceiling_reps > 0:
+                ceiling_gate = wait_quiet(a.quiet_busy, a.quiet_wait)
                 bw, sgemm = ceilings(a.orzo, "ReadBandwidth" if w["ceiling"] == "bandwidth" else "Sgemm",
                                      a.ceiling_reps)
                 rate = bw if w["ceiling"] == "bandwidth" else sgemm
-            orzo_cmd = [orzo_bin, "bench", "-m", model, *w["orzo"], "--threads", str(a.threads), "--json"]
+            orzo_cmd = [orzo_bin, "bench", "-m", model, *w["orzo"], "--threads", str(a.threads), *a.orzo_flags.split(),
+                        "--json"]
             peer_cmd = [os.path.join(a.peer, w["peer"][0]), "-m", model, *w["peer"][1]] if a.peer else None
             row = {"model": model, "label": label, "workload": w["name"], "figure": w["figure"],
                    "orzo_command": orzo_cmd, "peer_command": peer_cmd, "orzo": [], "peer": [], "gates": [],
@@ -268,15 +273,17 @@ def main():
                 row["ratio"] = row["orzo_median"] / row["peer_median"]
             if rate is not None:
                 row["ceiling"] = ceiling_of(w["ceiling"], rate, row["orzo_runs"], w.get("lm_head_share"))
+                row["ceiling"]["gate"] = ceiling_gate
             record["rows"].append(row)
 
     rows = record["rows"]
     if not rows:
         sys.exit(f"side_by_side.py: no workload's name contains {a.only!r}")
-    record["orzo"]["cpu_isa"] = rows[0]["orzo_runs"][0]["cpu_isa"]
+    # One level, unless the binary changed during the run (then the warning below says so).
+    record["orzo"]["cpu_isa"] = ", ".join(sorted({x["cpu_isa"] for r in rows for x in r["orzo_runs"]}))
     if peer:
-        settings = next((r["peer_settings"] for r in rows if r["peer_settings"] and "build_commit" in r["peer_settings"]),
-                        None)
+        bench_rows = [r["peer_settings"] for r in rows if r["peer_settings"] and "build_commit" in r["peer_settings"]]
+        settings = bench_rows[0] if bench_rows else None
         peer["build"] = f"b{settings['build_number']}-{settings['build_commit']}" if settings else "unknown"
     changed = [p for p in watched if stamp(p) != stamps[p]]
     record["binaries_changed_during_run"] = changed
@@ -300,15 +307,15 @@ def print_table(record, a):
           f"kernels {o['cpu_isa']}")
     p = record["peer"]
     if p:
-        what = p.get("package", "llama.cpp")
-        print(f"llama.cpp: {p['build']} ({what}, commit {str(p.get('llama_cpp_commit', '?'))[:12]}), "
+        what = f"{p['package']}, " if p.get("package") else ""
+        print(f"llama.cpp: {p['build']} ({what}commit {str(p.get('llama_cpp_commit', '?'))[:12]}), "
               f"{p['isa']} build, {p['bin']}")
-    gates = [g for r in record["rows"] for g in r["gates"] if g]
+    gates = [g for r in record["rows"] for g in r["gates"] + [r.get("ceiling", {}).get("gate")] if g]
     if gates:
         loud = sum(1 for g in gates if not g["quiet"])
         print(f"quiet gate (CPU busy <= {100 * a.quiet_busy:.0f} % over 1 s, up to {a.quiet_wait:.0f} s): waited "
               f"{min(g['waited_s'] for g in gates):.0f}-{max(g['waited_s'] for g in gates):.0f} s; "
-              f"{loud} of {len(gates)} pairs started on a busy CPU")
+              f"{loud} of {len(gates)} pairs and ceilings started on a busy CPU")
     print()
     fmt = lambda xs: " ".join(f"{x:,.0f}" if x >= 100 else f"{x:,.1f}" for x in xs)
     peer = bool(record["peer"])
@@ -322,7 +329,8 @@ def print_table(record, a):
         if c and c["kind"] == "sgemm":
             ceiling = f"{c['tokens_per_s']:,.1f} (sgemm {c['rate_flops'] / 1e9:.0f} GFLOP/s)"
         elif c:
-            ceiling = f"{c['tokens_per_s']:,.1f} (read {c['rate_bytes_per_s'] / 1e9:.1f} GB/s)"
+            ceiling = (f"{c['tokens_per_s']:,.1f} (read {c['rate_bytes_per_s'] / 1e9:.1f} GB/s; the mapped weights' "
+                       f"{c['mapped_weights_bytes_per_s'] / 1e9:.1f} GB/s: {c['mapped_weights_tokens_per_s']:,.1f})")
         else:
             ceiling = "—"
         of = lambda x: f"{100 * x / c['tokens_per_s']:.0f} %" if c else "—"
