@@ -222,6 +222,8 @@ def main():
     ap.add_argument("--quiet-wait", type=float, default=120.0, help="the longest wait for it, s (0: no gate)")
     ap.add_argument("--out", help="write the record as JSON here")
     a = ap.parse_args()
+    if a.pairs < 1:
+        ap.error("--pairs must be at least 1")
 
     orzo_bin = os.path.join(a.orzo, "cli", "orzo")
     watched = [orzo_bin]
