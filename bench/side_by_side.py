@@ -25,8 +25,9 @@ ceilings_bench (best of --ceiling-reps) and converted as run_cpu.py does: 1-sequ
 against the read bandwidth / the bytes a token reads; prefill and batched decode against the
 sgemm rate / 2 x the parameters a token multiplies. Bytes and parameters are orzo's count for
 the model, so the same ceiling stands over both programs. Decode also gets the roofline at the
-read rate of the model's own mapped pages (orzo bench measures it; both programs map the same
-file, so they read the same page-cache pages), which on this VM can differ from a fresh buffer's.
+read rate of the model's own mapped pages (orzo bench measures it; llama.cpp reads the same
+pages where it maps the file rather than repacking the weights), which on this VM can differ
+from a fresh buffer's.
 
 A quiet-CPU gate before each pair and each ceiling: the share of all CPUs busy over one second
 (/proc/stat), while this script sleeps, must be at most --quiet-busy, waiting up to --quiet-wait
