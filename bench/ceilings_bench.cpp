@@ -1,8 +1,7 @@
 // The hardware ceilings the CPU kernels are reported against: how fast two threads can
 // read memory (the limit for decode, which streams every weight once per token), how fast
 // OpenBLAS multiplies f32 matrices on all cores (the limit for prefill), and the peak rates
-// of two dot-product instructions: the one the int8-activation path is built on, and the one
-// a BF16 path could be.
+// of the two dot-product instructions the int8- and bf16-activation paths are built on.
 // A separate executable from matmul_bench: matmul() pins OpenBLAS to one thread for the
 // whole process, and this sgemm must run with its own threading.
 #include <benchmark/benchmark.h>
@@ -72,7 +71,7 @@ BENCHMARK(BM_SgemmMultiThreaded)->Arg(2048)->Unit(benchmark::kMillisecond)->UseR
 #if defined(__x86_64__) || defined(__i386__)
 // The dot-product rates: vpdpbusd (AVX-512 VNNI: 64 u8 x s8 products summed into 16 int32
 // lanes, what matmul_q8 runs on) and vdpbf16ps (AVX-512 BF16: 32 bf16 products into 16 f32
-// lanes; orzo's BF16 weights are widened to f32 today), with operands in registers, so the
+// lanes, what matmul_bf16 runs on with --bf16-activations), with operands in registers, so the
 // figure is the issue rate of the instruction and nothing else: what a kernel built on it
 // cannot pass. 16 chains of accumulation per thread, more than latency x throughput on the
 // cores that have them (about 5 cycles x 1-2 a cycle), so no chain waits for its last result.
