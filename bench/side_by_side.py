@@ -31,8 +31,12 @@ from a fresh buffer's.
 
 A quiet-CPU gate before each pair and each ceiling: the share of all CPUs busy over one second
 (/proc/stat), while this script sleeps, must be at most --quiet-busy, waiting up to --quiet-wait
-seconds; the time waited and the CPU's state are recorded each time (--quiet-wait 0: no gate).
-Not the 1-minute load average: after each run of this harness it stays above 0.5 for a minute.
+seconds. Not the 1-minute load average: after each run of this harness it stays above 0.5 for a
+minute. A gate only sees the start, so each run is also watched: the CPU time others used while
+it ran (all CPUs' busy time less this script's and its children's) over the time all CPUs had.
+A pair or ceiling during which others took more than --quiet-busy is done again, up to
+--retries times, and marked * in the table if it never ran alone. Every wait and share is in the
+record. --quiet-wait 0: no gate and no retries.
 """
 import argparse
 import json
@@ -88,6 +92,36 @@ def wait_quiet(busy_max, wait_max):
                 load = float(f.read().split()[0])
             return {"waited_s": round(waited, 1), "busy": round(busy, 3), "quiet": busy <= busy_max,
                     "loadavg_1min": load}
+
+
+def cpu_seconds():
+    """All CPUs' time so far and the busy part of it, and this process's and its children's."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    hz = os.sysconf("SC_CLK_TCK")
+    t = os.times()
+    return sum(v) / hz, (sum(v) - v[3] - v[4]) / hz, t.user + t.system + t.children_user + t.children_system
+
+
+def watched(fn):
+    """fn()'s result and the share of all CPUs that other processes used while it ran."""
+    total0, busy0, ours0 = cpu_seconds()
+    result = fn()
+    total1, busy1, ours1 = cpu_seconds()
+    return result, max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(1e-9, total1 - total0)
+
+
+def quietly(a, fn):
+    """fn() after the quiet gate; again, up to --retries times, while others used more than
+    --quiet-busy of the CPU during it. Returns its last result and every try's gate and share."""
+    tries = []
+    for _ in range(1 + (a.retries if a.quiet_wait > 0 else 0)):
+        gate = wait_quiet(a.quiet_busy, a.quiet_wait)
+        result, others = watched(fn)
+        tries.append({"gate": gate, "others_share": round(others, 3)})
+        if a.quiet_wait <= 0 or others <= a.quiet_busy:
+            break
+    return result, {"tries": tries, "alone": a.quiet_wait > 0 and tries[-1]["others_share"] <= a.quiet_busy}
 
 
 def git_state(source):
@@ -221,6 +255,7 @@ def main():
     ap.add_argument("--ceiling-reps", type=int, default=5, help="repetitions of each ceiling (0: none)")
     ap.add_argument("--quiet-busy", type=float, default=0.10, help="the most CPU share others may use before a pair")
     ap.add_argument("--quiet-wait", type=float, default=120.0, help="the longest wait for it, s (0: no gate)")
+    ap.add_argument("--retries", type=int, default=2, help="redos of a pair or ceiling others disturbed")
     ap.add_argument("--out", help="write the record as JSON here")
     a = ap.parse_args()
     if a.pairs < 1:
@@ -240,7 +275,8 @@ def main():
 
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_record(),
               "threads": a.threads, "pairs": a.pairs, "orzo": orzo_record(a.orzo), "peer": peer,
-              "quiet_gate": {"busy_max": a.quiet_busy, "wait_max_s": a.quiet_wait} if a.quiet_wait > 0 else None,
+              "quiet_gate": {"busy_max": a.quiet_busy, "wait_max_s": a.quiet_wait, "retries": a.retries}
+              if a.quiet_wait > 0 else None,
               "rows": []}
     for model in a.models:
         label = os.path.basename(model).removesuffix(".gguf")
@@ -249,25 +285,27 @@ def main():
                 continue
             rate = None
             if a.ceiling_reps > 0:
-                ceiling_gate = wait_quiet(a.quiet_busy, a.quiet_wait)
-                bw, sgemm = ceilings(a.orzo, "ReadBandwidth" if w["ceiling"] == "bandwidth" else "Sgemm",
-                                     a.ceiling_reps)
+                which = "ReadBandwidth" if w["ceiling"] == "bandwidth" else "Sgemm"
+                (bw, sgemm), ceiling_quiet = quietly(a, lambda: ceilings(a.orzo, which, a.ceiling_reps))
                 rate = bw if w["ceiling"] == "bandwidth" else sgemm
             orzo_cmd = [orzo_bin, "bench", "-m", model, *w["orzo"], "--threads", str(a.threads), *a.orzo_flags.split(),
                         "--json"]
             peer_cmd = [os.path.join(a.peer, w["peer"][0]), "-m", model, *w["peer"][1]] if a.peer else None
             row = {"model": model, "label": label, "workload": w["name"], "figure": w["figure"],
-                   "orzo_command": orzo_cmd, "peer_command": peer_cmd, "orzo": [], "peer": [], "gates": [],
+                   "orzo_command": orzo_cmd, "peer_command": peer_cmd, "orzo": [], "peer": [], "quiet": [],
                    "orzo_runs": [], "peer_settings": None}
             if w.get("peer_note") and a.peer:
                 row["peer_note"] = w["peer_note"]
-            for _ in range(a.pairs):
-                row["gates"].append(wait_quiet(a.quiet_busy, a.quiet_wait))
+            def pair():
                 r = json.loads(run(orzo_cmd))
+                return r, w["read"](run(peer_cmd)) if peer_cmd else None
+            for _ in range(a.pairs):
+                (r, peer_result), quiet = quietly(a, pair)
+                row["quiet"].append(quiet)
                 row["orzo_runs"].append(r)
                 row["orzo"].append(r[w["figure"]])
-                if peer_cmd:
-                    figure, settings = w["read"](run(peer_cmd))
+                if peer_result:
+                    figure, settings = peer_result
                     row["peer"].append(figure)
                     row["peer_settings"] = row["peer_settings"] or settings
             row["orzo_median"] = statistics.median(row["orzo"])
@@ -276,7 +314,7 @@ def main():
                 row["ratio"] = row["orzo_median"] / row["peer_median"]
             if rate is not None:
                 row["ceiling"] = ceiling_of(w["ceiling"], rate, row["orzo_runs"], w.get("lm_head_share"))
-                row["ceiling"]["gate"] = ceiling_gate
+                row["ceiling"]["quiet"] = ceiling_quiet
             record["rows"].append(row)
 
     rows = record["rows"]
@@ -313,14 +351,17 @@ def print_table(record, a):
         what = f"{p['package']}, " if p.get("package") else ""
         print(f"llama.cpp: {p['build']} ({what}commit {str(p.get('llama_cpp_commit', '?'))[:12]}), "
               f"{p['isa']} build, {p['bin']}")
-    gates = [g for r in record["rows"] for g in r["gates"] + [r.get("ceiling", {}).get("gate")] if g]
-    if gates:
-        loud = sum(1 for g in gates if not g["quiet"])
-        print(f"quiet gate (CPU busy <= {100 * a.quiet_busy:.0f} % over 1 s, up to {a.quiet_wait:.0f} s): waited "
-              f"{min(g['waited_s'] for g in gates):.0f}-{max(g['waited_s'] for g in gates):.0f} s; "
-              f"{loud} of {len(gates)} pairs and ceilings started on a busy CPU")
+    quiet = [q for r in record["rows"] for q in r["quiet"] + ([r["ceiling"]["quiet"]] if "ceiling" in r else [])]
+    if record["quiet_gate"]:
+        waits = [t["gate"]["waited_s"] for q in quiet for t in q["tries"]]
+        redone = sum(len(q["tries"]) - 1 for q in quiet)
+        print(f"quiet gate (others <= {100 * a.quiet_busy:.0f} % of the CPU, waiting up to {a.quiet_wait:.0f} s): "
+              f"waited {min(waits):.0f}-{max(waits):.0f} s; {redone} pair(s) or ceiling(s) redone as others used the "
+              f"CPU during them; {sum(1 for q in quiet if not q['alone'])} of {len(quiet)} never ran alone (marked *)")
     print()
-    fmt = lambda xs: " ".join(f"{x:,.0f}" if x >= 100 else f"{x:,.1f}" for x in xs)
+    gated = bool(record["quiet_gate"])
+    mark = lambda q: "*" if gated and not q["alone"] else ""
+    fmt = lambda xs, qs: " ".join((f"{x:,.0f}" if x >= 100 else f"{x:,.1f}") + mark(q) for x, q in zip(xs, qs))
     peer = bool(record["peer"])
     head = "| model | workload | orzo tok/s |" + (" llama.cpp tok/s | orzo / llama.cpp |" if peer else "")
     head += " ceiling tok/s | orzo of ceiling |" + (" llama.cpp of ceiling |" if peer else "") + " orzo runs |"
@@ -336,6 +377,8 @@ def print_table(record, a):
                        f"{c['mapped_weights_bytes_per_s'] / 1e9:.1f} GB/s: {c['mapped_weights_tokens_per_s']:,.1f})")
         else:
             ceiling = "—"
+        if c:
+            ceiling = mark(c["quiet"]) + ceiling
         of = lambda x: f"{100 * x / c['tokens_per_s']:.0f} %" if c else "—"
         cells = [r["label"], r["workload"], f"{r['orzo_median']:,.1f}"]
         if peer:
@@ -343,7 +386,7 @@ def print_table(record, a):
         cells += [ceiling, of(r["orzo_median"])]
         if peer:
             cells += [of(r["peer_median"])]
-        cells += [fmt(r["orzo"])] + ([fmt(r["peer"])] if peer else [])
+        cells += [fmt(r["orzo"], r["quiet"])] + ([fmt(r["peer"], r["quiet"])] if peer else [])
         print("| " + " | ".join(cells) + " |")
     print("\nCommands (one orzo run, then one llama.cpp run, per pair):")
     for r in record["rows"]:
