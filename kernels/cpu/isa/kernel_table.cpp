@@ -8,10 +8,10 @@ namespace {
 // says (docs/BENCHMARKS.md, "Direct or sgemm"). On Zen 4 at the AVX-512 level the direct
 // kernel led sgemm by 1.1-1.4x up to 512 rows and 8 MiB of x (even at 8 MiB, 0.65x at
 // 16 MiB, 0.8x at 1,024 rows of k = 1024; an x within L2, 1 MiB, never left it behind, at
-// any m); at the AVX2 level it led up to 1 MiB and fell
-// to 0.75-0.85x past 256 rows or 1.4 MiB (against an sgemm that on that machine still ran
-// OpenBLAS's AVX-512 kernels: on an AVX2-only CPU the crossover can only move up). The
-// portable level keeps the old 4 MiB, unmeasured against a scalar direct kernel.
+// any m); at the AVX2 level it led up to 1 MiB and fell to 0.75-0.85x past 256 rows or
+// 1.4 MiB (against an sgemm that on that machine still ran OpenBLAS's AVX-512 kernels: on
+// an AVX2-only CPU the crossover can only move up). The portable level keeps the old
+// 4 MiB, unmeasured against a scalar direct kernel.
 constexpr int64_t kDirectL2Bytes = int64_t{1} << 20;
 #if ORZO_SIMD_AVX512
 constexpr int64_t kDirectMaxRows = 512, kDirectMaxBytes = int64_t{8} << 20;
@@ -26,7 +26,10 @@ constexpr int64_t kDirectMaxRows = int64_t{1} << 40, kDirectMaxBytes = int64_t{4
 const KernelTable& kernel_table() {
   static const KernelTable table{
       ORZO_SIMD_VNNI ? Isa::Avx512Vnni : ORZO_SIMD_AVX2 ? Isa::Avx2 : Isa::Portable,
-      matmul_direct, kDirectL2Bytes, kDirectMaxRows, kDirectMaxBytes, matmul_q8_supports, matmul_q8, nullptr, kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,
+      matmul_direct, kDirectL2Bytes, kDirectMaxRows, kDirectMaxBytes,
+      matmul_q8_supports, matmul_q8,
+      nullptr,  // matmul_bf16: kernel_table_bf16's alone
+      kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,
   };
   return table;
 }
