@@ -154,10 +154,10 @@ struct Job {
   const float* bias;
 };
 
-// Weight rows [j, j + R) against activation rows [i0, i0 + M), written to y.
 template <class F>
 using JobOf = Job<typename ActivationsOf<F>::type::T>;
 
+// Weight rows [j, j + R) against activation rows [i0, i0 + M), written to y.
 template <class F, int M, int R>
 void block(const JobOf<F>& job, int64_t j, int64_t i0) {
   const uint8_t* rows = job.w + j * job.row_bytes;
