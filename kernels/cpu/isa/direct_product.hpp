@@ -85,7 +85,9 @@ void pack_activations(const float* x, int64_t m, int64_t k, int64_t group, int64
       const float* src = x + (i0 + i) * k;
       for (int64_t c = 0; c < chunks; ++c) {
         typename X::T* dst = dst_group + (c * rows + i) * P;
-        for (int64_t l = 0; l < P; ++l) dst[l] = c * P + l < k ? X::from_f32(src[c * P + l]) : X::from_f32(0.0f);
+        const int64_t valid = std::min(P, k - c * P);
+        for (int64_t l = 0; l < valid; ++l) dst[l] = X::from_f32(src[c * P + l]);
+        std::fill(dst + valid, dst + P, X::from_f32(0.0f));
       }
     }
   }

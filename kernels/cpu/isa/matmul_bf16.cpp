@@ -1,6 +1,6 @@
 // BF16 weights against activations rounded to bf16, on AVX-512 BF16's dot product
-// (kernels/cpu/matmul_bf16.hpp). Compiled with the AVX-512 level only; other levels have
-// no such instruction and no such kernel.
+// (MatmulOptions::bf16_activations, kernels/cpu/matmul.hpp). Compiled with the AVX-512
+// level only; other levels have no such instruction and no such kernel.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
