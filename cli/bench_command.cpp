@@ -191,7 +191,10 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
                         {"weight_read_bytes_per_s", weight_bw},
-                        {"activations", o.int8_activations ? "int8" : o.bf16_activations ? "bf16" : "f32"},
+                        {"activations", o.int8_activations && o.bf16_activations ? "int8+bf16"
+                                        : o.int8_activations                        ? "int8"
+                                        : o.bf16_activations                        ? "bf16"
+                                                                                    : "f32"},
                         {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)}};

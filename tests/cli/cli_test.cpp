@@ -49,6 +49,9 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["activations"], "bf16");
   EXPECT_EQ(j["batch_invariant"], true);
+  const auto both = nlohmann::json::parse(
+      orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
+  EXPECT_EQ(both["activations"], "int8+bf16");
   for (const char* flag : {"generate", "serve", "worker"})
     EXPECT_NE(orzo(std::string(flag) + " --help").out.find("--batch-invariant"), std::string::npos) << flag;
 }
