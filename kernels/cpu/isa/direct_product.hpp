@@ -39,6 +39,38 @@ struct ActivationsOf<F, std::void_t<typename F::X>> {
   using type = typename F::X;
 };
 
+// A format whose units carry scales worth decoding once per unit (a super-block's sub-block
+// scales) names them as Scales, computes them with scales(unit) and takes them in load();
+// the others' load() takes none.
+struct NoScales {};
+template <class F, class = void>
+struct ScalesOf {
+  using type = NoScales;
+};
+template <class F>
+struct ScalesOf<F, std::void_t<typename F::Scales>> {
+  using type = typename F::Scales;
+};
+template <class F>
+constexpr bool kUnitScales = !std::is_same_v<typename ScalesOf<F>::type, NoScales>;
+
+template <class F>
+inline void load_sub(const uint8_t* unit, int sub, [[maybe_unused]] const typename ScalesOf<F>::type& scales, Vec* out) {
+  if constexpr (kUnitScales<F>)
+    F::load(unit, sub, scales, out);
+  else
+    F::load(unit, sub, out);
+}
+
+// A block format whose sub-step spans four vectors or more (AVX2's 32 weights, or the
+// portable path's whole blocks) sums each sub-step in a register of its own and adds that
+// to the accumulator: the chain through an accumulator is then one add per sub-step, where
+// kVecs FMAs in a row held a decode of one or two rows to a quarter of the FMA rate (Zen 3,
+// FMA latency 4: Q4_K_M decode 65 tokens/s with one row a pass, 125 with two). AVX-512's
+// sub-steps are two vectors, and they keep the single chain they were measured with.
+template <class F>
+constexpr bool kSubStepSums = F::kBlocked && F::kVecs >= 4 && std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
+
 // A pass dots R weight rows with M activation rows: R * M accumulators, R decoded weight
 // steps (kVecs registers each) and one activation vector in registers, and a spare. Each
 // step of k loads R weight steps and M activation vectors for R * M FMAs; the shape chosen
@@ -107,11 +139,32 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
   const int64_t steps = k / F::kStep;
   constexpr int64_t kSubBytes = F::kStepBytes / F::kSubs;
   for (int64_t s = 0; s < steps; ++s) {
+    typename ScalesOf<F>::type scales[R];
+    if constexpr (kUnitScales<F>)
+      for (int r = 0; r < R; ++r) scales[r] = F::scales(w + r * row_bytes + s * F::kStepBytes);
 #pragma GCC unroll 8
     for (int sub = 0; sub < F::kSubs; ++sub) {
+      const typename X::T* xs = x + (s * F::kSubs + sub) * F::kVecs * M * X::kPerVec;
+      if constexpr (kSubStepSums<F>) {
+        // Row by row, so only one row's decoded sub-step is live.
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
+          Vec wv[F::kVecs];
+          load_sub<F>(w + r * row_bytes + s * F::kStepBytes, sub, scales[r], wv);
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i) {
+            Vec part = vmul(wv[0], X::load(xs + i * X::kPerVec));
+#pragma GCC unroll 32
+            for (int v = 1; v < F::kVecs; ++v) part = vfma(wv[v], X::load(xs + (v * M + i) * X::kPerVec), part);
+            acc[r][i] = vadd(acc[r][i], part);
+          }
+        }
+        continue;
+      }
       Vec wv[R][F::kVecs];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, sub, wv[r]);
+      for (int r = 0; r < R; ++r) load_sub<F>(w + r * row_bytes + s * F::kStepBytes, sub, scales[r], wv[r]);
       // The next block of rows is fetched into L2 while this one is computed: the
       // hardware prefetchers restart at every row, and rows of a few KiB are too short
       // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
@@ -120,16 +173,14 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
       for (int r = 0; r < R; ++r)
         __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
 #pragma GCC unroll 32
-      for (int v = 0; v < F::kVecs; ++v) {
-        const typename X::T* xs = x + ((s * F::kSubs + sub) * F::kVecs + v) * M * X::kPerVec;
+      for (int v = 0; v < F::kVecs; ++v)
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
-          Vec xv = X::load(xs + i * X::kPerVec);
+          Vec xv = X::load(xs + (v * M + i) * X::kPerVec);
           keep_in_register(xv);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) acc[r][i] = X::madd(wv[r][v], xv, acc[r][i]);
         }
-      }
     }
   }
   for (int r = 0; r < R; ++r)

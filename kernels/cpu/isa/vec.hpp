@@ -16,6 +16,8 @@ inline Vec vzero() { return _mm512_setzero_ps(); }
 inline Vec vset1(float f) { return _mm512_set1_ps(f); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vmul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline float vsum(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif ORZO_SIMD_AVX2
 using Vec = __m256;
@@ -25,6 +27,8 @@ inline Vec vzero() { return _mm256_setzero_ps(); }
 inline Vec vset1(float f) { return _mm256_set1_ps(f); }
 inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vmul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline float vsum(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -39,6 +43,8 @@ inline Vec vzero() { return 0.0f; }
 inline Vec vset1(float f) { return f; }
 inline Vec vload(const float* p) { return *p; }
 inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline Vec vmul(Vec a, Vec b) { return a * b; }
+inline Vec vadd(Vec a, Vec b) { return a + b; }
 inline float vsum(Vec v) { return v; }
 #endif
 

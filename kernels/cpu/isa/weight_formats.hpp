@@ -144,6 +144,27 @@ inline __m256i iq4_levels(__m256i codes) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
 }
 
+#if !ORZO_SIMD_AVX512
+// AVX2 decodes a sub-step eight weights at a time, each vector's bytes widened straight from
+// memory to int32 lanes (vpmovzxbd takes a load), where splitting one 32-byte register into
+// quarters costs two shuffles a vector; with one FMA for d * q + m and one for the product,
+// that is two FMAs per eight weights, which Zen 3's two FMA pipes retire in a cycle.
+inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+// Nibble h of each widened byte.
+inline __m256i nibble(__m256i bytes, int h) {
+  return h ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, _mm256_set1_epi32(0x0f));
+}
+inline Vec scaled(__m256i q, float d, float m) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d), _mm256_set1_ps(m));
+}
+// Eight sub-block scale codes (bytes) as d * code, the scales a super-block's sub-steps take.
+inline void scale_codes(uint64_t codes8, float d, float* out) {
+  const __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(codes8))));
+  _mm256_store_ps(out, _mm256_mul_ps(codes, _mm256_set1_ps(d)));
+}
+#endif
+
 #if ORZO_SIMD_AVX512
 // A 4-bit code indexes a 16-entry table of decoded values: vpermps reads only the low four
 // bits of each index, so 16 codes decode in one instruction, without masking or an
@@ -186,7 +207,14 @@ struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
     const float d = half_at(b, offsetof(BlockQ8_0, d));
     return {load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}};
   }
-  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+  static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
+#if ORZO_SIMD_AVX512
+    expand(codes(b, s), out);
+#else
+    const float d = half_at(b, offsetof(BlockQ8_0, d));
+    for (int v = 0; v < 4; ++v) out[v] = scaled(widen_i8(b + offsetof(BlockQ8_0, qs) + 8 * v), d, 0.0f);
+#endif
+  }
 };
 
 struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
@@ -200,7 +228,9 @@ struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
 #if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, half_at(b, offsetof(BlockQ4_0, d)), 0), out);
 #else
-    expand(codes(b, s), out);
+    // d * q - 8 d, one rounding: d * (q - 8) exactly as the reference rounds it.
+    const float d = half_at(b, offsetof(BlockQ4_0, d));
+    for (int v = 0; v < 4; ++v) out[v] = scaled(nibble(widen_u8(b + offsetof(BlockQ4_0, qs) + 8 * (v % 2)), v / 2), d, -8.0f * d);
 #endif
   }
 };
@@ -217,7 +247,8 @@ struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
     lookup_split(b + offsetof(BlockQ4_1, qs),
                  level_table(0, half_at(b, offsetof(BlockQ4_1, d)), half_at(b, offsetof(BlockQ4_1, m))), out);
 #else
-    expand(codes(b, s), out);
+    const float d = half_at(b, offsetof(BlockQ4_1, d)), m = half_at(b, offsetof(BlockQ4_1, m));
+    for (int v = 0; v < 4; ++v) out[v] = scaled(nibble(widen_u8(b + offsetof(BlockQ4_1, qs) + 8 * (v % 2)), v / 2), d, m);
 #endif
   }
 };
@@ -308,6 +339,33 @@ inline void k_scale_min(const uint8_t* b, int s, float& dl, float& ml) {
   ml = -(half_at(b, offsetof(Block, dmin)) * static_cast<float>(mn));
 }
 
+#if !ORZO_SIMD_AVX512
+// The eight sub-blocks' d * sc and -dmin * mn of a Q4_K/Q5_K super-block, unpacked once
+// per super-block (four bytes at a time: kq_scale_min's rule for every s) rather than once
+// per sub-step.
+struct KScales {
+  alignas(32) float d[8], m[8];
+};
+template <class Block>
+inline KScales k_scales(const uint8_t* b) {
+  uint32_t a[3];
+  std::memcpy(a, b + offsetof(Block, scales), sizeof a);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint64_t sc = (a[0] & kLow6) | uint64_t{(a[2] & kLow4) | ((a[0] >> 6) & kLow2) << 4} << 32;
+  const uint64_t mn = (a[1] & kLow6) | uint64_t{((a[2] >> 4) & kLow4) | ((a[1] >> 6) & kLow2) << 4} << 32;
+  KScales out;
+  scale_codes(sc, half_at(b, offsetof(Block, d)), out.d);
+  scale_codes(mn, -half_at(b, offsetof(Block, dmin)), out.m);
+  return out;
+}
+
+// Bits [from, from + width) of each int32 lane moved to bits [to, to + width).
+inline __m256i move_bits(__m256i v, int from, int width, int to) {
+  const __m256i kept = _mm256_and_si256(v, _mm256_set1_epi32(((1 << width) - 1) << from));
+  return from < to ? _mm256_slli_epi32(kept, to - from) : _mm256_srli_epi32(kept, from - to);
+}
+#endif
+
 struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
   static constexpr int kBias = 0;
   static constexpr bool kHasMin = true;
@@ -316,15 +374,20 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
     return {bits_of(load256(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4), {dl, dl}, {ml, ml}};
   }
-  static void load(const uint8_t* b, int s, Vec* out) {
 #if ORZO_SIMD_AVX512
+  static void load(const uint8_t* b, int s, Vec* out) {
     float dl, ml;
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
     lookup_nibbles(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2), s % 2, level_table(0, dl, ml), out);
-#else
-    expand(codes(b, s), out);
-#endif
   }
+#else
+  using Scales = KScales;
+  static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
+  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+    const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
+    for (int v = 0; v < 4; ++v) out[v] = scaled(nibble(widen_u8(qs + 8 * v), s % 2), sc.d[s], sc.m[s]);
+  }
+#endif
 };
 
 struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
@@ -336,7 +399,20 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
     const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
     return {_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}};
   }
+#if ORZO_SIMD_AVX512
   static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+#else
+  using Scales = KScales;
+  static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
+  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+    const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
+    const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
+    for (int v = 0; v < 4; ++v) {
+      const __m256i q = _mm256_or_si256(nibble(widen_u8(qs + 8 * v), s % 2), move_bits(widen_u8(qh + 8 * v), s, 1, 4));
+      out[v] = scaled(q, sc.d[s], sc.m[s]);
+    }
+  }
+#endif
 };
 
 struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
@@ -352,7 +428,35 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
+#if ORZO_SIMD_AVX512
   static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+#else
+  // The sixteen half sub-blocks' d * scale, and -32 times that: d * q - 32 d in one rounding
+  // is d * (q - 32) exactly as the reference rounds it.
+  struct Scales {
+    alignas(32) float d[16], m[16];
+  };
+  static Scales scales(const uint8_t* b) {
+    const float d = half_at(b, offsetof(BlockQ6_K, d));
+    Scales out;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 codes = _mm256_cvtepi32_ps(widen_i8(b + offsetof(BlockQ6_K, scales) + 8 * h));
+      const __m256 dl = _mm256_mul_ps(codes, _mm256_set1_ps(d));
+      _mm256_store_ps(out.d + 8 * h, dl);
+      _mm256_store_ps(out.m + 8 * h, _mm256_mul_ps(dl, _mm256_set1_ps(-32.0f)));
+    }
+    return out;
+  }
+  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+    const int c = s / 4, r = s % 4;
+    const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
+    const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
+    for (int v = 0; v < 4; ++v) {
+      const __m256i q = _mm256_or_si256(nibble(widen_u8(ql + 8 * v), r / 2), move_bits(widen_u8(qh + 8 * v), 2 * r, 2, 4));
+      out[v] = scaled(q, sc.d[2 * s + v / 2], sc.m[2 * s + v / 2]);
+    }
+  }
+#endif
 };
 
 struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
