@@ -71,6 +71,13 @@ inline void load_sub(const uint8_t* unit, int sub, [[maybe_unused]] const typena
 template <class F>
 constexpr bool kSubStepSums = F::kBlocked && F::kVecs >= 4 && std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
 
+// A format whose load() gives a sub-step unscaled, one scale for all of it, names that
+// scale as sub_scale(unit, sub): the sub-step's sum is multiplied by it once.
+template <class F, class = void>
+struct ScalesAfterSum : std::false_type {};
+template <class F>
+struct ScalesAfterSum<F, std::void_t<decltype(F::sub_scale(nullptr, 0))>> : std::true_type {};
+
 // A pass dots R weight rows with M activation rows: R * M accumulators, R decoded weight
 // steps (kVecs registers each) and one activation vector in registers, and a spare. Each
 // step of k loads R weight steps and M activation vectors for R * M FMAs; the shape chosen
@@ -150,14 +157,18 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
+          const uint8_t* unit = w + r * row_bytes + s * F::kStepBytes;
           Vec wv[F::kVecs];
-          load_sub<F>(w + r * row_bytes + s * F::kStepBytes, sub, scales[r], wv);
+          load_sub<F>(unit, sub, scales[r], wv);
 #pragma GCC unroll 8
           for (int i = 0; i < M; ++i) {
             Vec part = vmul(wv[0], X::load(xs + i * X::kPerVec));
 #pragma GCC unroll 32
             for (int v = 1; v < F::kVecs; ++v) part = vfma(wv[v], X::load(xs + (v * M + i) * X::kPerVec), part);
-            acc[r][i] = vadd(acc[r][i], part);
+            if constexpr (ScalesAfterSum<F>::value)
+              acc[r][i] = vfma(part, vset1(F::sub_scale(unit, sub)), acc[r][i]);
+            else
+              acc[r][i] = vadd(acc[r][i], part);
           }
         }
         continue;

@@ -207,14 +207,16 @@ struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
     const float d = half_at(b, offsetof(BlockQ8_0, d));
     return {load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}};
   }
-  static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if ORZO_SIMD_AVX512
-    expand(codes(b, s), out);
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 #else
-    const float d = half_at(b, offsetof(BlockQ8_0, d));
-    for (int v = 0; v < 4; ++v) out[v] = scaled(widen_i8(b + offsetof(BlockQ8_0, qs) + 8 * v), d, 0.0f);
-#endif
+  // The codes unscaled: the product scales a sub-step's sum by d (sub_scale), one multiply
+  // per 32 weights where scaling each weight cost one per 8.
+  static float sub_scale(const uint8_t* b, int) { return half_at(b, offsetof(BlockQ8_0, d)); }
+  static void load(const uint8_t* b, int, Vec* out) {
+    for (int v = 0; v < 4; ++v) out[v] = _mm256_cvtepi32_ps(widen_i8(b + offsetof(BlockQ8_0, qs) + 8 * v));
   }
+#endif
 };
 
 struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
