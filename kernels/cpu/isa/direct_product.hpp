@@ -78,6 +78,24 @@ struct ScalesAfterSum : std::false_type {};
 template <class F>
 struct ScalesAfterSum<F, std::void_t<decltype(F::sub_scale(nullptr, 0))>> : std::true_type {};
 
+// A format whose load() gives a sub-step's codes unscaled, and whose Scales give each of its
+// kParts parts (32 / kParts weights) a scale d and an offset m, leaves both to the product:
+// a part's dot is d * (codes . x) + m * (sum of x over the part). The first term costs one
+// FMA per part, where d * q + m cost one per vector; the second one FMA per unit and lane
+// group of parts, against the part sums of x that run_direct computes once per product.
+template <class F, class = void>
+struct PartScales : std::false_type {};
+template <class F>
+struct PartScales<F, std::void_t<decltype(F::kParts)>> : std::true_type {};
+
+template <class F>
+constexpr int64_t parts_per_row(int64_t k) {
+  if constexpr (PartScales<F>::value)
+    return k / 32 * F::kParts;
+  else
+    return 0;
+}
+
 // A pass dots R weight rows with M activation rows: R * M accumulators, R decoded weight
 // steps (kVecs registers each) and one activation vector in registers, and a spare. Each
 // step of k loads R weight steps and M activation vectors for R * M FMAs; the shape chosen
@@ -136,7 +154,7 @@ void pack_activations(const float* x, int64_t m, int64_t k, int64_t group, int64
 // packed group of M activation rows. `next` is the block of R rows to prefetch.
 template <class F, int M, int R>
 void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typename ActivationsOf<F>::type::T* x,
-              int64_t k, float (&out)[R][M]) {
+              [[maybe_unused]] const float* part_sums, int64_t k, float (&out)[R][M]) {
   using X = typename ActivationsOf<F>::type;
   Vec acc[R][M];
 #pragma GCC unroll 8
@@ -162,13 +180,26 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
           load_sub<F>(unit, sub, scales[r], wv);
 #pragma GCC unroll 8
           for (int i = 0; i < M; ++i) {
-            Vec part = vmul(wv[0], X::load(xs + i * X::kPerVec));
+            if constexpr (PartScales<F>::value) {
+              constexpr int kPartVecs = F::kVecs / F::kParts;
+#pragma GCC unroll 4
+              for (int p = 0; p < F::kParts; ++p) {
+                const int v0 = p * kPartVecs;
+                Vec part = vmul(wv[v0], X::load(xs + (v0 * M + i) * X::kPerVec));
 #pragma GCC unroll 32
-            for (int v = 1; v < F::kVecs; ++v) part = vfma(wv[v], X::load(xs + (v * M + i) * X::kPerVec), part);
-            if constexpr (ScalesAfterSum<F>::value)
-              acc[r][i] = vfma(part, vset1(F::sub_scale(unit, sub)), acc[r][i]);
-            else
-              acc[r][i] = vadd(acc[r][i], part);
+                for (int v = v0 + 1; v < v0 + kPartVecs; ++v)
+                  part = vfma(wv[v], X::load(xs + (v * M + i) * X::kPerVec), part);
+                acc[r][i] = vfma(part, vset1(scales[r].d[sub * F::kParts + p]), acc[r][i]);
+              }
+            } else {
+              Vec part = vmul(wv[0], X::load(xs + i * X::kPerVec));
+#pragma GCC unroll 32
+              for (int v = 1; v < F::kVecs; ++v) part = vfma(wv[v], X::load(xs + (v * M + i) * X::kPerVec), part);
+              if constexpr (ScalesAfterSum<F>::value)
+                acc[r][i] = vfma(part, vset1(F::sub_scale(unit, sub)), acc[r][i]);
+              else
+                acc[r][i] = vadd(acc[r][i], part);
+            }
           }
         }
         continue;
@@ -193,6 +224,19 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
           for (int r = 0; r < R; ++r) acc[r][i] = X::madd(wv[r][v], xv, acc[r][i]);
         }
     }
+    if constexpr (PartScales<F>::value) {
+      constexpr int kUnitParts = F::kSubs * F::kParts;
+      static_assert(kUnitParts % kLanes == 0, "a unit's offsets fill whole vectors");
+      const int64_t parts = parts_per_row<F>(k);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+        for (int g = 0; g < kUnitParts; g += kLanes) {
+          const Vec sums = vload(part_sums + i * parts + s * kUnitParts + g);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) acc[r][i] = vfma(vload(scales[r].m + g), sums, acc[r][i]);
+        }
+    }
   }
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < M; ++i) out[r][i] = vsum(acc[r][i]);
@@ -210,6 +254,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
 template <class T>
 struct Job {
   const T* x;
+  const float* part_sums;  // parts_per_row(k) a row, for PartScales formats
   int64_t m, k;
   const uint8_t* w;
   size_t row_bytes;
@@ -227,7 +272,8 @@ void block(const JobOf<F>& job, int64_t j, int64_t i0) {
   const uint8_t* rows = job.w + j * job.row_bytes;
   const uint8_t* next = j + 2 * R <= job.n ? rows + R * job.row_bytes : rows;
   float out[R][M];
-  dot_rows<F, M, R>(rows, next, job.row_bytes, job.x + i0 * packed_row<typename ActivationsOf<F>::type>(job.k), job.k, out);
+  dot_rows<F, M, R>(rows, next, job.row_bytes, job.x + i0 * packed_row<typename ActivationsOf<F>::type>(job.k),
+                    job.part_sums + i0 * parts_per_row<F>(job.k), job.k, out);
   for (int r = 0; r < R; ++r) {
     const float b = job.bias ? job.bias[j + r] : 0.0f;
     for (int i = 0; i < M; ++i) job.y[(i0 + i) * job.n + j + r] = out[r][i] + b;
@@ -349,7 +395,21 @@ void run_direct(const float* x, int64_t m, const TensorView& w, float* y, Thread
     });
     packed_x = out;
   }
-  const JobOf<F> job{packed_x, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  const float* part_sums = nullptr;
+  if constexpr (PartScales<F>::value) {
+    thread_local std::vector<float> sums;
+    const int64_t parts = parts_per_row<F>(k), width = 32 / F::kParts;
+    sums.resize(std::max(sums.size(), static_cast<size_t>(m * parts)));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < parts; ++p) {
+        const float* xp = x + i * k + p * width;
+        float sum = 0.0f;
+        for (int64_t c = 0; c < width; ++c) sum += xp[c];
+        sums[static_cast<size_t>(i * parts + p)] = sum;
+      }
+    part_sums = sums.data();
+  }
+  const JobOf<F> job{packed_x, part_sums, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel(job, begin, end); }, kGrain);
 }
 

@@ -7,7 +7,11 @@
 //
 // The float types leave a tail of k % kLanes weights for element(); block types never do,
 // since their rows are whole blocks. Decoding here is exact for the float types and, for
-// the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here).
+// the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here),
+// except where the AVX2 level leaves the scales to the product (direct_product.hpp's
+// ScalesAfterSum and PartScales: Q8_0 and the K-quants Q4_K, Q5_K, Q6_K), whose load()
+// gives the integer codes themselves, exactly, and whose sums are then f32 sums of another
+// order, within the same rounding bound.
 // Include it inside the ORZO_TARGET_BEGIN region, after the headers below; internal
 // linkage, as target.hpp explains.
 #include <cstddef>
@@ -383,11 +387,13 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     lookup_nibbles(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2), s % 2, level_table(0, dl, ml), out);
   }
 #else
+  // The codes unscaled, their sub-block's d and m applied by the product (PartScales).
+  static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
-  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
-    for (int v = 0; v < 4; ++v) out[v] = scaled(nibble(widen_u8(qs + 8 * v), s % 2), sc.d[s], sc.m[s]);
+    for (int v = 0; v < 4; ++v) out[v] = _mm256_cvtepi32_ps(nibble(widen_u8(qs + 8 * v), s % 2));
   }
 #endif
 };
@@ -404,14 +410,16 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
 #if ORZO_SIMD_AVX512
   static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 #else
+  // As Q4_K's.
+  static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
-  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
     for (int v = 0; v < 4; ++v) {
       const __m256i q = _mm256_or_si256(nibble(widen_u8(qs + 8 * v), s % 2), move_bits(widen_u8(qh + 8 * v), s, 1, 4));
-      out[v] = scaled(q, sc.d[s], sc.m[s]);
+      out[v] = _mm256_cvtepi32_ps(q);
     }
   }
 #endif
@@ -433,8 +441,9 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
 #if ORZO_SIMD_AVX512
   static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 #else
-  // The sixteen half sub-blocks' d * scale, and -32 times that: d * q - 32 d in one rounding
-  // is d * (q - 32) exactly as the reference rounds it.
+  // The sixteen half sub-blocks' d * scale and -32 times that, applied by the product to
+  // the unsigned codes (PartScales: a sub-step is two parts of 16).
+  static constexpr int kParts = 2;
   struct Scales {
     alignas(32) float d[16], m[16];
   };
@@ -449,13 +458,13 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     }
     return out;
   }
-  static void load(const uint8_t* b, int s, const Scales& sc, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
     const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
     for (int v = 0; v < 4; ++v) {
       const __m256i q = _mm256_or_si256(nibble(widen_u8(ql + 8 * v), r / 2), move_bits(widen_u8(qh + 8 * v), 2 * r, 2, 4));
-      out[v] = scaled(q, sc.d[2 * s + v / 2], sc.m[2 * s + v / 2]);
+      out[v] = _mm256_cvtepi32_ps(q);
     }
   }
 #endif
