@@ -64,10 +64,11 @@ inline void load_sub(const uint8_t* unit, int sub, [[maybe_unused]] const typena
 
 // A block format whose sub-step spans four vectors or more (AVX2's 32 weights, or the
 // portable path's whole blocks) sums each sub-step in a register of its own and adds that
-// to the accumulator: the chain through an accumulator is then one add per sub-step, where
-// kVecs FMAs in a row held a decode of one or two rows to a quarter of the FMA rate (Zen 3,
-// FMA latency 4: Q4_K_M decode 65 tokens/s with one row a pass, 125 with two). AVX-512's
-// sub-steps are two vectors, and they keep the single chain they were measured with.
+// to the accumulator: the chain through an accumulator is then one add per sub-step, not
+// kVecs FMAs (on Zen 3, with one weight row a pass, Q4_K_M decode went from 65 to ~110
+// tokens/s; at the two rows a pass it runs with, the gain was within the noise), and the
+// rows are decoded one at a time, so a single row's sub-step is live. AVX-512's sub-steps
+// are two vectors, and they keep the single chain they were measured with.
 template <class F>
 constexpr bool kSubStepSums = F::kBlocked && F::kVecs >= 4 && std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
 
@@ -225,6 +226,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
         }
     }
     if constexpr (PartScales<F>::value) {
+      static_assert(kSubStepSums<F>, "a part's scale is applied to its sum");
       constexpr int kUnitParts = F::kSubs * F::kParts;
       static_assert(kUnitParts % kLanes == 0, "a unit's offsets fill whole vectors");
       const int64_t parts = parts_per_row<F>(k);
