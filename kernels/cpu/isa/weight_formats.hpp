@@ -151,8 +151,8 @@ inline __m256i iq4_levels(__m256i codes) {
 #if !ORZO_SIMD_AVX512
 // AVX2 decodes a sub-step eight weights at a time, each vector's bytes widened straight from
 // memory to int32 lanes (vpmovzxbd takes a load), where splitting one 32-byte register into
-// quarters costs two shuffles a vector; with one FMA for d * q + m and one for the product,
-// that is two FMAs per eight weights, which Zen 3's two FMA pipes retire in a cycle.
+// quarters costs two shuffles a vector. Q4_0 and Q4_1 then scale each vector (one FMA for
+// d * q + m, one for the product); Q8_0 and the K-quants leave the scales to the product.
 inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 // Nibble h of each widened byte.
