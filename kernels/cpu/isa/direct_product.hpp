@@ -39,29 +39,6 @@ struct ActivationsOf<F, std::void_t<typename F::X>> {
   using type = typename F::X;
 };
 
-// A format whose units carry scales worth decoding once per unit (a super-block's sub-block
-// scales) names them as Scales, computes them with scales(unit) and takes them in load();
-// the others' load() takes none.
-struct NoScales {};
-template <class F, class = void>
-struct ScalesOf {
-  using type = NoScales;
-};
-template <class F>
-struct ScalesOf<F, std::void_t<typename F::Scales>> {
-  using type = typename F::Scales;
-};
-template <class F>
-constexpr bool kUnitScales = !std::is_same_v<typename ScalesOf<F>::type, NoScales>;
-
-template <class F>
-inline void load_sub(const uint8_t* unit, int sub, [[maybe_unused]] const typename ScalesOf<F>::type& scales, Vec* out) {
-  if constexpr (kUnitScales<F>)
-    F::load(unit, sub, scales, out);
-  else
-    F::load(unit, sub, out);
-}
-
 // A block format whose sub-step spans four vectors or more (AVX2's 32 weights, or the
 // portable path's whole blocks) sums each sub-step in a register of its own and adds that
 // to the accumulator: the chain through an accumulator is then one add per sub-step, not
@@ -79,15 +56,26 @@ struct ScalesAfterSum : std::false_type {};
 template <class F>
 struct ScalesAfterSum<F, std::void_t<decltype(F::sub_scale(nullptr, 0))>> : std::true_type {};
 
-// A format whose load() gives a sub-step's codes unscaled, and whose Scales give each of its
-// kParts parts (32 / kParts weights) a scale d and an offset m, leaves both to the product:
-// a part's dot is d * (codes . x) + m * (sum of x over the part). The first term costs one
-// FMA per part, where d * q + m cost one per vector; the second one FMA per unit and lane
-// group of parts, against the part sums of x that run_direct computes once per product.
+// A format whose load() gives a sub-step's codes unscaled, and whose Scales (computed once
+// per unit by scales(unit)) give each of its kParts parts (32 / kParts weights) a scale d
+// and an offset m, leaves both to the product: a part's dot is d * (codes . x) + m * (sum
+// of x over the part). The first term costs one FMA per part, where d * q + m cost one per
+// vector; the second one FMA per unit and lane group of parts, against the part sums of x
+// that run_direct computes once per product.
 template <class F, class = void>
 struct PartScales : std::false_type {};
 template <class F>
 struct PartScales<F, std::void_t<decltype(F::kParts)>> : std::true_type {};
+
+struct NoScales {};
+template <class F, class = void>
+struct ScalesOf {
+  using type = NoScales;
+};
+template <class F>
+struct ScalesOf<F, std::void_t<typename F::Scales>> {
+  using type = typename F::Scales;
+};
 
 template <class F>
 constexpr int64_t parts_per_row(int64_t k) {
@@ -165,8 +153,8 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
   const int64_t steps = k / F::kStep;
   constexpr int64_t kSubBytes = F::kStepBytes / F::kSubs;
   for (int64_t s = 0; s < steps; ++s) {
-    typename ScalesOf<F>::type scales[R];
-    if constexpr (kUnitScales<F>)
+    [[maybe_unused]] typename ScalesOf<F>::type scales[R];
+    if constexpr (PartScales<F>::value)
       for (int r = 0; r < R; ++r) scales[r] = F::scales(w + r * row_bytes + s * F::kStepBytes);
 #pragma GCC unroll 8
     for (int sub = 0; sub < F::kSubs; ++sub) {
@@ -178,7 +166,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
           __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
           const uint8_t* unit = w + r * row_bytes + s * F::kStepBytes;
           Vec wv[F::kVecs];
-          load_sub<F>(unit, sub, scales[r], wv);
+          F::load(unit, sub, wv);
 #pragma GCC unroll 8
           for (int i = 0; i < M; ++i) {
             if constexpr (PartScales<F>::value) {
@@ -207,7 +195,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
       }
       Vec wv[R][F::kVecs];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) load_sub<F>(w + r * row_bytes + s * F::kStepBytes, sub, scales[r], wv[r]);
+      for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, sub, wv[r]);
       // The next block of rows is fetched into L2 while this one is computed: the
       // hardware prefetchers restart at every row, and rows of a few KiB are too short
       // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
@@ -372,6 +360,23 @@ RangeKernel<F> kernel_for_rows(int64_t m) {
   return by_rows[std::min(m, kGroup)];
 }
 
+// PartScales' sums of x over each part of rows [begin, end), parts_per_row(k) a row; nothing
+// for the other formats.
+template <class F>
+void sum_parts([[maybe_unused]] const float* x, [[maybe_unused]] int64_t k, [[maybe_unused]] int64_t begin,
+               [[maybe_unused]] int64_t end, [[maybe_unused]] float* out) {
+  if constexpr (PartScales<F>::value) {
+    const int64_t parts = parts_per_row<F>(k), width = 32 / F::kParts;
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t p = 0; p < parts; ++p) {
+        const float* xp = x + i * k + p * width;
+        float sum = 0.0f;
+        for (int64_t c = 0; c < width; ++c) sum += xp[c];
+        out[i * parts + p] = sum;
+      }
+  }
+}
+
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
@@ -384,6 +389,13 @@ void run_direct(const float* x, int64_t m, const TensorView& w, float* y, Thread
   const RangeKernel<F> kernel = kernel_for_rows<F>(m);
   const T* packed_x = nullptr;
   if constexpr (std::is_same_v<X, F32Activations>) packed_x = x;
+  float* part_sums = nullptr;
+  if constexpr (PartScales<F>::value) {
+    thread_local std::vector<float> sums;
+    sums.resize(std::max(sums.size(), static_cast<size_t>(m * parts_per_row<F>(k))));
+    part_sums = sums.data();
+  }
+  if (m == 1) sum_parts<F>(x, k, 0, 1, part_sums);
   if (m > 1 || !std::is_same_v<X, F32Activations>) {
     // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
     thread_local std::vector<T> packed;
@@ -393,23 +405,11 @@ void run_direct(const float* x, int64_t m, const TensorView& w, float* y, Thread
     T* const out = packed.data();
     const int64_t group = shape_for<F>(m).m;
     pool.parallel_for((m + group - 1) / group, [&](int64_t begin, int64_t end, int) {
-      pack_activations<X>(x, m, k, group, begin * group, std::min(m, end * group), out);
+      const int64_t first = begin * group, last = std::min(m, end * group);
+      pack_activations<X>(x, m, k, group, first, last, out);
+      sum_parts<F>(x, k, first, last, part_sums);
     });
     packed_x = out;
-  }
-  const float* part_sums = nullptr;
-  if constexpr (PartScales<F>::value) {
-    thread_local std::vector<float> sums;
-    const int64_t parts = parts_per_row<F>(k), width = 32 / F::kParts;
-    sums.resize(std::max(sums.size(), static_cast<size_t>(m * parts)));
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < parts; ++p) {
-        const float* xp = x + i * k + p * width;
-        float sum = 0.0f;
-        for (int64_t c = 0; c < width; ++c) sum += xp[c];
-        sums[static_cast<size_t>(i * parts + p)] = sum;
-      }
-    part_sums = sums.data();
   }
   const JobOf<F> job{packed_x, part_sums, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel(job, begin, end); }, kGrain);

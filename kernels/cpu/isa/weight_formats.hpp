@@ -391,7 +391,7 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
-  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
+  static void load(const uint8_t* b, int s, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
     for (int v = 0; v < 4; ++v) out[v] = _mm256_cvtepi32_ps(nibble(widen_u8(qs + 8 * v), s % 2));
   }
@@ -414,7 +414,7 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
-  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
+  static void load(const uint8_t* b, int s, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
     for (int v = 0; v < 4; ++v) {
@@ -458,7 +458,7 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     }
     return out;
   }
-  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
+  static void load(const uint8_t* b, int s, Vec* out) {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
     const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
