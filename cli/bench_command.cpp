@@ -18,6 +18,7 @@
 #include "cli/bench_options.hpp"
 #include "cli/cpu_kernels_flag.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul_blas.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sampler.hpp"
@@ -197,11 +198,13 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                                                                                     : "f32"},
                         {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
-                        {"cpu_isa", cpu::isa_name(cpu::kernels().isa)}};
+                        {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
+                        {"blas_core", cpu::blas_core().name}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
-    std::printf("CPU %s, kernels %s\n", cpu::cpu_model_name().c_str(), cpu::isa_name(cpu::kernels().isa));
+    std::printf("CPU %s, kernels %s, OpenBLAS %s\n", cpu::cpu_model_name().c_str(), cpu::isa_name(cpu::kernels().isa),
+                cpu::blas_core().name.c_str());
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
   }

@@ -23,7 +23,7 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
     kernel.matmul_bf16(x, m, w, y, pool, bias);
   else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));
-           options.batch_invariant || x_bytes <= kernel.direct_l2_bytes ||
+           options.batch_invariant || blas_core().suited || x_bytes <= kernel.direct_l2_bytes ||
            (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     kernel.matmul_direct(x, m, w, y, pool, bias);
   else

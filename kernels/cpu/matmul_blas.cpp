@@ -3,6 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/convert.hpp"
@@ -43,6 +46,26 @@ void sgemm_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t ro
 }
 
 }  // namespace
+
+const char* blas_core_for(std::string_view core, Isa cpu) {
+  // OpenBLAS's x86 cores whose kernels use AVX2 and FMA or wider. An AVX-512 CPU on AVX2
+  // kernels is OpenBLAS's own choice (it keeps AMD's on them), not a fallback.
+  constexpr std::array<std::string_view, 7> kVectorCores = {"Haswell",  "Zen",        "Excavator",     "Steamroller",
+                                                            "SkylakeX", "Cooperlake", "SapphireRapids"};
+  if (cpu == Isa::Portable || std::find(kVectorCores.begin(), kVectorCores.end(), core) != kVectorCores.end())
+    return nullptr;
+  return cpu == Isa::Avx2 ? "Haswell" : cpu == Isa::Avx512Vnni ? "SkylakeX" : "Cooperlake";
+}
+
+const BlasCore& blas_core() {
+  static const BlasCore core = [] {
+    std::string name = openblas_get_corename();
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    const char* suited = blas_core_for(name, runnable_isas().back());
+    return BlasCore{std::move(name), suited};
+  }();
+  return core;
+}
 
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                  const float* bias) {

@@ -3,13 +3,31 @@
 // a slice of the weight rows, widens it to f32 a tile at a time into its own scratch, and
 // multiplies the tile with a single-threaded sgemm.
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace orzo::cpu {
 
-// matmul() for any m >= 1; the caller has validated the shapes.
+// OpenBLAS picks its kernels by the CPU models it knows, at load time. A model newer than
+// the library falls back to its oldest kernels: Debian 12's 0.3.21 takes an Emerald Rapids
+// (family 6, model 207) for a "Prescott", SSE3 only, and multiplies at 30 GFLOP/s where its
+// Cooperlake kernels reach 200 (BENCHMARKS.md, "OpenBLAS on a CPU it does not know").
+// The OPENBLAS_CORETYPE that suits a CPU whose best level is `cpu`, or null where `core`
+// (openblas_get_corename()) already uses the vector units that level has.
+const char* blas_core_for(std::string_view core, Isa cpu);
+
+struct BlasCore {
+  std::string name;   // the kernels OpenBLAS runs here
+  const char* suited;  // blas_core_for(name, this CPU's best level): non-null when they fall short
+};
+const BlasCore& blas_core();
+
+// matmul() for any m >= 1; the caller has validated the shapes. matmul() leaves it alone
+// while blas_core().suited is set: the direct kernel is faster than sgemm's fallback.
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                  const float* bias);
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul_blas.hpp"
 #include "tests/support/cli_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -64,6 +65,17 @@ TEST(Cli, BenchRunsTheKernelsItIsTold) {
   }
   const CliRun text = orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --cpu-isa portable");
   EXPECT_NE(text.out.find(", kernels portable"), std::string::npos) << text.out;
+}
+
+// Whether OpenBLAS knew this CPU or orzo ran itself again with OPENBLAS_CORETYPE set (on a
+// CPU newer than the library, such as an Emerald Rapids under Debian 12's 0.3.21), sgemm
+// runs kernels that use the CPU's vector units.
+TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set: OpenBLAS runs what it names";
+  const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string core = nlohmann::json::parse(r.out)["blas_core"];
+  EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back()), nullptr) << "OpenBLAS runs " << core;
 }
 
 TEST(Cli, BenchPrintsReadableText) {

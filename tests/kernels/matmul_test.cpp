@@ -303,6 +303,17 @@ TEST(Matmul, BlasKernelMatchesReference) {
   });
 }
 
+// OpenBLAS's fallback for a CPU it does not know is named for what suits the CPU's best
+// level; a core with AVX2 kernels or wider is left alone, whatever the CPU.
+TEST(Matmul, NamesTheBlasCoreThatSuitsTheCpu) {
+  EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Bf16), "Cooperlake");
+  EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Vnni), "SkylakeX");
+  EXPECT_STREQ(blas_core_for("Sandybridge", Isa::Avx2), "Haswell");
+  EXPECT_EQ(blas_core_for("Prescott", Isa::Portable), nullptr);
+  for (const char* fine : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(blas_core_for(fine, Isa::Avx512Bf16), nullptr) << fine;
+}
+
 // k not a multiple of any vector width leaves a scalar tail for the unblocked types.
 TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
   orzo::testing::for_each_isa([&] {
