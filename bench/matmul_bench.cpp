@@ -173,7 +173,7 @@ void register_all() {
   }
   // Both kernels across the switch-over in matmul.cpp, to re-tune it on other hardware.
   for (Shape s : {Shape{8192, 2048}, Shape{2048, 8192}, Shape{1024, 2816}, Shape{2816, 1024}}) {
-    for (int64_t m : {32, 128, 256, 512, 1024}) {
+    for (int64_t m : {32, 64, 128, 256, 512, 1024}) {
       const std::string tail = "F16/m" + std::to_string(m) + "/" + shape_name(s);
       const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
                                                         {"blas", &orzo::cpu::matmul_blas}};

@@ -152,6 +152,16 @@ const KernelTable& kernels() {
 
 void use_isa(Isa isa) { active.store(&kernels_for(isa), std::memory_order_release); }
 
+bool cpu_is_intel() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // The vendor string is EBX, EDX, ECX: "Genu", "ineI", "ntel".
+  return __get_cpuid(0, &eax, &ebx, &ecx, &edx) && ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e;
+#else
+  return false;
+#endif
+}
+
 std::string cpu_model_name() {
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");

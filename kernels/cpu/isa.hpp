@@ -73,6 +73,10 @@ const KernelTable& kernels_for(Isa isa);
 // Not meant to race with kernels running on other threads.
 void use_isa(Isa isa);
 
+// Whether the CPU is Intel's (CPUID vendor "GenuineIntel"): its AVX-512 cores and AMD's
+// cross over from the direct kernel to sgemm at different sizes (kernel_table.cpp).
+bool cpu_is_intel();
+
 // The CPU's model name as the OS gives it ("AMD EPYC 7763 64-Core Processor"), for logs
 // and benchmark records; "unknown CPU" where it gives none.
 std::string cpu_model_name();

@@ -39,23 +39,6 @@ struct ActivationsOf<F, std::void_t<typename F::X>> {
   using type = typename F::X;
 };
 
-// A block format whose sub-step spans four vectors or more (AVX2's 32 weights, or the
-// portable path's whole blocks) sums each sub-step in a register of its own and adds that
-// to the accumulator: the chain through an accumulator is then one add per sub-step, not
-// kVecs FMAs (on Zen 3, with one weight row a pass, Q4_K_M decode went from 65 to ~110
-// tokens/s; at the two rows a pass it runs with, the gain was within the noise), and the
-// rows are decoded one at a time, so a single row's sub-step is live. AVX-512's sub-steps
-// are two vectors, and they keep the single chain they were measured with.
-template <class F>
-constexpr bool kSubStepSums = F::kBlocked && F::kVecs >= 4 && std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
-
-// A format whose load() gives a sub-step unscaled, one scale for all of it, names that
-// scale as sub_scale(unit, sub): the sub-step's sum is multiplied by it once.
-template <class F, class = void>
-struct ScalesAfterSum : std::false_type {};
-template <class F>
-struct ScalesAfterSum<F, std::void_t<decltype(F::sub_scale(nullptr, 0))>> : std::true_type {};
-
 // A format whose load() gives a sub-step's codes unscaled, and whose Scales (computed once
 // per unit by scales(unit)) give each of its kParts parts (32 / kParts weights) a scale d
 // and an offset m, leaves both to the product: a part's dot is d * (codes . x) + m * (sum
@@ -66,6 +49,25 @@ template <class F, class = void>
 struct PartScales : std::false_type {};
 template <class F>
 struct PartScales<F, std::void_t<decltype(F::kParts)>> : std::true_type {};
+
+// A block format whose sub-step spans four vectors or more (AVX2's 32 weights, or the
+// portable path's whole blocks) sums each sub-step in a register of its own and adds that
+// to the accumulator: the chain through an accumulator is then one add per sub-step, not
+// kVecs FMAs (on Zen 3, with one weight row a pass, Q4_K_M decode went from 65 to ~110
+// tokens/s; at the two rows a pass it runs with, the gain was within the noise), and the
+// rows are decoded one at a time, so a single row's sub-step is live. AVX-512's sub-steps
+// are two vectors, and they keep the single chain they were measured with, except where
+// the format leaves its scales to the product (PartScales, above), which sums each part.
+template <class F>
+constexpr bool kSubStepSums = F::kBlocked && (F::kVecs >= 4 || PartScales<F>::value) &&
+                              std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
+
+// A format whose load() gives a sub-step unscaled, one scale for all of it, names that
+// scale as sub_scale(unit, sub): the sub-step's sum is multiplied by it once.
+template <class F, class = void>
+struct ScalesAfterSum : std::false_type {};
+template <class F>
+struct ScalesAfterSum<F, std::void_t<decltype(F::sub_scale(nullptr, 0))>> : std::true_type {};
 
 struct NoScales {};
 template <class F, class = void>
@@ -216,15 +218,17 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
     if constexpr (PartScales<F>::value) {
       static_assert(kSubStepSums<F>, "a part's scale is applied to its sum");
       constexpr int kUnitParts = F::kSubs * F::kParts;
-      static_assert(kUnitParts % kLanes == 0, "a unit's offsets fill whole vectors");
+      // Q4_K's eight parts a unit fill half of an AVX-512 vector: the other lanes add 0 * 0.
+      static_assert(kUnitParts % kLanes == 0 || kUnitParts < kLanes, "a unit's offsets fill whole vectors or one part");
+      constexpr int kWidth = std::min(kUnitParts, kLanes);
       const int64_t parts = parts_per_row<F>(k);
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
         for (int g = 0; g < kUnitParts; g += kLanes) {
-          const Vec sums = vload(part_sums + i * parts + s * kUnitParts + g);
+          const Vec sums = vload_first(part_sums + i * parts + s * kUnitParts + g, kWidth);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) acc[r][i] = vfma(vload(scales[r].m + g), sums, acc[r][i]);
+          for (int r = 0; r < R; ++r) acc[r][i] = vfma(vload_first(scales[r].m + g, kWidth), sums, acc[r][i]);
         }
     }
   }

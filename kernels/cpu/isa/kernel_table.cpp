@@ -12,21 +12,31 @@ namespace {
 // 1.4 MiB (against an sgemm that on that machine still ran OpenBLAS's AVX-512 kernels: on
 // an AVX2-only CPU the crossover can only move up). The portable level keeps the old
 // 4 MiB, unmeasured against a scalar direct kernel.
-constexpr int64_t kDirectL2Bytes = int64_t{1} << 20;
+// Intel's AVX-512 cores issue two 512-bit FMAs a cycle where Zen 4 issues one: sgemm's
+// blocking fills both, the direct kernel, bound by its loads and conversions, does not. On
+// an Emerald Rapids sgemm led from 128 rows (1.1-1.4x) and at 64 rows of k = 8192, while the
+// direct kernel led at 32 rows and at 64 rows of k <= 2048.
+struct Crossover {
+  int64_t l2_bytes, max_rows, max_bytes;
+};
+Crossover direct_crossover() {
 #if ORZO_SIMD_AVX512
-constexpr int64_t kDirectMaxRows = 512, kDirectMaxBytes = int64_t{8} << 20;
+  if (cpu_is_intel()) return {int64_t{256} << 10, 64, int64_t{1} << 20};
+  return {int64_t{1} << 20, 512, int64_t{8} << 20};
 #elif ORZO_SIMD_AVX2
-constexpr int64_t kDirectMaxRows = 256, kDirectMaxBytes = int64_t{1} << 20;
+  return {int64_t{1} << 20, 256, int64_t{1} << 20};
 #else
-constexpr int64_t kDirectMaxRows = int64_t{1} << 40, kDirectMaxBytes = int64_t{4} << 20;
+  return {int64_t{1} << 20, int64_t{1} << 40, int64_t{4} << 20};
 #endif
+}
 
 }  // namespace
 
 const KernelTable& kernel_table() {
+  static const Crossover crossover = direct_crossover();
   static const KernelTable table{
       ORZO_SIMD_VNNI ? Isa::Avx512Vnni : ORZO_SIMD_AVX2 ? Isa::Avx2 : Isa::Portable,
-      matmul_direct, kDirectL2Bytes, kDirectMaxRows, kDirectMaxBytes,
+      matmul_direct, crossover.l2_bytes, crossover.max_rows, crossover.max_bytes,
       matmul_q8_supports, matmul_q8,
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,

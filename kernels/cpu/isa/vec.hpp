@@ -19,6 +19,10 @@ inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec vmul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline float vsum(Vec v) { return _mm512_reduce_add_ps(v); }
+// The first n lanes from p, zeros after them.
+inline Vec vload_first(const float* p, int n) {
+  return n == kLanes ? vload(p) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
 #elif ORZO_SIMD_AVX2
 using Vec = __m256;
 constexpr int kLanes = 8;
@@ -35,6 +39,10 @@ inline float vsum(Vec v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline Vec vload_first(const float* p, int n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return n == kLanes ? vload(p) : _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes));
+}
 #else
 using Vec = float;
 constexpr int kLanes = 1;
@@ -46,6 +54,7 @@ inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
 inline Vec vmul(Vec a, Vec b) { return a * b; }
 inline Vec vadd(Vec a, Vec b) { return a + b; }
 inline float vsum(Vec v) { return v; }
+inline Vec vload_first(const float* p, int) { return *p; }
 #endif
 
 // GCC folds a load into every FMA that uses it, turning R FMAs on one activation vector

@@ -8,10 +8,10 @@
 // The float types leave a tail of k % kLanes weights for element(); block types never do,
 // since their rows are whole blocks. Decoding here is exact for the float types and, for
 // the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here),
-// except where the AVX2 level leaves the scales to the product (direct_product.hpp's
-// ScalesAfterSum and PartScales: Q8_0 and the K-quants Q4_K, Q5_K, Q6_K), whose load()
-// gives the integer codes themselves, exactly, and whose sums are then f32 sums of another
-// order, within the same rounding bound.
+// except where a format leaves the scales to the product (direct_product.hpp's
+// ScalesAfterSum and PartScales: Q8_0 on AVX2, the K-quants Q4_K, Q5_K, Q6_K on both vector
+// levels), whose load() gives the integer codes themselves, exactly, and whose sums are
+// then f32 sums of another order, within the same rounding bound.
 // Include it inside the ORZO_TARGET_BEGIN region, after the headers below; internal
 // linkage, as target.hpp explains.
 #include <cstddef>
@@ -148,26 +148,48 @@ inline __m256i iq4_levels(__m256i codes) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
 }
 
-#if !ORZO_SIMD_AVX512
-// AVX2 decodes a sub-step eight weights at a time, each vector's bytes widened straight from
-// memory to int32 lanes (vpmovzxbd takes a load), where splitting one 32-byte register into
-// quarters costs two shuffles a vector. Q4_0 and Q4_1 then scale each vector (one FMA for
-// d * q + m, one for the product); Q8_0 and the K-quants leave the scales to the product.
-inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+// The raw-code decoders (Q8_0, Q4_0 and Q4_1 on AVX2; Q4_K, Q5_K and Q6_K on both vector
+// levels) widen a vector's worth of bytes straight from memory to int32 lanes (vpmovzxbd
+// takes a load), where splitting one register into parts costs shuffles a vector.
+#if ORZO_SIMD_AVX512
+using IVec = __m512i;
+inline IVec widen_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 // Nibble h of each widened byte.
-inline __m256i nibble(__m256i bytes, int h) {
+inline IVec nibble(IVec bytes, int h) {
+  return h ? _mm512_srli_epi32(bytes, 4) : _mm512_and_si512(bytes, _mm512_set1_epi32(0x0f));
+}
+inline IVec ior(IVec a, IVec b) { return _mm512_or_si512(a, b); }
+inline Vec to_vec(IVec q) { return _mm512_cvtepi32_ps(q); }
+// Bits [from, from + width) of each int32 lane moved to bits [to, to + width).
+inline IVec move_bits(IVec v, int from, int width, int to) {
+  const IVec kept = _mm512_and_si512(v, _mm512_set1_epi32(((1 << width) - 1) << from));
+  return from < to ? _mm512_slli_epi32(kept, static_cast<unsigned>(to - from)) : _mm512_srli_epi32(kept, static_cast<unsigned>(from - to));
+}
+#else
+// AVX2 decodes a sub-step eight weights at a time. Q4_0 and Q4_1 then scale each vector
+// (one FMA for d * q + m, one for the product); Q8_0 and the K-quants leave the scales to
+// the product.
+using IVec = __m256i;
+inline IVec widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline IVec widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline IVec nibble(IVec bytes, int h) {
   return h ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, _mm256_set1_epi32(0x0f));
 }
-inline Vec scaled(__m256i q, float d, float m) {
+inline IVec ior(IVec a, IVec b) { return _mm256_or_si256(a, b); }
+inline Vec to_vec(IVec q) { return _mm256_cvtepi32_ps(q); }
+inline IVec move_bits(IVec v, int from, int width, int to) {
+  const IVec kept = _mm256_and_si256(v, _mm256_set1_epi32(((1 << width) - 1) << from));
+  return from < to ? _mm256_slli_epi32(kept, to - from) : _mm256_srli_epi32(kept, from - to);
+}
+inline Vec scaled(IVec q, float d, float m) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d), _mm256_set1_ps(m));
 }
+#endif
 // Eight sub-block scale codes (bytes) as d * code, the scales a super-block's sub-steps take.
 inline void scale_codes(uint64_t codes8, float d, float* out) {
   const __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(codes8))));
   _mm256_store_ps(out, _mm256_mul_ps(codes, _mm256_set1_ps(d)));
 }
-#endif
 
 #if ORZO_SIMD_AVX512
 // A 4-bit code indexes a 16-entry table of decoded values: vpermps reads only the low four
@@ -186,13 +208,6 @@ inline void lookup_split(const uint8_t* qs, __m512 table, Vec* out) {
   const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   out[0] = _mm512_permutexvar_ps(bytes, table);
   out[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-}
-// 32 weights from nibble h of 32 bytes.
-inline void lookup_nibbles(const uint8_t* qs, int h, __m512 table, Vec* out) {
-  for (int v = 0; v < 2; ++v) {
-    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * v)));
-    out[v] = _mm512_permutexvar_ps(h ? _mm512_srli_epi32(bytes, 4) : bytes, table);
-  }
 }
 #endif
 
@@ -345,7 +360,6 @@ inline void k_scale_min(const uint8_t* b, int s, float& dl, float& ml) {
   ml = -(half_at(b, offsetof(Block, dmin)) * static_cast<float>(mn));
 }
 
-#if !ORZO_SIMD_AVX512
 // The eight sub-blocks' d * sc and -dmin * mn of a Q4_K/Q5_K super-block, unpacked once
 // per super-block (four bytes at a time: kq_scale_min's rule for every s) rather than once
 // per sub-step.
@@ -365,13 +379,6 @@ inline KScales k_scales(const uint8_t* b) {
   return out;
 }
 
-// Bits [from, from + width) of each int32 lane moved to bits [to, to + width).
-inline __m256i move_bits(__m256i v, int from, int width, int to) {
-  const __m256i kept = _mm256_and_si256(v, _mm256_set1_epi32(((1 << width) - 1) << from));
-  return from < to ? _mm256_slli_epi32(kept, to - from) : _mm256_srli_epi32(kept, from - to);
-}
-#endif
-
 struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
   static constexpr int kBias = 0;
   static constexpr bool kHasMin = true;
@@ -380,22 +387,14 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
     return {bits_of(load256(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4), {dl, dl}, {ml, ml}};
   }
-#if ORZO_SIMD_AVX512
-  static void load(const uint8_t* b, int s, Vec* out) {
-    float dl, ml;
-    k_scale_min<BlockQ4_K>(b, s, dl, ml);
-    lookup_nibbles(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2), s % 2, level_table(0, dl, ml), out);
-  }
-#else
   // The codes unscaled, their sub-block's d and m applied by the product (PartScales).
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
   static void load(const uint8_t* b, int s, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
-    for (int v = 0; v < 4; ++v) out[v] = _mm256_cvtepi32_ps(nibble(widen_u8(qs + 8 * v), s % 2));
+    for (int v = 0; v < kVecs; ++v) out[v] = to_vec(nibble(widen_u8(qs + kLanes * v), s % 2));
   }
-#endif
 };
 
 struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
@@ -407,9 +406,6 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
     const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
     return {_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}};
   }
-#if ORZO_SIMD_AVX512
-  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
-#else
   // As Q4_K's.
   static constexpr int kParts = 1;
   using Scales = KScales;
@@ -417,12 +413,9 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
   static void load(const uint8_t* b, int s, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
-    for (int v = 0; v < 4; ++v) {
-      const __m256i q = _mm256_or_si256(nibble(widen_u8(qs + 8 * v), s % 2), move_bits(widen_u8(qh + 8 * v), s, 1, 4));
-      out[v] = _mm256_cvtepi32_ps(q);
-    }
+    for (int v = 0; v < kVecs; ++v)
+      out[v] = to_vec(ior(nibble(widen_u8(qs + kLanes * v), s % 2), move_bits(widen_u8(qh + kLanes * v), s, 1, 4)));
   }
-#endif
 };
 
 struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
@@ -438,21 +431,18 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
-#if ORZO_SIMD_AVX512
-  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
-#else
   // The sixteen half sub-blocks' d * scale and -32 times that, applied by the product to
   // the unsigned codes (PartScales: a sub-step is two parts of 16).
   static constexpr int kParts = 2;
   struct Scales {
-    alignas(32) float d[16], m[16];
+    alignas(64) float d[16], m[16];
   };
   static Scales scales(const uint8_t* b) {
     const float d = half_at(b, offsetof(BlockQ6_K, d));
     Scales out;
     for (int h = 0; h < 2; ++h) {
-      const __m256 codes = _mm256_cvtepi32_ps(widen_i8(b + offsetof(BlockQ6_K, scales) + 8 * h));
-      const __m256 dl = _mm256_mul_ps(codes, _mm256_set1_ps(d));
+      const __m128i codes8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales) + 8 * h));
+      const __m256 dl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes8)), _mm256_set1_ps(d));
       _mm256_store_ps(out.d + 8 * h, dl);
       _mm256_store_ps(out.m + 8 * h, _mm256_mul_ps(dl, _mm256_set1_ps(-32.0f)));
     }
@@ -462,12 +452,9 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
     const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
-    for (int v = 0; v < 4; ++v) {
-      const __m256i q = _mm256_or_si256(nibble(widen_u8(ql + 8 * v), r / 2), move_bits(widen_u8(qh + 8 * v), 2 * r, 2, 4));
-      out[v] = _mm256_cvtepi32_ps(q);
-    }
+    for (int v = 0; v < kVecs; ++v)
+      out[v] = to_vec(ior(nibble(widen_u8(ql + kLanes * v), r / 2), move_bits(widen_u8(qh + kLanes * v), 2 * r, 2, 4)));
   }
-#endif
 };
 
 struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
