@@ -39,12 +39,13 @@ struct ActivationsOf<F, std::void_t<typename F::X>> {
   using type = typename F::X;
 };
 
-// A format whose load() gives a sub-step's codes unscaled, and whose Scales (computed once
-// per unit by scales(unit)) give each of its kParts parts (32 / kParts weights) a scale d
-// and an offset m, leaves both to the product: a part's dot is d * (codes . x) + m * (sum
-// of x over the part). The first term costs one FMA per part, where d * q + m cost one per
-// vector; the second one FMA per unit and lane group of parts, against the part sums of x
-// that run_direct computes once per product.
+// A format whose Scales (computed once per unit by scales(unit)) give each of its kParts
+// parts (32 / kParts weights) a scale d and an offset m leaves the offsets to the product:
+// its load(unit, sub, scales, out) gives d * q, the raw codes scaled, and the product adds
+// m * (sum of x over the part), one FMA per unit and lane group of parts, against the part
+// sums of x that run_direct computes once per product, where d * q + m cost one op more
+// per vector. Where kScalesInLoad is false (AVX2, weight_formats.hpp) load() leaves d to
+// the product too: a part's dot is d * (codes . x), one FMA per part.
 template <class F, class = void>
 struct PartScales : std::false_type {};
 template <class F>
@@ -56,11 +57,9 @@ struct PartScales<F, std::void_t<decltype(F::kParts)>> : std::true_type {};
 // kVecs FMAs (on Zen 3, with one weight row a pass, Q4_K_M decode went from 65 to ~110
 // tokens/s; at the two rows a pass it runs with, the gain was within the noise), and the
 // rows are decoded one at a time, so a single row's sub-step is live. AVX-512's sub-steps
-// are two vectors, and they keep the single chain they were measured with, except where
-// the format leaves its scales to the product (PartScales, above), which sums each part.
+// are two vectors, and they keep the single chain they were measured with.
 template <class F>
-constexpr bool kSubStepSums = F::kBlocked && (F::kVecs >= 4 || PartScales<F>::value) &&
-                              std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
+constexpr bool kSubStepSums = F::kBlocked && F::kVecs >= 4 && std::is_same_v<typename ActivationsOf<F>::type, F32Activations>;
 
 // A format whose load() gives a sub-step unscaled, one scale for all of it, names that
 // scale as sub_scale(unit, sub): the sub-step's sum is multiplied by it once.
@@ -78,6 +77,16 @@ template <class F>
 struct ScalesOf<F, std::void_t<typename F::Scales>> {
   using type = typename F::Scales;
 };
+
+// Sub-step `sub` of a unit into kVecs registers, with the unit's scales where its format
+// has them.
+template <class F>
+inline void load_step(const uint8_t* unit, int sub, [[maybe_unused]] const typename ScalesOf<F>::type& scales, Vec* out) {
+  if constexpr (PartScales<F>::value)
+    F::load(unit, sub, scales, out);
+  else
+    F::load(unit, sub, out);
+}
 
 template <class F>
 constexpr int64_t parts_per_row(int64_t k) {
@@ -168,10 +177,10 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
           __builtin_prefetch(next + r * row_bytes + s * F::kStepBytes + sub * kSubBytes, 0, 2);
           const uint8_t* unit = w + r * row_bytes + s * F::kStepBytes;
           Vec wv[F::kVecs];
-          F::load(unit, sub, wv);
+          load_step<F>(unit, sub, scales[r], wv);
 #pragma GCC unroll 8
           for (int i = 0; i < M; ++i) {
-            if constexpr (PartScales<F>::value) {
+            if constexpr (PartScales<F>::value && !kScalesInLoad) {
               constexpr int kPartVecs = F::kVecs / F::kParts;
 #pragma GCC unroll 4
               for (int p = 0; p < F::kParts; ++p) {
@@ -197,7 +206,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
       }
       Vec wv[R][F::kVecs];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) F::load(w + r * row_bytes + s * F::kStepBytes, sub, wv[r]);
+      for (int r = 0; r < R; ++r) load_step<F>(w + r * row_bytes + s * F::kStepBytes, sub, scales[r], wv[r]);
       // The next block of rows is fetched into L2 while this one is computed: the
       // hardware prefetchers restart at every row, and rows of a few KiB are too short
       // for them to reach full speed (measured on Zen 4: Q8_0 decode from ~60% to ~95%
@@ -216,7 +225,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
         }
     }
     if constexpr (PartScales<F>::value) {
-      static_assert(kSubStepSums<F>, "a part's scale is applied to its sum");
+      static_assert(kScalesInLoad || kSubStepSums<F>, "a part's scale is applied to its sum");
       constexpr int kUnitParts = F::kSubs * F::kParts;
       // Q4_K's eight parts a unit fill half of an AVX-512 vector: the other lanes add 0 * 0.
       static_assert(kUnitParts % kLanes == 0 || kUnitParts < kLanes, "a unit's offsets fill whole vectors or one part");

@@ -10,8 +10,9 @@
 // the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here),
 // except where a format leaves the scales to the product (direct_product.hpp's
 // ScalesAfterSum and PartScales: Q8_0 on AVX2, the K-quants Q4_K, Q5_K, Q6_K on both vector
-// levels), whose load() gives the integer codes themselves, exactly, and whose sums are
-// then f32 sums of another order, within the same rounding bound.
+// levels), whose load() gives the integer codes themselves, exactly (or d * q, one
+// rounding, on AVX-512), and whose sums are then f32 sums of another order, within the
+// same rounding bound.
 // Include it inside the ORZO_TARGET_BEGIN region, after the headers below; internal
 // linkage, as target.hpp explains.
 #include <cstddef>
@@ -24,6 +25,14 @@
 
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
+
+// Whether the K-quants' load() scales the codes it decodes (direct_product.hpp's
+// PartScales). AVX-512 holds R weight rows of two vectors each in registers, shared by up
+// to eight activation rows: d * q costs one multiply per vector there, once, where a part's
+// raw dot costs one op more per activation row (Q4_K_M at 32 rows: 0.77x of the scaled
+// codes on an Emerald Rapids). AVX2 decodes a row at a time and sums each part before it
+// scales it.
+constexpr bool kScalesInLoad = ORZO_SIMD_AVX512;
 
 struct F32Format {
   static constexpr int64_t kStep = kLanes, kStepBytes = 4 * kStep;
@@ -185,6 +194,13 @@ inline Vec scaled(IVec q, float d, float m) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d), _mm256_set1_ps(m));
 }
 #endif
+// The scales of part (sub, v) applied to the decoded codes, where kScalesInLoad says so.
+template <class F>
+inline void scale_parts([[maybe_unused]] int sub, [[maybe_unused]] const typename F::Scales& scales, [[maybe_unused]] Vec* out) {
+  if constexpr (kScalesInLoad)
+    for (int v = 0; v < F::kVecs; ++v) out[v] = vmul(out[v], vset1(scales.d[sub * F::kParts + v * F::kParts / F::kVecs]));
+}
+
 // Eight sub-block scale codes (bytes) as d * code, the scales a super-block's sub-steps take.
 inline void scale_codes(uint64_t codes8, float d, float* out) {
   const __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(codes8))));
@@ -387,13 +403,15 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     k_scale_min<BlockQ4_K>(b, s, dl, ml);
     return {bits_of(load256(b + offsetof(BlockQ4_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4), {dl, dl}, {ml, ml}};
   }
-  // The codes unscaled, their sub-block's d and m applied by the product (PartScales).
+  // The codes scaled by their sub-block's d where kScalesInLoad says so, unscaled otherwise;
+  // the offsets m, and d where unscaled, applied by the product (PartScales).
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
     for (int v = 0; v < kVecs; ++v) out[v] = to_vec(nibble(widen_u8(qs + kLanes * v), s % 2));
+    scale_parts<Q4_KFormat>(s, scales, out);
   }
 };
 
@@ -410,11 +428,12 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
     for (int v = 0; v < kVecs; ++v)
       out[v] = to_vec(ior(nibble(widen_u8(qs + kLanes * v), s % 2), move_bits(widen_u8(qh + kLanes * v), s, 1, 4)));
+    scale_parts<Q5_KFormat>(s, scales, out);
   }
 };
 
@@ -431,8 +450,8 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
-  // The sixteen half sub-blocks' d * scale and -32 times that, applied by the product to
-  // the unsigned codes (PartScales: a sub-step is two parts of 16).
+  // The sixteen half sub-blocks' d * scale and -32 times that, for the unsigned codes
+  // (PartScales, as Q4_K's: a sub-step is two parts of 16).
   static constexpr int kParts = 2;
   struct Scales {
     alignas(64) float d[16], m[16];
@@ -448,12 +467,13 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     }
     return out;
   }
-  static void load(const uint8_t* b, int s, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
     const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
     for (int v = 0; v < kVecs; ++v)
       out[v] = to_vec(ior(nibble(widen_u8(ql + kLanes * v), r / 2), move_bits(widen_u8(qh + kLanes * v), 2 * r, 2, 4)));
+    scale_parts<Q6_KFormat>(s, scales, out);
   }
 };
 
