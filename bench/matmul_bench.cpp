@@ -191,6 +191,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  orzo::cpu::rerun_with_suited_blas(argv);
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,9 +1,7 @@
 #include "cli/cpu_kernels_flag.hpp"
 
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,13 +26,6 @@ std::string select_cpu_kernels(const std::string& isa) {
   const cpu::BlasCore& blas = cpu::blas_core();
   return "CPU " + cpu::cpu_model_name() + ", kernels " + cpu::isa_name(cpu::kernels().isa) + ", OpenBLAS " + blas.name +
          (blas.suited ? std::string(" (short of this CPU: sgemm unused; OPENBLAS_CORETYPE=") + blas.suited + " fixes it)" : "");
-}
-
-void rerun_with_suited_blas(char** argv) {
-  const char* suited = cpu::blas_core().suited;
-  if (!suited || std::getenv("OPENBLAS_CORETYPE")) return;
-  if (setenv("OPENBLAS_CORETYPE", suited, 1) != 0) return;
-  execv("/proc/self/exe", argv);
 }
 
 }  // namespace orzo::cli

@@ -17,10 +17,4 @@ void add_cpu_isa_flag(CLI::App& cmd, std::string& isa);
 // Returns a line for the log: the CPU's model and the level that runs.
 std::string select_cpu_kernels(const std::string& isa);
 
-// Where OpenBLAS fell back to kernels short of this CPU's (kernels/cpu/matmul_blas.hpp)
-// and OPENBLAS_CORETYPE is unset, sets it to the suited core and executes this program
-// again with the same arguments, since OpenBLAS reads it only when it loads. Returns
-// where that is not needed or the exec fails; matmul() then keeps off sgemm.
-void rerun_with_suited_blas(char** argv);
-
 }  // namespace orzo::cli

@@ -6,14 +6,14 @@
 
 #include "cli/bench_command.hpp"
 #include "cli/chat_command.hpp"
-#include "cli/cpu_kernels_flag.hpp"
 #include "cli/generate_command.hpp"
 #include "cli/quantize_command.hpp"
 #include "cli/serve_command.hpp"
 #include "cli/worker_command.hpp"
+#include "kernels/cpu/matmul_blas.hpp"
 
 int main(int argc, char** argv) {
-  orzo::cli::rerun_with_suited_blas(argv);
+  orzo::cpu::rerun_with_suited_blas(argv);
   CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
   orzo::cli::add_generate_command(app);
   orzo::cli::add_chat_command(app);

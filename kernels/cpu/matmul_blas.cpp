@@ -1,9 +1,11 @@
 #include "kernels/cpu/matmul_blas.hpp"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +67,13 @@ const BlasCore& blas_core() {
     return BlasCore{std::move(name), suited};
   }();
   return core;
+}
+
+void rerun_with_suited_blas(char** argv) {
+  const char* suited = blas_core().suited;
+  if (!suited || std::getenv("OPENBLAS_CORETYPE")) return;
+  if (setenv("OPENBLAS_CORETYPE", suited, 1) != 0) return;
+  execv("/proc/self/exe", argv);
 }
 
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,

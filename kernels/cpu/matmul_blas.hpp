@@ -26,6 +26,12 @@ struct BlasCore {
 };
 const BlasCore& blas_core();
 
+// For a program's main(): where blas_core().suited is set and OPENBLAS_CORETYPE is not, sets
+// it and executes this program again with the same arguments, since OpenBLAS reads it only
+// when it loads. Returns where that is not needed or the exec fails (matmul() then keeps
+// off sgemm).
+void rerun_with_suited_blas(char** argv);
+
 // matmul() for any m >= 1; the caller has validated the shapes. matmul() leaves it alone
 // while blas_core().suited is set: the direct kernel is faster than sgemm's fallback.
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
