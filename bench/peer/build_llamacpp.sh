@@ -4,9 +4,13 @@
 # llama-cpp-python vendors the whole llama.cpp tree at vendor/llama.cpp, with the git data of
 # the commit it pins), and it builds outside the repository.
 #
-#   bench/peer/build_llamacpp.sh [--isa native|avx2] [--out DIR] [--jobs N] [--fetch-only]
+#   bench/peer/build_llamacpp.sh [--isa native|avx512|avx2] [--out DIR] [--jobs N] [--fetch-only]
 #
 # --isa native (default): GGML_NATIVE=ON, -march=native, the way llama.cpp builds by default.
+# --isa avx512: GGML_NATIVE=OFF with AVX2 and AVX-512 (F, BW, VL, DQ, CD, VBMI, VNNI, BF16) on and
+#   AMX off: the peer of orzo's avx512-bf16 level on a CPU whose AMX a native build cannot use
+#   (on this project's Emerald Rapids VM, llama.cpp's AMX kernel dies of SIGILL on its first
+#   tileloadd).
 # --isa avx2: GGML_NATIVE=OFF with AVX, AVX2, FMA, F16C and BMI2 on and every AVX-512
 #   extension (and AVX-VNNI, AMX) off: the peer of orzo's AVX2 level (`orzo bench --cpu-isa
 #   avx2`), which an AVX-512 machine otherwise cannot show.
@@ -31,7 +35,7 @@ jobs=$(nproc)
 fetch_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --isa) isa=${2:?--isa needs native or avx2}; shift 2 ;;
+    --isa) isa=${2:?--isa needs native, avx512 or avx2}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --fetch-only) fetch_only=1; shift ;;
@@ -42,11 +46,15 @@ done
 
 case "$isa" in
   native) isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx512) isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                     -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+                     -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+                     -DGGML_AMX_BF16=OFF) ;;
   avx2) isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                    -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
                    -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
                    -DGGML_AMX_BF16=OFF) ;;
-  *) echo "build_llamacpp.sh: --isa is native or avx2, not $isa" >&2; exit 2 ;;
+  *) echo "build_llamacpp.sh: --isa is native, avx512 or avx2, not $isa" >&2; exit 2 ;;
 esac
 
 cache=${ORZO_PEER_CACHE:-$HOME/.cache/orzo-peer}
