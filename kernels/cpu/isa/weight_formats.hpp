@@ -9,10 +9,10 @@
 // since their rows are whole blocks. Decoding here is exact for the float types and, for
 // the quants, equal to dequantize_blocks up to the rounding of d * q + m (one FMA here),
 // except where a format leaves the scales to the product (direct_product.hpp's
-// ScalesAfterSum and PartScales: Q8_0 on AVX2, the K-quants Q4_K, Q5_K, Q6_K on both vector
-// levels), whose load() gives the integer codes themselves, exactly (or d * q, one
-// rounding, on AVX-512), and whose sums are then f32 sums of another order, within the
-// same rounding bound.
+// ScalesAfterSum and PartScales: Q8_0, Q5_K and Q6_K on AVX2, Q4_K on both vector levels),
+// whose load() gives the integer codes themselves, exactly (or d * q, one rounding, on
+// AVX-512), and whose sums are then f32 sums of another order, within the same rounding
+// bound.
 // Include it inside the ORZO_TARGET_BEGIN region, after the headers below; internal
 // linkage, as target.hpp explains.
 #include <cstddef>
@@ -26,12 +26,12 @@
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
 
-// Whether the K-quants' load() scales the codes it decodes (direct_product.hpp's
-// PartScales). AVX-512 holds R weight rows of two vectors each in registers, shared by up
-// to eight activation rows: d * q costs one multiply per vector there, once, where a part's
-// raw dot costs one op more per activation row (Q4_K_M at 32 rows: 0.77x of the scaled
-// codes on an Emerald Rapids). AVX2 decodes a row at a time and sums each part before it
-// scales it.
+// Whether the PartScales formats' load() scales the codes it decodes (direct_product.hpp):
+// Q4_K on AVX-512 does; Q4_K, Q5_K and Q6_K on AVX2 leave d to the product. AVX-512 holds
+// R weight rows of two vectors each in registers, shared by up to eight activation rows:
+// d * q costs one multiply per vector there, once, where a part's raw dot costs one op more
+// per activation row (Q4_K_M at 32 rows: 0.77x of the scaled codes on an Emerald Rapids).
+// AVX2 decodes a row at a time and sums each part before it scales it.
 constexpr bool kScalesInLoad = ORZO_SIMD_AVX512;
 
 struct F32Format {
@@ -157,7 +157,7 @@ inline __m256i iq4_levels(__m256i codes) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
 }
 
-// The raw-code decoders (Q8_0, Q4_0 and Q4_1 on AVX2; Q4_K, Q5_K and Q6_K on both vector
+// The raw-code decoders (Q8_0, Q4_0, Q4_1, Q5_K and Q6_K on AVX2; Q4_K on both vector
 // levels) widen a vector's worth of bytes straight from memory to int32 lanes (vpmovzxbd
 // takes a load), where splitting one register into parts costs shuffles a vector.
 #if ORZO_SIMD_AVX512
@@ -167,13 +167,7 @@ inline IVec widen_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_s
 inline IVec nibble(IVec bytes, int h) {
   return h ? _mm512_srli_epi32(bytes, 4) : _mm512_and_si512(bytes, _mm512_set1_epi32(0x0f));
 }
-inline IVec ior(IVec a, IVec b) { return _mm512_or_si512(a, b); }
 inline Vec to_vec(IVec q) { return _mm512_cvtepi32_ps(q); }
-// Bits [from, from + width) of each int32 lane moved to bits [to, to + width).
-inline IVec move_bits(IVec v, int from, int width, int to) {
-  const IVec kept = _mm512_and_si512(v, _mm512_set1_epi32(((1 << width) - 1) << from));
-  return from < to ? _mm512_slli_epi32(kept, static_cast<unsigned>(to - from)) : _mm512_srli_epi32(kept, static_cast<unsigned>(from - to));
-}
 #else
 // AVX2 decodes a sub-step eight weights at a time. Q4_0 and Q4_1 then scale each vector
 // (one FMA for d * q + m, one for the product); Q8_0 and the K-quants leave the scales to
@@ -186,6 +180,7 @@ inline IVec nibble(IVec bytes, int h) {
 }
 inline IVec ior(IVec a, IVec b) { return _mm256_or_si256(a, b); }
 inline Vec to_vec(IVec q) { return _mm256_cvtepi32_ps(q); }
+// Bits [from, from + width) of each int32 lane moved to bits [to, to + width).
 inline IVec move_bits(IVec v, int from, int width, int to) {
   const IVec kept = _mm256_and_si256(v, _mm256_set1_epi32(((1 << width) - 1) << from));
   return from < to ? _mm256_slli_epi32(kept, to - from) : _mm256_srli_epi32(kept, from - to);
@@ -424,6 +419,11 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
     const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
     return {_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}};
   }
+#if ORZO_SIMD_AVX512
+  // Bit planes cost AVX-512 more to widen lane by lane than to merge in 32 bytes and expand
+  // (as Q6_K, measured there).
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+#else
   // As Q4_K's.
   static constexpr int kParts = 1;
   using Scales = KScales;
@@ -435,6 +435,7 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
       out[v] = to_vec(ior(nibble(widen_u8(qs + kLanes * v), s % 2), move_bits(widen_u8(qh + kLanes * v), s, 1, 4)));
     scale_parts<Q5_KFormat>(s, scales, out);
   }
+#endif
 };
 
 struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
@@ -450,6 +451,12 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
+#if ORZO_SIMD_AVX512
+  // The codes merged in 32 bytes and expanded with their scales: widening the two bit planes
+  // lane by lane, as AVX2 does, put more 512-bit operations on the ports the FMAs use (on an
+  // Emerald Rapids, 0.72x at 32 activation rows, even at one).
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+#else
   // The sixteen half sub-blocks' d * scale and -32 times that, for the unsigned codes
   // (PartScales, as Q4_K's: a sub-step is two parts of 16).
   static constexpr int kParts = 2;
@@ -475,6 +482,7 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
       out[v] = to_vec(ior(nibble(widen_u8(ql + kLanes * v), r / 2), move_bits(widen_u8(qh + kLanes * v), 2 * r, 2, 4)));
     scale_parts<Q6_KFormat>(s, scales, out);
   }
+#endif
 };
 
 struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
