@@ -13,8 +13,8 @@ namespace orzo::cpu {
 // opt-in roundings of the activations trade that for the CPU's narrow dot products:
 // - int8: for block-type weights (Q8_0, Q4_K, ...), each activation row rounded to int8
 //   blocks of 32 for integer dot products (matmul_q8.hpp states the error), 2-3x faster
-//   for batches of prompt rows, about even for decode. On SmolLM2-135M Q4_1 it moves
-//   perplexity by 0.2% and the top-1 token at 3% of positions (tests/runtime/test_perplexity.py).
+//   for batches of prompt rows, slower for decode. On SmolLM2-135M Q4_1 it moves perplexity
+//   by 0.4% and the top-1 token at 2.6% of positions (tests/runtime/test_perplexity.py).
 // - bf16: for BF16 weights, each activation rounded to bf16 (round to nearest even) for
 //   AVX-512 BF16's dot product, which does twice the multiply-adds of an f32 FMA: the
 //   precision GPUs run bf16 models at. Where the CPU has no such instruction, the f32 path.

@@ -419,6 +419,8 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
     const __m256i low = bits_of(load256(b + offsetof(BlockQ5_K, qs) + 32 * (s / 2)), 4 * (s % 2), 4);
     return {_mm256_or_si256(low, bit_plane(b + offsetof(BlockQ5_K, qh), s, 0x10)), {dl, dl}, {ml, ml}};
   }
+  using Scales = KScales;
+  static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
 #if ORZO_SIMD_AVX512
   // Bit planes cost AVX-512 more to widen lane by lane than to merge in 32 bytes and expand
   // (as Q6_K, measured there).
@@ -426,8 +428,6 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
 #else
   // As Q4_K's.
   static constexpr int kParts = 1;
-  using Scales = KScales;
-  static Scales scales(const uint8_t* b) { return k_scales<BlockQ5_K>(b); }
   static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
@@ -451,15 +451,7 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     return {q, {d * static_cast<float>(scales[0]), d * static_cast<float>(scales[1])}, {0, 0}};
   }
-#if ORZO_SIMD_AVX512
-  // The codes merged in 32 bytes and expanded with their scales: widening the two bit planes
-  // lane by lane, as AVX2 does, put more 512-bit operations on the ports the FMAs use (on an
-  // Emerald Rapids, 0.72x at 32 activation rows, even at one).
-  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
-#else
-  // The sixteen half sub-blocks' d * scale and -32 times that, for the unsigned codes
-  // (PartScales, as Q4_K's: a sub-step is two parts of 16).
-  static constexpr int kParts = 2;
+  // The sixteen half sub-blocks' d * scale and -32 times that, for the unsigned codes.
   struct Scales {
     alignas(64) float d[16], m[16];
   };
@@ -474,6 +466,14 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     }
     return out;
   }
+#if ORZO_SIMD_AVX512
+  // The codes merged in 32 bytes and expanded with their scales: widening the two bit planes
+  // lane by lane, as AVX2 does, put more 512-bit operations on the ports the FMAs use (on an
+  // Emerald Rapids, 0.72x at 32 activation rows, even at one).
+  static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
+#else
+  // PartScales, as Q4_K's: a sub-step is two parts of 16.
+  static constexpr int kParts = 2;
   static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
