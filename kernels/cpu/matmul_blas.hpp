@@ -15,7 +15,7 @@ namespace orzo::cpu {
 // OpenBLAS picks its kernels by the CPU models it knows, at load time. A model newer than
 // the library falls back to its oldest kernels: Debian 12's 0.3.21 takes an Emerald Rapids
 // (family 6, model 207) for a "Prescott", SSE3 only, and multiplies at 30 GFLOP/s where its
-// Cooperlake kernels reach 200 (BENCHMARKS.md, "OpenBLAS on a CPU it does not know").
+// Cooperlake kernels reach 200 (docs/BENCHMARKS.md, "On an Emerald Rapids").
 // The OPENBLAS_CORETYPE that suits a CPU whose best level is `cpu`, or null where `core`
 // (openblas_get_corename()) already uses the vector units that level has.
 const char* blas_core_for(std::string_view core, Isa cpu);

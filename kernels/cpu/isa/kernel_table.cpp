@@ -14,8 +14,8 @@ namespace {
 // 4 MiB, unmeasured against a scalar direct kernel.
 // Intel's AVX-512 cores issue two 512-bit FMAs a cycle where Zen 4 issues one: sgemm's
 // blocking fills both, the direct kernel, bound by its loads and conversions, does not. On
-// an Emerald Rapids sgemm led from 128 rows (1.1-1.4x) and at 64 rows of k = 8192, while the
-// direct kernel led at 32 rows and at 64 rows of k <= 2048.
+// an Emerald Rapids sgemm led from 128 rows (1.1-1.6x, 1.3-1.7x at 512) and at 64 rows of
+// k = 8192, while the direct kernel led at 32 rows and at 64 rows of k <= 2048.
 struct Crossover {
   int64_t l2_bytes, max_rows, max_bytes;
 };

@@ -189,13 +189,6 @@ inline Vec scaled(IVec q, float d, float m) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d), _mm256_set1_ps(m));
 }
 #endif
-// The scales of part (sub, v) applied to the decoded codes, where kScalesInLoad says so.
-template <class F>
-inline void scale_parts([[maybe_unused]] int sub, [[maybe_unused]] const typename F::Scales& scales, [[maybe_unused]] Vec* out) {
-  if constexpr (kScalesInLoad)
-    for (int v = 0; v < F::kVecs; ++v) out[v] = vmul(out[v], vset1(scales.d[sub * F::kParts + v * F::kParts / F::kVecs]));
-}
-
 // Eight sub-block scale codes (bytes) as d * code, the scales a super-block's sub-steps take.
 inline void scale_codes(uint64_t codes8, float d, float* out) {
   const __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(codes8))));
@@ -406,7 +399,8 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
   static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
     for (int v = 0; v < kVecs; ++v) out[v] = to_vec(nibble(widen_u8(qs + kLanes * v), s % 2));
-    scale_parts<Q4_KFormat>(s, scales, out);
+    if constexpr (kScalesInLoad)
+      for (int v = 0; v < kVecs; ++v) out[v] = vmul(out[v], vset1(scales.d[s]));
   }
 };
 
@@ -428,12 +422,11 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
 #else
   // As Q4_K's.
   static constexpr int kParts = 1;
-  static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ5_K, qs) + 32 * (s / 2);
     const uint8_t* qh = b + offsetof(BlockQ5_K, qh);
     for (int v = 0; v < kVecs; ++v)
       out[v] = to_vec(ior(nibble(widen_u8(qs + kLanes * v), s % 2), move_bits(widen_u8(qh + kLanes * v), s, 1, 4)));
-    scale_parts<Q5_KFormat>(s, scales, out);
   }
 #endif
 };
@@ -453,7 +446,7 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
   }
   // The sixteen half sub-blocks' d * scale and -32 times that, for the unsigned codes.
   struct Scales {
-    alignas(64) float d[16], m[16];
+    alignas(32) float d[16], m[16];
   };
   static Scales scales(const uint8_t* b) {
     const float d = half_at(b, offsetof(BlockQ6_K, d));
@@ -474,13 +467,12 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
 #else
   // PartScales, as Q4_K's: a sub-step is two parts of 16.
   static constexpr int kParts = 2;
-  static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
+  static void load(const uint8_t* b, int s, const Scales&, Vec* out) {
     const int c = s / 4, r = s % 4;
     const uint8_t* ql = b + offsetof(BlockQ6_K, ql) + 64 * c + 32 * (r % 2);
     const uint8_t* qh = b + offsetof(BlockQ6_K, qh) + 32 * c;
     for (int v = 0; v < kVecs; ++v)
       out[v] = to_vec(ior(nibble(widen_u8(ql + kLanes * v), r / 2), move_bits(widen_u8(qh + kLanes * v), 2 * r, 2, 4)));
-    scale_parts<Q6_KFormat>(s, scales, out);
   }
 #endif
 };
