@@ -32,19 +32,284 @@ namespace {  // NOLINT(cert-dcl59-cpp): internal linkage, as target.hpp explains
 // overflows, so on AVX2 the types whose bias is 128 (Q8_0, IQ4) take the sign trick
 // instead: |q| * (x * sign(q)), at most 2 * 128 * 127 per pair.
 #if defined(ORZO_Q8_VNNI)
-using IVec = __m512i;
-using FVec = __m512;
-constexpr int kIntLanes = 16;
-inline IVec izero() { return _mm512_setzero_si512(); }
-inline FVec fzero() { return _mm512_setzero_ps(); }
-inline FVec fload(const float* p) { return _mm512_load_ps(p); }
-inline FVec fmadd(FVec a, FVec b, FVec c) { return _mm512_fmadd_ps(a, b, c); }
-inline FVec fmul(FVec a, FVec b) { return _mm512_mul_ps(a, b); }
-inline FVec to_float(IVec v) { return _mm512_cvtepi32_ps(v); }
-inline float fsum(FVec v) { return _mm512_reduce_add_ps(v); }
 template <class F>
 constexpr bool kSignTrick = false;
 #else
+template <class F>
+constexpr bool kSignTrick = F::kBias > 64;
+#endif
+
+// The bias whose correction the activations carry for weights of format F.
+template <class F>
+constexpr int kActivationBias = kSignTrick<F> ? 0 : F::kBias;
+
+// A format whose Scales unpack all of a super-block's d and m at once (K-quants:
+// weight_formats.hpp) takes them from there for all its sub-blocks: each sub-block
+// unpacking its own cost a scalar decode per block (Q4_K_M decode of one row on an
+// Emerald Rapids: 68 % of the time went to decoding the weights).
+template <class F, class = void>
+constexpr bool kUnitScales = false;
+template <class F>
+constexpr bool kUnitScales<F, std::void_t<typename F::Scales>> = true;
+
+// One product: activation rows quantized (`units` of each layout's Activation a row), and
+// the weights as stored.
+template <class A>
+struct Job {
+  const A* x;
+  int64_t m, k, units;
+  const uint8_t* w;
+  size_t row_bytes;
+  float* y;
+  int64_t n;
+  const float* bias;
+};
+
+#if defined(ORZO_Q8_VNNI)
+
+// Weight rows meet activation rows as in a GEMM's register tile: the 16 lanes of a vector
+// are 16 weight rows (a strip), and each vpdpbusd multiplies four codes of every row by
+// the same four activation codes, broadcast. A block's 32 codes take eight of them,
+// summed exactly in int32 lane by lane, and then one f32 scaling a row and block: per 512
+// products, four vector operations beside the eight vpdpbusd, and no horizontal sum at
+// the end. (Lanes along k, as on AVX2, cost a scaling per four vpdpbusd and a reduction
+// per output, and reached 21 % of this CPU's int8 dot-product rate at m = 512.)
+constexpr int kStripRows = 16;
+
+// One 32-weight block of a quantized activation row, its codes in the weights' order.
+// The sums come per half, for the formats whose halves scale apart, and for the block.
+struct alignas(64) ActivationBlock {
+  int8_t q[32];
+  float scale;            // amax / 127
+  int32_t correction[3];  // -bias * (sum of the codes): half 0, half 1, the block
+  float scaled_sum[3];    // scale * (sum of the codes), likewise, for the offsets
+};
+static_assert(sizeof(ActivationBlock) == 64);
+using Activation = ActivationBlock;
+int64_t units_of(int64_t k) { return k / 32; }
+
+// Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
+void quantize_row(const float* x, int64_t k, int bias, ActivationBlock* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m512 v[2] = {_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)};
+    const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+    const float d = top / 127.0f;
+    const __m512 inv = _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+    ActivationBlock& o = out[b];
+    int sums[3] = {0, 0, 0};
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v[h], inv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * h), _mm512_cvtsepi32_epi8(q));
+      sums[h] = _mm512_reduce_add_epi32(q);
+    }
+    sums[2] = sums[0] + sums[1];
+    o.scale = d;
+    for (int s = 0; s < 3; ++s) {
+      o.correction[s] = -bias * sums[s];
+      o.scaled_sum[s] = d * static_cast<float>(sums[s]);
+    }
+  }
+}
+
+// One 32-weight block of a strip of weight rows.
+template <int Halves>
+struct StripBlock {
+  __m512i q[8];  // lane j of q[t]: codes 4t .. 4t + 3 of row j, made unsigned by kBias
+  alignas(64) float d[Halves][kStripRows], m[Halves][kStripRows];
+};
+template <class F>
+using StripOf = StripBlock<kScalesPerHalf<F> ? 2 : 1>;
+
+// out[t], lane j = dword t of rows[j]. Each 256-bit half transposes eight rows; the low
+// halves take rows 0-3 and 8-11, the high ones 4-7 and 12-15, so that the last step's
+// 128-bit lanes come out in row order.
+inline void transpose_strip(const __m256i* rows, __m512i* out) {
+  __m512i z[8], t[8], u[8];
+  for (int p = 0; p < 8; ++p) {
+    const int low = p < 4 ? p : p + 4;
+    z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[low]), rows[low + 4], 1);
+  }
+  for (int p = 0; p < 8; p += 2) {
+    t[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]);
+    t[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]);
+  }
+  for (int p = 0; p < 8; p += 4) {
+    u[p] = _mm512_unpacklo_epi64(t[p], t[p + 2]);
+    u[p + 1] = _mm512_unpackhi_epi64(t[p], t[p + 2]);
+    u[p + 2] = _mm512_unpacklo_epi64(t[p + 1], t[p + 3]);
+    u[p + 3] = _mm512_unpackhi_epi64(t[p + 1], t[p + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    out[c] = _mm512_shuffle_i32x4(u[c], u[c + 4], 0x88);
+    out[c + 4] = _mm512_shuffle_i32x4(u[c], u[c + 4], 0xdd);
+  }
+}
+
+// A super-block's d and m for the strip's rows, through the transpose of the codes: part p
+// of the unpacked Scales is half p % kHalves of sub-block p / kHalves.
+template <class F>
+void strip_scales(const uint8_t* unit, size_t row_bytes, int rows, StripOf<F>* out) {
+  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1, kParts = F::kSubs * kHalves;
+  static_assert(sizeof(F::Scales::d) == kParts * sizeof(float), "one part per sub-block and half");
+  __m256i d[kParts / 8][kStripRows], m[kParts / 8][kStripRows];
+  for (int j = 0; j < kStripRows; ++j) {
+    const typename F::Scales scales = j < rows ? F::scales(unit + j * row_bytes) : typename F::Scales{};
+    for (int c = 0; c < kParts / 8; ++c) {
+      d[c][j] = _mm256_castps_si256(_mm256_loadu_ps(scales.d + 8 * c));
+      m[c][j] = _mm256_castps_si256(_mm256_loadu_ps(scales.m + 8 * c));
+    }
+  }
+  for (int c = 0; c < kParts / 8; ++c) {
+    __m512i t[8];
+    transpose_strip(d[c], t);
+    for (int p = 0; p < 8; ++p) _mm512_store_si512(out[(8 * c + p) / kHalves].d[(8 * c + p) % kHalves], t[p]);
+    if constexpr (F::kHasMin) {
+      transpose_strip(m[c], t);
+      for (int p = 0; p < 8; ++p) _mm512_store_si512(out[(8 * c + p) / kHalves].m[(8 * c + p) % kHalves], t[p]);
+    }
+  }
+}
+
+// The `rows` (<= 16) weight rows at w, row_bytes apart, into k / 32 strip blocks. Rows
+// past `rows` get zero scales, so any codes do for them. `ahead` (or null) is the next
+// strip, fetched into cache meanwhile: the hardware prefetchers do not run far enough
+// ahead of a decode this short to hide the memory's latency.
+template <class F>
+void decode_strip(const uint8_t* w, size_t row_bytes, int rows, int64_t k, const uint8_t* ahead, StripOf<F>* out) {
+  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1;
+  const int64_t units = k / F::kStep;
+  for (int64_t u = 0; u < units; ++u) {
+    const size_t at = static_cast<size_t>(u * F::kStepBytes);
+    if (ahead)
+      for (int j = 0; j < kStripRows; ++j)
+        for (int64_t b = 0; b < F::kStepBytes; b += 64) __builtin_prefetch(ahead + j * row_bytes + at + b, 0, 2);
+    for (int s = 0; s < F::kSubs; ++s) {
+      StripOf<F>& o = out[u * F::kSubs + s];
+      __m256i codes[kStripRows];
+      for (int j = 0; j < kStripRows; ++j) {
+        if (j >= rows) {
+          codes[j] = _mm256_setzero_si256();
+          if constexpr (!kUnitScales<F>)
+            for (int h = 0; h < kHalves; ++h) o.d[h][j] = o.m[h][j] = 0.0f;
+          continue;
+        }
+        const Codes c = F::codes(w + j * row_bytes + at, s);
+        codes[j] = c.q;
+        if constexpr (!kUnitScales<F>)
+          for (int h = 0; h < kHalves; ++h) {
+            o.d[h][j] = c.d[h];
+            o.m[h][j] = F::kHasMin ? c.m[h] : 0.0f;
+          }
+      }
+      transpose_strip(codes, o.q);
+      for (auto& q : o.q) q = _mm512_add_epi8(q, _mm512_set1_epi8(static_cast<char>(F::kBias)));
+    }
+    if constexpr (kUnitScales<F>) strip_scales<F>(w + at, row_bytes, rows, out + u * F::kSubs);
+  }
+}
+
+inline __m512i broadcast_codes(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+// out[s][i] (+)= the products of strip s with activation row i, 16 weight rows a vector.
+// Each (row, activation row) runs the same operations in the same order whatever S and M
+// are, which is the batch invariance.
+template <class F, int S, int M>
+void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock* x, __m512 (&out)[S][M]) {
+  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1, kQuads = 8 / kHalves;
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < M; ++i) out[s][i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+#pragma GCC unroll 2
+    for (int h = 0; h < kHalves; ++h) {
+      const int sum = kHalves == 1 ? 2 : h;
+      __m512i acc[S][M];
+      for (int i = 0; i < M; ++i) {
+        const __m512i start = kActivationBias<F> != 0 ? _mm512_set1_epi32(x[i * blocks + b].correction[sum])
+                                                       : _mm512_setzero_si512();
+        for (int s = 0; s < S; ++s) acc[s][i] = start;
+      }
+#pragma GCC unroll 8
+      for (int t = h * kQuads; t < (h + 1) * kQuads; ++t) {
+        __m512i wq[S];
+        for (int s = 0; s < S; ++s) wq[s] = _mm512_load_si512(&w[s * blocks + b].q[t]);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          const __m512i xq = broadcast_codes(x[i * blocks + b].q + 4 * t);
+          for (int s = 0; s < S; ++s) acc[s][i] = _mm512_dpbusd_epi32(acc[s][i], wq[s], xq);
+        }
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        const ActivationBlock& a = x[i * blocks + b];
+        const __m512 scale = _mm512_set1_ps(a.scale);
+        for (int s = 0; s < S; ++s) {
+          const StripOf<F>& ws = w[s * blocks + b];
+          out[s][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[s][i]), _mm512_mul_ps(_mm512_load_ps(ws.d[h]), scale),
+                                      out[s][i]);
+          if constexpr (F::kHasMin)
+            out[s][i] = _mm512_fmadd_ps(_mm512_load_ps(ws.m[h]), _mm512_set1_ps(a.scaled_sum[sum]), out[s][i]);
+        }
+      }
+    }
+  }
+}
+
+// Strips decoded together: their codes (1.25 to 1.5 bytes a weight) stay in L2 while every
+// activation row passes over them, and each weight row is decoded once per call.
+constexpr int kPanelStrips = 2;
+constexpr int kTileCols = 4;
+
+template <class F, int S, int M>
+void strips_into(const Job<Activation>& job, const StripOf<F>* panel, int64_t j, int64_t i0) {
+  __m512 out[S][M];
+  strip_tile<F, S, M>(panel, job.units, job.x + i0 * job.units, out);
+  for (int s = 0; s < S; ++s) {
+    const int64_t at = j + kStripRows * s, rows = std::min<int64_t>(kStripRows, job.n - at);
+    const __mmask16 mask = rows == kStripRows ? 0xffff : static_cast<__mmask16>((1u << rows) - 1);
+    const __m512 bias = job.bias ? _mm512_maskz_loadu_ps(mask, job.bias + at) : _mm512_setzero_ps();
+    for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(job.y + (i0 + i) * job.n + at, mask, _mm512_add_ps(out[s][i], bias));
+  }
+}
+
+template <class F, int S>
+void strips_cols(const Job<Activation>& job, const StripOf<F>* panel, int64_t j, int64_t i0, int64_t cols) {
+  static_assert(kTileCols == 4, "one case per tile width");
+  switch (cols) {
+    case 4: strips_into<F, S, 4>(job, panel, j, i0); break;
+    case 3: strips_into<F, S, 3>(job, panel, j, i0); break;
+    case 2: strips_into<F, S, 2>(job, panel, j, i0); break;
+    default: strips_into<F, S, 1>(job, panel, j, i0); break;
+  }
+}
+
+template <class F>
+void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
+  thread_local std::vector<StripOf<F>> scratch;
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelStrips * job.units)));
+  for (int64_t j = begin; j < end; j += kPanelStrips * kStripRows) {
+    const int strips = static_cast<int>(std::min<int64_t>(kPanelStrips, (end - j + kStripRows - 1) / kStripRows));
+    for (int s = 0; s < strips; ++s) {
+      const int64_t first = j + kStripRows * s;
+      const int rows = static_cast<int>(std::min<int64_t>(kStripRows, end - first));
+      const uint8_t* strip = job.w + first * job.row_bytes;
+      const uint8_t* ahead = first + 2 * kStripRows <= end ? strip + kStripRows * job.row_bytes : nullptr;
+      decode_strip<F>(strip, job.row_bytes, rows, job.k, ahead, scratch.data() + s * job.units);
+    }
+    for (int64_t i0 = 0; i0 < job.m; i0 += kTileCols) {
+      const int64_t cols = std::min<int64_t>(kTileCols, job.m - i0);
+      if (strips == 2)
+        strips_cols<F, 2>(job, scratch.data(), j, i0, cols);
+      else
+        strips_cols<F, 1>(job, scratch.data(), j, i0, cols);
+    }
+  }
+}
+#else  // AVX2
+
 using IVec = __m256i;
 using FVec = __m256;
 constexpr int kIntLanes = 8;
@@ -60,13 +325,6 @@ inline float fsum(FVec v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-template <class F>
-constexpr bool kSignTrick = F::kBias > 64;
-#endif
-
-// The bias whose correction the activations carry for weights of format F.
-template <class F>
-constexpr int kActivationBias = kSignTrick<F> ? 0 : F::kBias;
 
 // A group is kIntLanes / 2 blocks of 32 weights, held in four vectors of codes. Lane
 // 2b + h of vector t holds bytes 16h + 4t .. 16h + 4t + 3 of block b: each lane's four
@@ -76,21 +334,6 @@ constexpr int kActivationBias = kSignTrick<F> ? 0 : F::kBias;
 constexpr int kGroupBlocks = kIntLanes / 2;
 constexpr int64_t kGroupWeights = 32 * kGroupBlocks;
 
-#if defined(ORZO_Q8_VNNI)
-inline void interleave(const __m256i* blocks, IVec* out) {
-  __m512i z[4];
-  for (int p = 0; p < 4; ++p) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(blocks[2 * p]), blocks[2 * p + 1], 1);
-  // Dword D of block b (of the four in two z) sits at 8b + D; lanes 0-7 take t, 8-15 t + 1.
-  const __m512i even = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(2));
-  const __m512i low01 = _mm512_permutex2var_epi32(z[0], even, z[1]), low23 = _mm512_permutex2var_epi32(z[0], odd, z[1]);
-  const __m512i high01 = _mm512_permutex2var_epi32(z[2], even, z[3]), high23 = _mm512_permutex2var_epi32(z[2], odd, z[3]);
-  out[0] = _mm512_shuffle_i64x2(low01, high01, 0x44);
-  out[1] = _mm512_shuffle_i64x2(low01, high01, 0xee);
-  out[2] = _mm512_shuffle_i64x2(low23, high23, 0x44);
-  out[3] = _mm512_shuffle_i64x2(low23, high23, 0xee);
-}
-#else
 inline void interleave(const __m256i* blocks, IVec* out) {
   // Within a block, dwords t and t + 4 become qword t; then a 4 x 4 transpose of qwords.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -103,7 +346,6 @@ inline void interleave(const __m256i* blocks, IVec* out) {
   out[2] = _mm256_permute2x128_si256(lo01, lo23, 0x31);
   out[3] = _mm256_permute2x128_si256(hi01, hi23, 0x31);
 }
-#endif
 
 // One group of a quantized activation row.
 struct ActivationGroup {
@@ -116,15 +358,14 @@ struct ActivationGroup {
 // One group of a decoded weight row.
 struct WeightGroup {
   IVec q[4];  // q + bias, or |q| under the sign trick
-#if defined(ORZO_Q8_AVX2)
   IVec sign[4];  // q itself, for the sign trick only
-#endif
   // Lane by lane, as Codes. Written as floats while decoding and read as vectors only
   // after the whole panel is decoded, so the loads never wait on the stores' forwarding.
   alignas(64) float d[kIntLanes], m[kIntLanes];
 };
 
-int64_t groups_of(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
+using Activation = ActivationGroup;
+int64_t units_of(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
 
 inline int hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -180,14 +421,6 @@ void quantize_row(const float* x, int64_t k, int bias, ActivationGroup* out) {
   }
 }
 
-// A super-block format whose Scales unpack all its sub-blocks' d and m at once (K-quants:
-// weight_formats.hpp) fills a group's lanes from them, where each sub-block unpacking its own
-// cost a scalar decode per block and half (Q4_K_M decode of one row on an Emerald Rapids:
-// 68 % of the time went to decoding the weights).
-template <class F, class = void>
-constexpr bool kUnitScales = false;
-template <class F>
-constexpr bool kUnitScales<F, std::void_t<typename F::Scales>> = F::kSubs % kGroupBlocks == 0;
 
 // Codes of `count` consecutive 32-weight sub-blocks into one group, the first being
 // sub-block `sub` of the unit at `unit`. Missing blocks of a last group meet zero
@@ -218,10 +451,8 @@ inline void decode_group(const uint8_t* unit, int sub, int count, WeightGroup& o
     }
   }
   if constexpr (kSignTrick<F>) {
-#if defined(ORZO_Q8_AVX2)
     interleave(codes, o.sign);
     for (int t = 0; t < 4; ++t) o.q[t] = _mm256_abs_epi8(o.sign[t]);
-#endif
   } else {
     for (auto& c : codes) c = _mm256_add_epi8(c, _mm256_set1_epi8(static_cast<char>(F::kBias)));
     interleave(codes, o.q);
@@ -259,15 +490,11 @@ void decode_row(const uint8_t* row, int64_t k, const uint8_t* ahead, WeightGroup
 // The exact integer products of one group, per lane, on top of `acc`.
 template <class F>
 inline IVec group_dot(IVec acc, const WeightGroup& w, const ActivationGroup& x) {
-#if defined(ORZO_Q8_VNNI)
-  for (int t = 0; t < 4; ++t) acc = _mm512_dpbusd_epi32(acc, w.q[t], x.q[t]);
-#else
   const __m256i ones = _mm256_set1_epi16(1);
   for (int t = 0; t < 4; ++t) {
     const __m256i xs = kSignTrick<F> ? _mm256_sign_epi8(x.q[t], w.sign[t]) : x.q[t];
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[t], xs), ones));
   }
-#endif
   return acc;
 }
 
@@ -296,30 +523,16 @@ void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup* x, int6
     for (int i = 0; i < M; ++i) out[r][i] = fsum(acc[r][i]);
 }
 
-#if defined(ORZO_Q8_VNNI)
-constexpr int kTileRows = 4, kTileCols = 4;
-#else
 constexpr int kTileRows = 2, kTileCols = 3;
-#endif
 // Weight rows decoded together: their codes (1.5 to 2.5 bytes a weight) stay in L2 while
 // every activation row passes over them, and each weight row is decoded once per call.
 constexpr int64_t kPanelRows = 32;
 constexpr int64_t kPrefetchRows = 4;
 
-struct Job {
-  const ActivationGroup* x;
-  int64_t m, k, groups;
-  const uint8_t* w;
-  size_t row_bytes;
-  float* y;
-  int64_t n;
-  const float* bias;
-};
-
 template <class F, int R, int M>
-void tile_into(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
+void tile_into(const Job<Activation>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
   float out[R][M];
-  tile<F, R, M>(panel + r0 * job.groups, job.groups, job.x + i0 * job.groups, job.groups, job.groups, out);
+  tile<F, R, M>(panel + r0 * job.units, job.units, job.x + i0 * job.units, job.units, job.units, out);
   for (int r = 0; r < R; ++r) {
     const float b = job.bias ? job.bias[j + r0 + r] : 0.0f;
     for (int i = 0; i < M; ++i) job.y[(i0 + i) * job.n + j + r0 + r] = out[r][i] + b;
@@ -327,7 +540,7 @@ void tile_into(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, 
 }
 
 template <class F, int R>
-void tile_rows(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
+void tile_rows(const Job<Activation>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
   static_assert(kTileCols <= 4, "one case per tile width");
   switch (cols) {
     case 4: if constexpr (kTileCols >= 4) tile_into<F, R, 4>(job, panel, j, r0, i0); break;
@@ -338,15 +551,15 @@ void tile_rows(const Job& job, const WeightGroup* panel, int64_t j, int64_t r0, 
 }
 
 template <class F>
-void rows_range(const Job& job, int64_t begin, int64_t end) {
+void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
   thread_local std::vector<WeightGroup> scratch;
-  scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelRows * job.groups)));
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelRows * job.units)));
   for (int64_t j = begin; j < end; j += kPanelRows) {
     const int64_t rows = std::min(kPanelRows, end - j);
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = job.w + (j + r) * job.row_bytes;
       const uint8_t* ahead = j + r + kPrefetchRows < end ? row + kPrefetchRows * job.row_bytes : nullptr;
-      decode_row<F>(row, job.k, ahead, scratch.data() + r * job.groups);
+      decode_row<F>(row, job.k, ahead, scratch.data() + r * job.units);
     }
     for (int64_t i0 = 0; i0 < job.m; i0 += kTileCols) {
       const int64_t cols = std::min<int64_t>(kTileCols, job.m - i0);
@@ -357,8 +570,10 @@ void rows_range(const Job& job, int64_t begin, int64_t end) {
   }
 }
 
+#endif
+
 struct Kernel {
-  void (*range)(const Job&, int64_t, int64_t);
+  void (*range)(const Job<Activation>&, int64_t, int64_t);
   int activation_bias;
 };
 
@@ -407,15 +622,15 @@ bool matmul_q8_supports(DType t) {
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
   const Kernel kernel = kernel_for(w.dtype);
-  const int64_t k = w.cols(), groups = groups_of(k);
+  const int64_t k = w.cols(), units = units_of(k);
   // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
-  thread_local std::vector<ActivationGroup> activations;
-  activations.resize(std::max(activations.size(), static_cast<size_t>(m * groups)));
-  ActivationGroup* act = activations.data();
+  thread_local std::vector<Activation> activations;
+  activations.resize(std::max(activations.size(), static_cast<size_t>(m * units)));
+  Activation* act = activations.data();
   pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * groups);
+    for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
   });
-  const Job job{act, m, k, groups, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 #else
   (void)x, (void)m, (void)y, (void)pool, (void)bias;

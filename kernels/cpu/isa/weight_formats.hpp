@@ -103,6 +103,11 @@ struct Codes {
   float d[2], m[2];
 };
 
+// Whether F's halves can differ in d and m (specialized below for Q2_K, Q3_K and Q6_K):
+// elsewhere one scale holds for all 32 codes, which matmul_q8 applies once a block.
+template <class F>
+constexpr bool kScalesPerHalf = false;
+
 // x = d * q + m for the 32 codes, into kVecs = 32 / kLanes registers.
 inline void expand(const Codes& c, Vec* out) {
   const __m128i halves[2] = {_mm256_castsi256_si128(c.q), _mm256_extracti128_si256(c.q, 1)};
@@ -498,6 +503,13 @@ struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
 #endif
   }
 };
+
+template <>
+constexpr bool kScalesPerHalf<Q2_KFormat> = true;
+template <>
+constexpr bool kScalesPerHalf<Q3_KFormat> = true;
+template <>
+constexpr bool kScalesPerHalf<Q6_KFormat> = true;
 
 #else  // no AVX2: every block decodes whole, through the reference
 
