@@ -106,10 +106,11 @@ const Weights& kept_weights(DType t, int64_t n, int64_t k) {
 
 using Kernel = void (*)(const float*, int64_t, const TensorView&, float*, orzo::ThreadPool&, const float*);
 
-// matmul() as the CPU backend calls it by default (f32 activations).
+// matmul() as the CPU backend calls it by default.
 void default_matmul(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& pool, const float* bias) {
   orzo::cpu::matmul(x, m, w, y, pool, bias);
 }
+
 
 void run_on(benchmark::State& state, Kernel kernel, const Weights& w, int64_t m) {
   const int64_t n = w.n, k = w.k;
@@ -153,16 +154,20 @@ void register_all() {
           ->UseRealTime();
     }
   }
-  // The f32 and integer paths for block types on the small model's products (dim 1024,
-  // FFN 2816), run with --benchmark_enable_random_interleaving so that old and new
-  // alternate on a shared machine.
+  // The f32 kernels (direct and sgemm) and the integer ones (one digit, two) for block types
+  // on the small model's products (dim 1024, FFN 2816), run with
+  // --benchmark_enable_random_interleaving so that they alternate on a shared machine.
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
-      for (int64_t m : {1, 32, 512}) {
+      for (int64_t m : {1, 4, 32, 512}) {
         const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
-        const std::pair<const char*, Kernel> kernels[] = {{"f32", &default_matmul}, {"q8", &orzo::cpu::matmul_q8}};
+        const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
+                                                          {"blas", &orzo::cpu::matmul_blas},
+                                                          {"q8", &orzo::cpu::matmul_q8},
+                                                          {"q16", &orzo::cpu::matmul_q16}};
         for (const auto& named : kernels) {
           const Kernel kernel = named.second;
+          if (kernel == &orzo::cpu::matmul_q16 && !orzo::cpu::has_matmul_q16()) continue;
           benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(),
                                        [=](benchmark::State& st) { run_on(st, kernel, kept_weights(t, s.n, s.k), m); })
               ->Unit(benchmark::kMicrosecond)

@@ -19,6 +19,7 @@
 #include "cli/cpu_kernels_flag.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sampler.hpp"
@@ -196,6 +197,10 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                                         : o.int8_activations                        ? "int8"
                                         : o.bf16_activations                        ? "bf16"
                                                                                     : "f32"},
+                        // What the block types' products round the activations to (kernels/cpu/matmul.hpp).
+                        {"block_type_activations", o.int8_activations     ? "int8"
+                                                   : cpu::has_matmul_q16() ? "int8x2"
+                                                                           : "f32"},
                         {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},

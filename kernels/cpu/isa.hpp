@@ -49,6 +49,9 @@ struct KernelTable {
   int64_t direct_max_bytes;
   bool (*matmul_q8_supports)(DType t);
   MatmulKernel matmul_q8;  // matmul_q8.hpp
+  // The same types with activations in two int8 digits (matmul_q8.hpp); null where the
+  // level has none.
+  MatmulKernel matmul_q16;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

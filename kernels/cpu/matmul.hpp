@@ -8,13 +8,17 @@
 
 namespace orzo::cpu {
 
-// How weights meet the f32 activations. By default each weight is decoded to f32 in
-// registers and the product is exact on the dequantized weights up to f32 rounding. Two
-// opt-in roundings of the activations trade that for the CPU's narrow dot products:
-// - int8: for block-type weights (Q8_0, Q4_K, ...), each activation row rounded to int8
-//   blocks of 32 for integer dot products (matmul_q8.hpp states the error), 2-3x faster
-//   for batches of prompt rows, slower for decode. On SmolLM2-135M Q4_1 it moves perplexity
-//   by 0.4% and the top-1 token at 2.6% of positions (tests/runtime/test_perplexity.py).
+// How weights meet the f32 activations. F32, F16 and BF16 weights are decoded to f32 in
+// registers, and the product is exact on the stored weights up to f32 rounding. Block-type
+// weights (Q8_0, Q4_K, ...) on a level with VNNI (AVX-512) meet each activation row rounded
+// to two int8 digits per block of 32 (matmul_q8.hpp): integer dot products whose only
+// error is that rounding, 2^-16 of the block's largest value, below that of rounding x to
+// bf16, and which ran 2-2.5x the f32 kernel's speed at 32 rows and 1.7-1.9x at 512, and
+// kept up with it at one row. Elsewhere (AVX2, portable) block types take the f32 path too.
+// Two opt-in roundings of the activations trade precision for the CPU's narrow dot products:
+// - int8: for block-type weights, each activation row rounded to one int8 digit per block,
+//   about twice as fast again for batches of prompt rows. On SmolLM2-135M Q4_1 it moves
+//   perplexity by 0.2% and the top-1 token at 2.3% of positions (tests/runtime/test_perplexity.py).
 // - bf16: for BF16 weights, each activation rounded to bf16 (round to nearest even) for
 //   AVX-512 BF16's dot product, which does twice the multiply-adds of an f32 FMA: the
 //   precision GPUs run bf16 models at. Where the CPU has no such instruction, the f32 path.

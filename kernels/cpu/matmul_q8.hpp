@@ -3,16 +3,19 @@
 // quantized on the fly to blocks of 32 int8 codes with an f32 scale (amax / 127), each
 // 32-weight sub-block of W is decoded to its integer codes, and their products are summed
 // exactly in int32 before one f32 scale per block and half, so a weight costs a fraction
-// of the f32 FMA it costs in matmul_direct.
+// of the f32 FMA it costs in matmul_direct. matmul_q16 rounds each activation to a second
+// int8 digit too, the remainder in 256ths of a step, for twice the integer products.
 //
 // A row's result is the same sequence of operations whatever m is and wherever the row
 // sits in the batch, so it is bit-identical alone or batched.
 //
-// Against the f32 product on the dequantized weights the error is that of rounding x to
-// 8 bits: each code is off by at most half a step, amax_b / 254 for block b, so
+// Against the f32 product on the dequantized weights the error is that of rounding x: with
+// one digit each code is off by at most half a step, amax_b / 254 for block b, so
 //   |y - ref| <= sum_b (amax_b / 254) * sum_{j in b} |w_j|
-// (plus f32 rounding, far smaller). For a row of random signs the errors add in
-// quadrature instead, ~ sqrt(k) * rms(w) * rms(amax_b) / (127 * sqrt(12)).
+// (plus f32 rounding, far smaller); with two digits by at most amax_b / (127 * 256) (half
+// a 256th of a step, or a whole one where a remainder of exactly half a step saturates the
+// second digit). For a row of random signs the errors add in quadrature instead,
+// ~ sqrt(k) * rms(w) * rms(amax_b) / (127 * sqrt(12)) for one digit, 256 times less for two.
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -31,6 +34,16 @@ inline bool matmul_q8_supports(DType t) { return kernels().matmul_q8_supports(t)
 inline void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                       const float* bias) {
   kernels().matmul_q8(x, m, w, y, pool, bias);
+}
+
+// Whether the active level rounds activations to two digits (AVX-512 VNNI): for every type
+// matmul_q8_supports, and matmul() does so by default there.
+inline bool has_matmul_q16() { return kernels().matmul_q16 != nullptr; }
+
+// matmul_q8 with two digits, where has_matmul_q16().
+inline void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                       const float* bias) {
+  kernels().matmul_q16(x, m, w, y, pool, bias);
 }
 
 }  // namespace orzo::cpu

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 #include "tests/support/cli_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -43,6 +44,7 @@ TEST(Cli, BenchPrintsOneJsonObject) {
 TEST(Cli, BenchRecordsItsMatmulModes) {
   const auto j0 = nlohmann::json::parse(orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json").out);
   EXPECT_EQ(j0["activations"], "f32");
+  EXPECT_EQ(j0["block_type_activations"], cpu::has_matmul_q16() ? "int8x2" : "f32");
   EXPECT_EQ(j0["batch_invariant"], false);
   const CliRun r = orzo("bench -m '" + kStoriesGguf +
                         "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --batch-invariant");
@@ -53,6 +55,7 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   const auto both = nlohmann::json::parse(
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
   EXPECT_EQ(both["activations"], "int8+bf16");
+  EXPECT_EQ(both["block_type_activations"], "int8");
   for (const char* flag : {"generate", "serve", "worker"})
     EXPECT_NE(orzo(std::string(flag) + " --help").out.find("--batch-invariant"), std::string::npos) << flag;
 }

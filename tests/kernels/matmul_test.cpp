@@ -104,9 +104,12 @@ bool rounds_to_bf16(Kernel kernel, DType t) {
   return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr;
 }
 
-// Whether `kernel` rounds activations to 8 bits for weights of type t.
-bool rounds_activations(Kernel kernel, DType t) {
-  return matmul_q8_supports(t) && (kernel == matmul_q8 || kernel == matmul_int8);
+// The int8 digits `kernel` rounds activations to for weights of type t (0: none).
+int activation_digits(Kernel kernel, DType t) {
+  if (!matmul_q8_supports(t)) return 0;
+  if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
+  if (kernel == matmul_q16 || (kernel == matmul_f32 && has_matmul_q16())) return 2;
+  return 0;
 }
 
 // Compares y with a double-precision product of the weight's stored values. The f32 part
@@ -114,11 +117,13 @@ bool rounds_activations(Kernel kernel, DType t) {
 // magnitude is the root-sum-square of the products. Where activations are rounded to
 // 8-bit blocks (matmul_q8.hpp), each x_c is off by at most half its block's step,
 // amax_b / 254 (1.001 of it covers the f32 rounding of the step and of x / step), so
-// the worst case adds sum_b (amax_b / 254) * sum_{c in b} |w_c|. Where they are rounded to
+// the worst case adds sum_b (amax_b / 254) * sum_{c in b} |w_c|; with two digits, by at
+// most a 256th of the step (1.01 of it covers the rounding of x / step, 2^-24 of up to
+// 127 steps). Where they are rounded to
 // bf16, each x_c is off by at most half an ulp, 2^-8 |x_c|: the worst case adds
 // 2^-8 sum_c |x_c w_c|.
 void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weight& w, const float* bias,
-                              const std::vector<float>& y, const std::string& what, bool q8 = false,
+                              const std::vector<float>& y, const std::string& what, int digits = 0,
                               bool bf16 = false) {
   const int64_t n = w.view.rows(), k = w.view.cols();
   for (int64_t i = 0; i < m; ++i) {
@@ -131,14 +136,14 @@ void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weig
         sq += p * p;
         if (bf16) rounding += 1.001 * std::ldexp(std::fabs(p), -8);
       }
-      if (q8) {
+      if (digits > 0) {
         for (int64_t b = 0; b < k; b += 32) {
           double amax = 0.0, wsum = 0.0;
           for (int64_t c = b; c < b + 32; ++c) {
             amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i * k + c)])));
             wsum += std::fabs(static_cast<double>(w.values[static_cast<size_t>(j * k + c)]));
           }
-          rounding += 1.001 * amax / 254.0 * wsum;
+          rounding += (digits == 1 ? 1.001 * amax / 254.0 : 1.01 * amax / (127.0 * 256.0)) * wsum;
         }
       }
       const double scale = std::sqrt(sq) + (bias ? std::fabs(bias[j]) : 0.0);
@@ -154,7 +159,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
                   const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
-    if (kernel == matmul_q8 && !matmul_q8_supports(t)) continue;
+    if ((kernel == matmul_q8 || kernel == matmul_q16) && !matmul_q8_supports(t)) continue;
     if (kernel == matmul_bf16_acts && t != DType::BF16) continue;  // the others are matmul_f32's
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
@@ -168,7 +173,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
             expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
-                                     rounds_activations(kernel, t), rounds_to_bf16(kernel, t));
+                                     activation_digits(kernel, t), rounds_to_bf16(kernel, t));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -222,13 +227,16 @@ TEST(Matmul, Q8KernelMatchesReference) {
     ThreadPool pool(3);
     check_shapes(matmul_q8, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_q8, pool, {1, 5, 130}, {2816}, {21});
+    if (!has_matmul_q16()) return;
+    check_shapes(matmul_q16, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_q16, pool, {1, 5, 130}, {2816}, {21});
   });
 }
 
 // The worst-case bound above is linear in k; the typical error is a sum of independent
-// roundings, uniform in half a step either way, so over many outputs its RMS must be
-// sqrt(sum_c w_c^2 step_b^2 / 12). A path that rounded coarser (or not at all, or with a
-// bias) would land outside [0.8, 1.25] of it.
+// roundings, uniform in half a step either way (of amax_b / 127, or of its 256th with two
+// digits), so over many outputs its RMS must be sqrt(sum_c w_c^2 step_b^2 / 12). A path
+// that rounded coarser (or not at all, or with a bias) would land outside [0.8, 1.25] of it.
 TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
   orzo::testing::for_each_isa([&] {
     if (!matmul_q8_supports(DType::Q8_0)) return;  // this level has no integer path
@@ -236,11 +244,12 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     std::mt19937 rng(5);
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
-      if (!matmul_q8_supports(t)) continue;
+     for (int digits : {1, 2}) {
+      if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
       const Weight w = make_weight(t, n, k, rng);
       const auto x = random_vector(m * k, rng);
       std::vector<float> y(static_cast<size_t>(m * n));
-      matmul_q8(x.data(), m, w.view, y.data(), pool, nullptr);
+      (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), m, w.view, y.data(), pool, nullptr);
       double err2 = 0.0, expected2 = 0.0;
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
@@ -248,7 +257,7 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
           for (int64_t b = 0; b < k; b += 32) {
             double amax = 0.0;
             for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
-            const double step = amax / 127.0;
+            const double step = amax / (digits == 1 ? 127.0 : 127.0 * 256.0);
             for (int64_t c = b; c < b + 32; ++c) {
               const double wc = w.values[static_cast<size_t>(j * k + c)];
               ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
@@ -260,8 +269,9 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
         }
       }
       const double ratio = std::sqrt(err2 / expected2);
-      EXPECT_GT(ratio, 0.8) << dtype_name(t);
-      EXPECT_LT(ratio, 1.25) << dtype_name(t);
+      EXPECT_GT(ratio, 0.8) << dtype_name(t) << ", " << digits << " digits";
+      EXPECT_LT(ratio, 1.25) << dtype_name(t) << ", " << digits << " digits";
+     }
     }
   });
 }
@@ -276,7 +286,8 @@ TEST(Matmul, Q8HandlesExtremeRows) {
     std::mt19937 rng(3);
     const int64_t n = 19, k = 512;
     for (DType t : kAllDTypes) {
-      if (!matmul_q8_supports(t)) continue;
+     for (int digits : {1, 2}) {
+      if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
       const Weight w = make_weight(t, n, k, rng);
       const auto bias = random_vector(n, rng);
       std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
@@ -289,9 +300,10 @@ TEST(Matmul, Q8HandlesExtremeRows) {
       x[static_cast<size_t>(k + 37)] = 1e6f;
       x[static_cast<size_t>(2 * k + 300)] = -3e30f;
       std::vector<float> y(static_cast<size_t>(4 * n));
-      matmul_q8(x.data(), 4, w.view, y.data(), pool, bias.data());
+      (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), 4, w.view, y.data(), pool, bias.data());
       for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
-      expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", true);
+      expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", digits);
+     }
     }
   });
 }
@@ -347,16 +359,18 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
       const Weight w = make_weight(t, n, k, rng);
       const auto x = random_vector(m * k, rng);
       const auto bias = random_vector(n, rng);
-      if (matmul_q8_supports(t)) {
+      for (Kernel kernel : {matmul_int8, matmul_f32}) {
+        if (activation_digits(kernel, t) == 0) continue;  // the f32 kernels: below
         for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
           std::vector<float> batched(static_cast<size_t>(rows * n));
-          matmul_int8(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
+          kernel(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
           for (int64_t i = 0; i < rows; ++i) {
             std::vector<float> single(static_cast<size_t>(n));
-            matmul_int8(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
+            kernel(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
             for (int64_t j = 0; j < n; ++j)
               ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                  << dtype_name(t) << " row " << i << " of " << rows << " column " << j;
+                  << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i << " of "
+                  << rows << " column " << j;
           }
         }
       }
@@ -371,12 +385,15 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
                 << "bf16 activations, row " << i << " column " << j;
         }
       }
+      // The f32 kernels, which matmul() takes for block types only where it has no two digits.
+      const bool f32_default = activation_digits(matmul_f32, t) == 0;
       for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
+        if (batched_kernel == matmul_f32 && !f32_default) continue;
         std::vector<float> batched(static_cast<size_t>(m * n));
         batched_kernel(x.data(), m, w.view, batched.data(), pool, bias.data());
         for (int64_t i = 0; i < m; ++i) {
           std::vector<float> single(static_cast<size_t>(n));
-          matmul_f32(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
+          (f32_default ? matmul_f32 : matmul_direct)(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
           float row_max = 0.0f;
           for (int64_t j = 0; j < n; ++j) row_max = std::max(row_max, std::fabs(single[static_cast<size_t>(j)]));
           for (int64_t j = 0; j < n; ++j)

@@ -51,12 +51,20 @@ class TransformersReadsOrzoQuantize(unittest.TestCase):
         ref = logp[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
         worst = max(abs(a - b) for a, b in zip(orzo["logprobs"], ref))
         agree = sum(int(a == b) for a, b in zip(orzo["top1"], logp[:-1].argmax(dim=-1).tolist())) / len(ref)
+        # How far below transformers' best token orzo's best one is, by transformers' own
+        # log-probabilities: 0 where they agree, a near-tie where they do not.
+        tie = max((logp[i].max() - logp[i][t]).item() for i, t in enumerate(orzo["top1"]))
         ppl = math.exp(-sum(orzo["logprobs"]) / len(ref)), math.exp(-sum(ref) / len(ref))
         print(f"{out.name}: {len(ids)} tokens, perplexity orzo {ppl[0]:.4f} transformers {ppl[1]:.4f}, "
-              f"top-1 agreement {agree:.4f}, largest log-probability difference {worst:.2e}")
-        # The same dequantized weights in f32 on both sides: only f32 rounding may differ.
+              f"top-1 agreement {agree:.4f}, largest log-probability difference {worst:.2e}, "
+              f"top-1 choices at most {tie:.2e} apart")
+        # The same dequantized weights on both sides, in f32 or (on AVX-512, the block types)
+        # against activations rounded to 2^-16 of each block's largest: the log-probabilities
+        # differ by rounding only, so the top-1 tokens may differ only where transformers'
+        # two leaders are that close (the random model's logits are nearly flat: a few such
+        # ties in 486 positions).
         self.assertLess(worst, 1e-3)
-        self.assertEqual(agree, 1.0)
+        self.assertLessEqual(tie, 2 * worst)
 
     def test_q8_0_mix(self):
         self.check("Q8_0")

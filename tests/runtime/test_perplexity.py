@@ -46,7 +46,7 @@ def score(test, *mode):
     ppl_ref = math.exp(-sum(ref) / len(ref))
     agree = sum(int(a == b) for a, b in zip(orzo["top1"], ref_top1)) / len(ref_top1)
     worst = max(abs(a - b) for a, b in zip(orzo["logprobs"], ref))
-    print(f"{' '.join(mode) or 'f32'} activations, {len(ids)} tokens: perplexity orzo {ppl_orzo:.4f} "
+    print(f"{' '.join(mode) or 'default'} activations, {len(ids)} tokens: perplexity orzo {ppl_orzo:.4f} "
           f"transformers {ppl_ref:.4f} (ratio {ppl_orzo / ppl_ref:.5f}); top-1 agreement {agree:.4f}; "
           f"largest per-token log-probability difference {worst:.4f}")
     return ppl_orzo / ppl_ref, agree
@@ -54,6 +54,9 @@ def score(test, *mode):
 
 class Perplexity(unittest.TestCase):
     def test_smollm2_q4_1_matches_transformers(self):
+        # The default arithmetic: f32 activations, or two int8 digits where the CPU has VNNI
+        # (kernels/cpu/matmul.hpp). Measured on an Emerald Rapids with two digits: ratio
+        # 1.00000, top-1 agreement 1.0000, largest log-probability difference 0.0018.
         ratio, agree = score(self)
         self.assertLess(abs(ratio - 1), 0.01)
         self.assertGreaterEqual(agree, 0.98)
@@ -61,7 +64,7 @@ class Perplexity(unittest.TestCase):
     def test_int8_activations_stay_close(self):
         # Rounding every activation row to 8 bits moves each logit by ~2% of its spread
         # (kernels/cpu/matmul_q8.hpp): perplexity still within 1%, the top-1 token where the
-        # two leaders are closer than that may change (measured: 2.6% of positions, perplexity +0.4%).
+        # two leaders are closer than that may change (measured on an Emerald Rapids: 2.3% of positions, perplexity +0.2%).
         ratio, agree = score(self, "int8")
         self.assertLess(abs(ratio - 1), 0.01)
         self.assertGreaterEqual(agree, 0.95)

@@ -38,6 +38,11 @@ const KernelTable& kernel_table() {
       ORZO_SIMD_VNNI ? Isa::Avx512Vnni : ORZO_SIMD_AVX2 ? Isa::Avx2 : Isa::Portable,
       matmul_direct, crossover.l2_bytes, crossover.max_rows, crossover.max_bytes,
       matmul_q8_supports, matmul_q8,
+#if ORZO_SIMD_VNNI
+      matmul_q16,
+#else
+      nullptr,
+#endif
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,
   };

@@ -76,37 +76,51 @@ struct Job {
 // per output, and reached 21 % of this CPU's int8 dot-product rate at m = 512.)
 constexpr int kStripRows = 16;
 
-// One 32-weight block of a quantized activation row, its codes in the weights' order.
-// The sums come per half, for the formats whose halves scale apart, and for the block.
+// One 32-weight block of a quantized activation row, its codes in the weights' order, in
+// one int8 digit or two: x = scale * (256 * q[0] + q[1]) for two, where q[1] rounds what
+// q[0] left (at most half a step of amax / 127) in 256ths of that step. The sums come per
+// half, for the formats whose halves scale apart, and for the block.
+template <int Digits>
 struct alignas(64) ActivationBlock {
-  int8_t q[32];
-  float scale;            // amax / 127
-  int32_t correction[3];  // -bias * (sum of the codes): half 0, half 1, the block
-  float scaled_sum[3];    // scale * (sum of the codes), likewise, for the offsets
+  int8_t q[Digits][32];
+  float scale;            // amax / 127, over 256 for two digits
+  int32_t correction[3];  // -bias * (the codes' value in steps of scale): half 0, half 1, the block
+  float scaled_sum[3];    // scale * that value, likewise, for the offsets
 };
-static_assert(sizeof(ActivationBlock) == 64);
-using Activation = ActivationBlock;
+static_assert(sizeof(ActivationBlock<1>) == 64);
+template <int Digits>
+using ActivationOf = ActivationBlock<Digits>;
 int64_t units_of(int64_t k) { return k / 32; }
 
 // Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
-void quantize_row(const float* x, int64_t k, int bias, ActivationBlock* out) {
+// A second digit of +128 (a remainder of exactly half a step) saturates to 127.
+template <int Digits>
+void quantize_row(const float* x, int64_t k, int bias, ActivationBlock<Digits>* out) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const __m512 v[2] = {_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)};
     const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
     const float d = top / 127.0f;
     const __m512 inv = _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
-    ActivationBlock& o = out[b];
+    ActivationBlock<Digits>& o = out[b];
     int sums[3] = {0, 0, 0};
     for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v[h], inv));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * h), _mm512_cvtsepi32_epi8(q));
+      const __m512 steps = _mm512_mul_ps(v[h], inv);
+      const __m512i q = _mm512_cvtps_epi32(steps);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q[0] + 16 * h), _mm512_cvtsepi32_epi8(q));
       sums[h] = _mm512_reduce_add_epi32(q);
+      if constexpr (Digits == 2) {
+        const __m512 left = _mm512_sub_ps(steps, _mm512_cvtepi32_ps(q));
+        const __m512i r = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(left, _mm512_set1_ps(256.0f))),
+                                           _mm512_set1_epi32(127));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q[1] + 16 * h), _mm512_cvtepi32_epi8(r));
+        sums[h] = 256 * sums[h] + _mm512_reduce_add_epi32(r);
+      }
     }
     sums[2] = sums[0] + sums[1];
-    o.scale = d;
+    o.scale = Digits == 2 ? d / 256.0f : d;
     for (int s = 0; s < 3; ++s) {
       o.correction[s] = -bias * sums[s];
-      o.scaled_sum[s] = d * static_cast<float>(sums[s]);
+      o.scaled_sum[s] = o.scale * static_cast<float>(sums[s]);
     }
   }
 }
@@ -217,8 +231,8 @@ inline __m512i broadcast_codes(const int8_t* q) {
 // out[s][i] (+)= the products of strip s with activation row i, 16 weight rows a vector.
 // Each (row, activation row) runs the same operations in the same order whatever S and M
 // are, which is the batch invariance.
-template <class F, int S, int M>
-void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock* x, __m512 (&out)[S][M]) {
+template <class F, int Digits, int S, int M>
+void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock<Digits>* x, __m512 (&out)[S][M]) {
   constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1, kQuads = 8 / kHalves;
   for (int s = 0; s < S; ++s)
     for (int i = 0; i < M; ++i) out[s][i] = _mm512_setzero_ps();
@@ -226,25 +240,36 @@ void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock* x, _
 #pragma GCC unroll 2
     for (int h = 0; h < kHalves; ++h) {
       const int sum = kHalves == 1 ? 2 : h;
+      // The bias's correction starts the sum of one digit and is added after the shift of two.
+      constexpr bool kCorrectFirst = kActivationBias<F> != 0 && Digits == 1;
+      constexpr bool kCorrectLast = kActivationBias<F> != 0 && Digits == 2;
       __m512i acc[S][M];
       for (int i = 0; i < M; ++i) {
-        const __m512i start = kActivationBias<F> != 0 ? _mm512_set1_epi32(x[i * blocks + b].correction[sum])
-                                                       : _mm512_setzero_si512();
+        const __m512i start = kCorrectFirst ? _mm512_set1_epi32(x[i * blocks + b].correction[sum]) : _mm512_setzero_si512();
         for (int s = 0; s < S; ++s) acc[s][i] = start;
       }
+#pragma GCC unroll 2
+      for (int digit = 0; digit < Digits; ++digit) {
+        if (digit > 0)
+          for (int i = 0; i < M; ++i) {
+            const __m512i correction =
+                kCorrectLast ? _mm512_set1_epi32(x[i * blocks + b].correction[sum]) : _mm512_setzero_si512();
+            for (int s = 0; s < S; ++s) acc[s][i] = _mm512_add_epi32(_mm512_slli_epi32(acc[s][i], 8), correction);
+          }
 #pragma GCC unroll 8
-      for (int t = h * kQuads; t < (h + 1) * kQuads; ++t) {
-        __m512i wq[S];
-        for (int s = 0; s < S; ++s) wq[s] = _mm512_load_si512(&w[s * blocks + b].q[t]);
+        for (int t = h * kQuads; t < (h + 1) * kQuads; ++t) {
+          __m512i wq[S];
+          for (int s = 0; s < S; ++s) wq[s] = _mm512_load_si512(&w[s * blocks + b].q[t]);
 #pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) {
-          const __m512i xq = broadcast_codes(x[i * blocks + b].q + 4 * t);
-          for (int s = 0; s < S; ++s) acc[s][i] = _mm512_dpbusd_epi32(acc[s][i], wq[s], xq);
+          for (int i = 0; i < M; ++i) {
+            const __m512i xq = broadcast_codes(x[i * blocks + b].q[digit] + 4 * t);
+            for (int s = 0; s < S; ++s) acc[s][i] = _mm512_dpbusd_epi32(acc[s][i], wq[s], xq);
+          }
         }
       }
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i) {
-        const ActivationBlock& a = x[i * blocks + b];
+        const ActivationBlock<Digits>& a = x[i * blocks + b];
         const __m512 scale = _mm512_set1_ps(a.scale);
         for (int s = 0; s < S; ++s) {
           const StripOf<F>& ws = w[s * blocks + b];
@@ -263,10 +288,10 @@ void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock* x, _
 constexpr int kPanelStrips = 2;
 constexpr int kTileCols = 4;
 
-template <class F, int S, int M>
-void strips_into(const Job<Activation>& job, const StripOf<F>* panel, int64_t j, int64_t i0) {
+template <class F, int Digits, int S, int M>
+void strips_into(const Job<ActivationOf<Digits>>& job, const StripOf<F>* panel, int64_t j, int64_t i0) {
   __m512 out[S][M];
-  strip_tile<F, S, M>(panel, job.units, job.x + i0 * job.units, out);
+  strip_tile<F, Digits, S, M>(panel, job.units, job.x + i0 * job.units, out);
   for (int s = 0; s < S; ++s) {
     const int64_t at = j + kStripRows * s, rows = std::min<int64_t>(kStripRows, job.n - at);
     const __mmask16 mask = rows == kStripRows ? 0xffff : static_cast<__mmask16>((1u << rows) - 1);
@@ -275,19 +300,19 @@ void strips_into(const Job<Activation>& job, const StripOf<F>* panel, int64_t j,
   }
 }
 
-template <class F, int S>
-void strips_cols(const Job<Activation>& job, const StripOf<F>* panel, int64_t j, int64_t i0, int64_t cols) {
+template <class F, int Digits, int S>
+void strips_cols(const Job<ActivationOf<Digits>>& job, const StripOf<F>* panel, int64_t j, int64_t i0, int64_t cols) {
   static_assert(kTileCols == 4, "one case per tile width");
   switch (cols) {
-    case 4: strips_into<F, S, 4>(job, panel, j, i0); break;
-    case 3: strips_into<F, S, 3>(job, panel, j, i0); break;
-    case 2: strips_into<F, S, 2>(job, panel, j, i0); break;
-    default: strips_into<F, S, 1>(job, panel, j, i0); break;
+    case 4: strips_into<F, Digits, S, 4>(job, panel, j, i0); break;
+    case 3: strips_into<F, Digits, S, 3>(job, panel, j, i0); break;
+    case 2: strips_into<F, Digits, S, 2>(job, panel, j, i0); break;
+    default: strips_into<F, Digits, S, 1>(job, panel, j, i0); break;
   }
 }
 
-template <class F>
-void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
+template <class F, int Digits>
+void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
   thread_local std::vector<StripOf<F>> scratch;
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelStrips * job.units)));
   for (int64_t j = begin; j < end; j += kPanelStrips * kStripRows) {
@@ -302,9 +327,9 @@ void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
     for (int64_t i0 = 0; i0 < job.m; i0 += kTileCols) {
       const int64_t cols = std::min<int64_t>(kTileCols, job.m - i0);
       if (strips == 2)
-        strips_cols<F, 2>(job, scratch.data(), j, i0, cols);
+        strips_cols<F, Digits, 2>(job, scratch.data(), j, i0, cols);
       else
-        strips_cols<F, 1>(job, scratch.data(), j, i0, cols);
+        strips_cols<F, Digits, 1>(job, scratch.data(), j, i0, cols);
     }
   }
 }
@@ -364,7 +389,9 @@ struct WeightGroup {
   alignas(64) float d[kIntLanes], m[kIntLanes];
 };
 
-using Activation = ActivationGroup;
+// One digit only on AVX2 (matmul_q8_supports).
+template <int Digits>
+using ActivationOf = std::enable_if_t<Digits == 1, ActivationGroup>;
 int64_t units_of(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
 
 inline int hsum_epi32(__m256i v) {
@@ -530,7 +557,7 @@ constexpr int64_t kPanelRows = 32;
 constexpr int64_t kPrefetchRows = 4;
 
 template <class F, int R, int M>
-void tile_into(const Job<Activation>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
+void tile_into(const Job<ActivationOf<1>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
   float out[R][M];
   tile<F, R, M>(panel + r0 * job.units, job.units, job.x + i0 * job.units, job.units, job.units, out);
   for (int r = 0; r < R; ++r) {
@@ -540,7 +567,7 @@ void tile_into(const Job<Activation>& job, const WeightGroup* panel, int64_t j, 
 }
 
 template <class F, int R>
-void tile_rows(const Job<Activation>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
+void tile_rows(const Job<ActivationOf<1>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
   static_assert(kTileCols <= 4, "one case per tile width");
   switch (cols) {
     case 4: if constexpr (kTileCols >= 4) tile_into<F, R, 4>(job, panel, j, r0, i0); break;
@@ -550,8 +577,8 @@ void tile_rows(const Job<Activation>& job, const WeightGroup* panel, int64_t j, 
   }
 }
 
-template <class F>
-void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
+template <class F, int Digits>
+void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
   thread_local std::vector<WeightGroup> scratch;
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelRows * job.units)));
   for (int64_t j = begin; j < end; j += kPanelRows) {
@@ -572,30 +599,32 @@ void rows_range(const Job<Activation>& job, int64_t begin, int64_t end) {
 
 #endif
 
+template <int Digits>
 struct Kernel {
-  void (*range)(const Job<Activation>&, int64_t, int64_t);
+  void (*range)(const Job<ActivationOf<Digits>>&, int64_t, int64_t);
   int activation_bias;
 };
 
-template <class F>
-constexpr Kernel kernel_of() {
-  return {rows_range<F>, kActivationBias<F>};
+template <class F, int Digits>
+constexpr Kernel<Digits> kernel_of() {
+  return {rows_range<F, Digits>, kActivationBias<F>};
 }
 
-Kernel kernel_for(DType t) {
+template <int Digits>
+Kernel<Digits> kernel_for(DType t) {
   switch (t) {
-    case DType::Q8_0: return kernel_of<Q8_0Format>();
-    case DType::Q4_0: return kernel_of<Q4_0Format>();
-    case DType::Q4_1: return kernel_of<Q4_1Format>();
-    case DType::Q5_0: return kernel_of<Q5_0Format>();
-    case DType::Q5_1: return kernel_of<Q5_1Format>();
-    case DType::Q2_K: return kernel_of<Q2_KFormat>();
-    case DType::Q3_K: return kernel_of<Q3_KFormat>();
-    case DType::Q4_K: return kernel_of<Q4_KFormat>();
-    case DType::Q5_K: return kernel_of<Q5_KFormat>();
-    case DType::Q6_K: return kernel_of<Q6_KFormat>();
-    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat>();
-    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat>();
+    case DType::Q8_0: return kernel_of<Q8_0Format, Digits>();
+    case DType::Q4_0: return kernel_of<Q4_0Format, Digits>();
+    case DType::Q4_1: return kernel_of<Q4_1Format, Digits>();
+    case DType::Q5_0: return kernel_of<Q5_0Format, Digits>();
+    case DType::Q5_1: return kernel_of<Q5_1Format, Digits>();
+    case DType::Q2_K: return kernel_of<Q2_KFormat, Digits>();
+    case DType::Q3_K: return kernel_of<Q3_KFormat, Digits>();
+    case DType::Q4_K: return kernel_of<Q4_KFormat, Digits>();
+    case DType::Q5_K: return kernel_of<Q5_KFormat, Digits>();
+    case DType::Q6_K: return kernel_of<Q6_KFormat, Digits>();
+    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat, Digits>();
+    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat, Digits>();
     case DType::F32:
     case DType::F16:
     case DType::BF16: break;
@@ -605,6 +634,22 @@ Kernel kernel_for(DType t) {
 
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
+
+template <int Digits>
+void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  using Activation = ActivationOf<Digits>;
+  const Kernel<Digits> kernel = kernel_for<Digits>(w.dtype);
+  const int64_t k = w.cols(), units = units_of(k);
+  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+  thread_local std::vector<Activation> activations;
+  activations.resize(std::max(activations.size(), static_cast<size_t>(m * units)));
+  Activation* act = activations.data();
+  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
+  });
+  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
+}
 
 #endif
 
@@ -621,22 +666,18 @@ bool matmul_q8_supports(DType t) {
 
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
-  const Kernel kernel = kernel_for(w.dtype);
-  const int64_t k = w.cols(), units = units_of(k);
-  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
-  thread_local std::vector<Activation> activations;
-  activations.resize(std::max(activations.size(), static_cast<size_t>(m * units)));
-  Activation* act = activations.data();
-  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
-  });
-  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
-  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
+  product<1>(x, m, w, y, pool, bias);
 #else
   (void)x, (void)m, (void)y, (void)pool, (void)bias;
   throw std::logic_error("matmul_q8: no integer path for " + w.name + " in this build");
 #endif
 }
+
+#if defined(ORZO_Q8_VNNI)
+void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  product<2>(x, m, w, y, pool, bias);
+}
+#endif
 
 #undef ORZO_Q8_VNNI
 #undef ORZO_Q8_AVX2
