@@ -15,12 +15,13 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
-  // The integer and bf16 paths are taken at every m or at none, decode included: one arithmetic for a
-  // row whatever batch it rides in.
+  // The opt-in integer and bf16 paths are taken at every m or at none, decode included: one
+  // arithmetic for a row whatever batch it rides in. The default two digits are too under
+  // batch_invariant.
   const KernelTable& kernel = kernels();
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
-  else if (kernel.matmul_q16 && dtype_is_quantized(w.dtype))
+  else if (kernel.matmul_q16 && dtype_is_quantized(w.dtype) && (m >= kTwoDigitsFromRows || options.batch_invariant))
     kernel.matmul_q16(x, m, w, y, pool, bias);
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
     kernel.matmul_bf16(x, m, w, y, pool, bias);

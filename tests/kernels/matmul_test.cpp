@@ -97,6 +97,9 @@ void matmul_int8(const float* x, int64_t m, const TensorView& w, float* y, Threa
 void matmul_bf16_acts(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, false});
 }
+void matmul_invariant(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  matmul(x, m, w, y, pool, bias, MatmulOptions{false, false, true});
+}
 
 // Whether `kernel` rounds activations to bf16 for weights of type t: where the active
 // level has the BF16 dot product.
@@ -104,11 +107,12 @@ bool rounds_to_bf16(Kernel kernel, DType t) {
   return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr;
 }
 
-// The int8 digits `kernel` rounds activations to for weights of type t (0: none).
-int activation_digits(Kernel kernel, DType t) {
+// The int8 digits `kernel` rounds m activation rows to for weights of type t (0: none).
+int activation_digits(Kernel kernel, DType t, int64_t m) {
   if (!matmul_q8_supports(t)) return 0;
   if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
-  if (kernel == matmul_q16 || (kernel == matmul_f32 && has_matmul_q16())) return 2;
+  if (!has_matmul_q16()) return 0;
+  if (kernel == matmul_q16 || kernel == matmul_invariant || (kernel == matmul_f32 && m >= kTwoDigitsFromRows)) return 2;
   return 0;
 }
 
@@ -173,7 +177,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
             expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
-                                     activation_digits(kernel, t), rounds_to_bf16(kernel, t));
+                                     activation_digits(kernel, t, m), rounds_to_bf16(kernel, t));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -359,8 +363,8 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
       const Weight w = make_weight(t, n, k, rng);
       const auto x = random_vector(m * k, rng);
       const auto bias = random_vector(n, rng);
-      for (Kernel kernel : {matmul_int8, matmul_f32}) {
-        if (activation_digits(kernel, t) == 0) continue;  // the f32 kernels: below
+      for (Kernel kernel : {matmul_int8, matmul_invariant}) {
+        if (activation_digits(kernel, t, 1) == 0) continue;  // the f32 kernels: below
         for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
           std::vector<float> batched(static_cast<size_t>(rows * n));
           kernel(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
@@ -369,7 +373,7 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
             kernel(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
             for (int64_t j = 0; j < n; ++j)
               ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                  << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i << " of "
+                  << dtype_name(t) << ", " << activation_digits(kernel, t, 1) << " digits, row " << i << " of "
                   << rows << " column " << j;
           }
         }
@@ -385,8 +389,9 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
                 << "bf16 activations, row " << i << " column " << j;
         }
       }
-      // The f32 kernels, which matmul() takes for block types only where it has no two digits.
-      const bool f32_default = activation_digits(matmul_f32, t) == 0;
+      // The f32 kernels, which matmul() takes for m rows of block types only where it has no two
+      // digits.
+      const bool f32_default = activation_digits(matmul_f32, t, m) == 0;
       for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
         if (batched_kernel == matmul_f32 && !f32_default) continue;
         std::vector<float> batched(static_cast<size_t>(m * n));
