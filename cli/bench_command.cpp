@@ -250,7 +250,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
   cmd->add_flag("--bf16-activations", o->bf16_activations, "Round activations to bf16 for BF16 weights");
-  cmd->add_flag("--batch-invariant", o->batch_invariant, "Never hand a product to sgemm: logits independent of the batch");
+  cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")

@@ -46,7 +46,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_flag("--bf16-activations", engine.backend.bf16_activations,
                "CPU: round activations to bf16 for BF16 weights (AVX-512 BF16's dot product: faster prompts)");
   cmd.add_flag("--batch-invariant", engine.backend.batch_invariant,
-               "CPU: keep every product on the direct kernel, so a sequence's logits never depend on its batch");
+               "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
   add_cpu_isa_flag(cmd, cpu_isa);
   cmd.add_option("--max-num-seqs", engine.scheduler.max_num_seqs, "Sequences per step at most")
       ->check(CLI::Range(1, 4096))

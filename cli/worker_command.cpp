@@ -141,7 +141,7 @@ void add_worker_command(CLI::App& app) {
   cmd->add_flag("--bf16-activations", flags->knobs.bf16_activations,
                 "Round activations to bf16 for BF16 weights (AVX-512 BF16's dot product: faster prompts)");
   cmd->add_flag("--batch-invariant", flags->knobs.batch_invariant,
-                "Keep every product on the direct kernel: a sequence's logits never depend on its batch");
+                "One arithmetic at every batch size: a sequence's logits never depend on its batch");
   add_cpu_isa_flag(*cmd, flags->cpu_isa);
   cmd->add_option("--gpu-memory-utilization", flags->knobs.gpu_memory_utilization,
                   "With --device cuda: the share of the GPU's memory the stage may fill")
