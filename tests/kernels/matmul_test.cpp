@@ -248,34 +248,34 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     std::mt19937 rng(5);
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
-     for (int digits : {1, 2}) {
-      if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
-      const Weight w = make_weight(t, n, k, rng);
-      const auto x = random_vector(m * k, rng);
-      std::vector<float> y(static_cast<size_t>(m * n));
-      (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), m, w.view, y.data(), pool, nullptr);
-      double err2 = 0.0, expected2 = 0.0;
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          double ref = 0.0;
-          for (int64_t b = 0; b < k; b += 32) {
-            double amax = 0.0;
-            for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
-            const double step = amax / (digits == 1 ? 127.0 : 127.0 * 256.0);
-            for (int64_t c = b; c < b + 32; ++c) {
-              const double wc = w.values[static_cast<size_t>(j * k + c)];
-              ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
-              expected2 += wc * wc * step * step / 12.0;
+      for (int digits : {1, 2}) {
+        if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
+        const Weight w = make_weight(t, n, k, rng);
+        const auto x = random_vector(m * k, rng);
+        std::vector<float> y(static_cast<size_t>(m * n));
+        (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), m, w.view, y.data(), pool, nullptr);
+        double err2 = 0.0, expected2 = 0.0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0.0;
+            for (int64_t b = 0; b < k; b += 32) {
+              double amax = 0.0;
+              for (int64_t c = b; c < b + 32; ++c) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * k + c)]}));
+              const double step = amax / (digits == 1 ? 127.0 : 127.0 * 256.0);
+              for (int64_t c = b; c < b + 32; ++c) {
+                const double wc = w.values[static_cast<size_t>(j * k + c)];
+                ref += double{x[static_cast<size_t>(i * k + c)]} * wc;
+                expected2 += wc * wc * step * step / 12.0;
+              }
             }
+            const double e = y[static_cast<size_t>(i * n + j)] - ref;
+            err2 += e * e;
           }
-          const double e = y[static_cast<size_t>(i * n + j)] - ref;
-          err2 += e * e;
         }
+        const double ratio = std::sqrt(err2 / expected2);
+        EXPECT_GT(ratio, 0.8) << dtype_name(t) << ", " << digits << " digits";
+        EXPECT_LT(ratio, 1.25) << dtype_name(t) << ", " << digits << " digits";
       }
-      const double ratio = std::sqrt(err2 / expected2);
-      EXPECT_GT(ratio, 0.8) << dtype_name(t) << ", " << digits << " digits";
-      EXPECT_LT(ratio, 1.25) << dtype_name(t) << ", " << digits << " digits";
-     }
     }
   });
 }
@@ -290,24 +290,24 @@ TEST(Matmul, Q8HandlesExtremeRows) {
     std::mt19937 rng(3);
     const int64_t n = 19, k = 512;
     for (DType t : kAllDTypes) {
-     for (int digits : {1, 2}) {
-      if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
-      const Weight w = make_weight(t, n, k, rng);
-      const auto bias = random_vector(n, rng);
-      std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
-      const auto noise = random_vector(k, rng);
-      for (int64_t c = 0; c < k; ++c) {
-        x[static_cast<size_t>(k + c)] = noise[static_cast<size_t>(c)];
-        x[static_cast<size_t>(2 * k + c)] = noise[static_cast<size_t>(c)];
-        x[static_cast<size_t>(3 * k + c)] = 1e-30f * noise[static_cast<size_t>(c)];
+      for (int digits : {1, 2}) {
+        if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
+        const Weight w = make_weight(t, n, k, rng);
+        const auto bias = random_vector(n, rng);
+        std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
+        const auto noise = random_vector(k, rng);
+        for (int64_t c = 0; c < k; ++c) {
+          x[static_cast<size_t>(k + c)] = noise[static_cast<size_t>(c)];
+          x[static_cast<size_t>(2 * k + c)] = noise[static_cast<size_t>(c)];
+          x[static_cast<size_t>(3 * k + c)] = 1e-30f * noise[static_cast<size_t>(c)];
+        }
+        x[static_cast<size_t>(k + 37)] = 1e6f;
+        x[static_cast<size_t>(2 * k + 300)] = -3e30f;
+        std::vector<float> y(static_cast<size_t>(4 * n));
+        (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), 4, w.view, y.data(), pool, bias.data());
+        for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
+        expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", digits);
       }
-      x[static_cast<size_t>(k + 37)] = 1e6f;
-      x[static_cast<size_t>(2 * k + 300)] = -3e30f;
-      std::vector<float> y(static_cast<size_t>(4 * n));
-      (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), 4, w.view, y.data(), pool, bias.data());
-      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
-      expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", digits);
-     }
     }
   });
 }
