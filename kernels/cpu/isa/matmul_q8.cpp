@@ -133,7 +133,9 @@ struct StripBlock {
   alignas(64) float d[Halves][kStripRows], m[Halves][kStripRows];
 };
 template <class F>
-using StripOf = StripBlock<kScalesPerHalf<F> ? 2 : 1>;
+constexpr int kHalvesOf = kScalesPerHalf<F> ? 2 : 1;
+template <class F>
+using StripOf = StripBlock<kHalvesOf<F>>;
 
 // out[t], lane j = dword t of rows[j]. Each 256-bit half transposes eight rows; the low
 // halves take rows 0-3 and 8-11, the high ones 4-7 and 12-15, so that the last step's
@@ -164,7 +166,7 @@ inline void transpose_strip(const __m256i* rows, __m512i* out) {
 // of the unpacked Scales is half p % kHalves of sub-block p / kHalves.
 template <class F>
 void strip_scales(const uint8_t* unit, size_t row_bytes, int rows, StripOf<F>* out) {
-  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1, kParts = F::kSubs * kHalves;
+  constexpr int kHalves = kHalvesOf<F>, kParts = F::kSubs * kHalves;
   static_assert(sizeof(F::Scales::d) == kParts * sizeof(float), "one part per sub-block and half");
   __m256i d[kParts / 8][kStripRows], m[kParts / 8][kStripRows];
   for (int j = 0; j < kStripRows; ++j) {
@@ -191,7 +193,7 @@ void strip_scales(const uint8_t* unit, size_t row_bytes, int rows, StripOf<F>* o
 // ahead of a decode this short to hide the memory's latency.
 template <class F>
 void decode_strip(const uint8_t* w, size_t row_bytes, int rows, int64_t k, const uint8_t* ahead, StripOf<F>* out) {
-  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1;
+  constexpr int kHalves = kHalvesOf<F>;
   const int64_t units = k / F::kStep;
   for (int64_t u = 0; u < units; ++u) {
     const size_t at = static_cast<size_t>(u * F::kStepBytes);
@@ -234,7 +236,7 @@ inline __m512i broadcast_codes(const int8_t* q) {
 // are, which is the batch invariance.
 template <class F, int Digits, int S, int M>
 void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock<Digits>* x, __m512 (&out)[S][M]) {
-  constexpr int kHalves = kScalesPerHalf<F> ? 2 : 1, kQuads = 8 / kHalves;
+  constexpr int kHalves = kHalvesOf<F>, kQuads = 8 / kHalves;
   for (int s = 0; s < S; ++s)
     for (int i = 0; i < M; ++i) out[s][i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -468,6 +470,7 @@ inline void decode_group(const uint8_t* unit, int sub, int count, WeightGroup& o
       }
   }
   if constexpr (kUnitScales<F>) {
+    static_assert(F::kSubs % kGroupBlocks == 0, "a group's blocks lie in one super-block");
     // The same values as codes() gives: d * code and -(dmin * code), one rounding each.
     const typename F::Scales scales = F::scales(unit);
     constexpr int kPartsPerSub = static_cast<int>(sizeof(F::Scales::d) / sizeof(float)) / F::kSubs;
