@@ -33,6 +33,9 @@ const char* isa_name(Isa isa);  // "portable", "avx2", "avx512-vnni", "avx512-bf
 std::string isa_names();        // all of them, comma-separated, for messages
 std::optional<Isa> parse_isa(std::string_view name);
 
+// The most activation rows KernelTable::matmul_q16_gemv takes.
+constexpr int64_t kGemvMaxRows = 2;
+
 using MatmulKernel = void (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                               const float* bias);
 
@@ -52,6 +55,9 @@ struct KernelTable {
   // The same types with activations in two int8 digits (matmul_q8.hpp); null where the
   // level has none.
   MatmulKernel matmul_q16;
+  // matmul_q16 for at most kGemvMaxRows rows, the weights read as stored: the same rounding
+  // of x, its sums in another order. Null where matmul_q16 is.
+  MatmulKernel matmul_q16_gemv;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

@@ -21,8 +21,8 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   const KernelTable& kernel = kernels();
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
-  else if (kernel.matmul_q16 && kernel.matmul_q8_supports(w.dtype) && (m >= kTwoDigitsFromRows || options.batch_invariant))
-    kernel.matmul_q16(x, m, w, y, pool, bias);
+  else if (kernel.matmul_q16 && kernel.matmul_q8_supports(w.dtype))
+    (m >= kStripsFromRows || options.batch_invariant ? kernel.matmul_q16 : kernel.matmul_q16_gemv)(x, m, w, y, pool, bias);
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
     kernel.matmul_bf16(x, m, w, y, pool, bias);
   else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));

@@ -46,4 +46,13 @@ inline void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y,
   kernels().matmul_q16(x, m, w, y, pool, bias);
 }
 
+// matmul_q16 for m <= kGemvMaxRows (isa.hpp), lanes along k: each weight row decoded as
+// stored for the few activation rows of decode, where a strip's transpose would cost as
+// much as the products. Its sums run in another order, so its results agree with
+// matmul_q16's to f32 rounding, not bit for bit.
+inline void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                            const float* bias) {
+  kernels().matmul_q16_gemv(x, m, w, y, pool, bias);
+}
+
 }  // namespace orzo::cpu

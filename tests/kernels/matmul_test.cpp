@@ -100,6 +100,11 @@ void matmul_bf16_acts(const float* x, int64_t m, const TensorView& w, float* y, 
 void matmul_invariant(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   matmul(x, m, w, y, pool, bias, MatmulOptions{false, false, true});
 }
+// matmul_q16_gemv on any m, at most kGemvMaxRows rows a call.
+void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  for (int64_t i = 0; i < m; i += kGemvMaxRows)
+    matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
+}
 
 // Whether `kernel` rounds activations to bf16 for weights of type t: where the active
 // level has the BF16 dot product.
@@ -107,12 +112,13 @@ bool rounds_to_bf16(Kernel kernel, DType t) {
   return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr;
 }
 
-// The int8 digits `kernel` rounds m activation rows to for weights of type t (0: none).
-int activation_digits(Kernel kernel, DType t, int64_t m) {
+// The int8 digits `kernel` rounds activations to for weights of type t (0: none), at every
+// m: matmul_f32 takes matmul_q16_gemv below kStripsFromRows rows and strips from there.
+int activation_digits(Kernel kernel, DType t) {
   if (!matmul_q8_supports(t)) return 0;
   if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
   if (!has_matmul_q16()) return 0;
-  if (kernel == matmul_q16 || kernel == matmul_invariant || (kernel == matmul_f32 && m >= kTwoDigitsFromRows)) return 2;
+  if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_invariant || kernel == matmul_f32) return 2;
   return 0;
 }
 
@@ -163,7 +169,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
                   const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
-    if ((kernel == matmul_q8 || kernel == matmul_q16) && !matmul_q8_supports(t)) continue;
+    if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv) && !matmul_q8_supports(t)) continue;
     if (kernel == matmul_bf16_acts && t != DType::BF16) continue;  // the others are matmul_f32's
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
@@ -177,7 +183,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
             expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
-                                     activation_digits(kernel, t, m), rounds_to_bf16(kernel, t));
+                                     activation_digits(kernel, t), rounds_to_bf16(kernel, t));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -234,6 +240,8 @@ TEST(Matmul, Q8KernelMatchesReference) {
     if (!has_matmul_q16()) return;
     check_shapes(matmul_q16, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_q16, pool, {1, 5, 130}, {2816}, {21});
+    check_shapes(matmul_gemv, pool, {1, 2, 3, 4}, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_gemv, pool, {1, 2, 3}, {2816}, {21, 64});
   });
 }
 
@@ -248,12 +256,13 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     std::mt19937 rng(5);
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
-      for (int digits : {1, 2}) {
-        if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv}) {
+        const int digits = activation_digits(kernel, t);
+        if (digits == 0) continue;
         const Weight w = make_weight(t, n, k, rng);
         const auto x = random_vector(m * k, rng);
         std::vector<float> y(static_cast<size_t>(m * n));
-        (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), m, w.view, y.data(), pool, nullptr);
+        kernel(x.data(), m, w.view, y.data(), pool, nullptr);
         double err2 = 0.0, expected2 = 0.0;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
@@ -273,8 +282,9 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
           }
         }
         const double ratio = std::sqrt(err2 / expected2);
-        EXPECT_GT(ratio, 0.8) << dtype_name(t) << ", " << digits << " digits";
-        EXPECT_LT(ratio, 1.25) << dtype_name(t) << ", " << digits << " digits";
+        const std::string what = std::string(dtype_name(t)) + (kernel == matmul_gemv ? ", gemv" : ", strips");
+        EXPECT_GT(ratio, 0.8) << what << ", " << digits << " digits";
+        EXPECT_LT(ratio, 1.25) << what << ", " << digits << " digits";
       }
     }
   });
@@ -290,8 +300,9 @@ TEST(Matmul, Q8HandlesExtremeRows) {
     std::mt19937 rng(3);
     const int64_t n = 19, k = 512;
     for (DType t : kAllDTypes) {
-      for (int digits : {1, 2}) {
-        if (!matmul_q8_supports(t) || (digits == 2 && !has_matmul_q16())) continue;
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv}) {
+        const int digits = activation_digits(kernel, t);
+        if (digits == 0) continue;
         const Weight w = make_weight(t, n, k, rng);
         const auto bias = random_vector(n, rng);
         std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
@@ -304,7 +315,7 @@ TEST(Matmul, Q8HandlesExtremeRows) {
         x[static_cast<size_t>(k + 37)] = 1e6f;
         x[static_cast<size_t>(2 * k + 300)] = -3e30f;
         std::vector<float> y(static_cast<size_t>(4 * n));
-        (digits == 1 ? matmul_q8 : matmul_q16)(x.data(), 4, w.view, y.data(), pool, bias.data());
+        kernel(x.data(), 4, w.view, y.data(), pool, bias.data());
         for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], bias[static_cast<size_t>(j)]) << dtype_name(t);
         expect_matches_reference(x, 4, w, bias.data(), y, "extreme rows", digits);
       }
@@ -363,8 +374,8 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
       const Weight w = make_weight(t, n, k, rng);
       const auto x = random_vector(m * k, rng);
       const auto bias = random_vector(n, rng);
-      for (Kernel kernel : {matmul_int8, matmul_invariant}) {
-        if (activation_digits(kernel, t, 1) == 0) continue;  // the f32 kernels: below
+      for (Kernel kernel : {matmul_int8, matmul_invariant, matmul_gemv}) {
+        if (activation_digits(kernel, t) == 0) continue;  // the f32 kernels: below
         for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
           std::vector<float> batched(static_cast<size_t>(rows * n));
           kernel(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
@@ -373,7 +384,7 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
             kernel(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
             for (int64_t j = 0; j < n; ++j)
               ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                  << dtype_name(t) << ", " << activation_digits(kernel, t, 1) << " digits, row " << i << " of "
+                  << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i << " of "
                   << rows << " column " << j;
           }
         }
@@ -391,7 +402,7 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
       }
       // The f32 kernels, which matmul() takes for m rows of block types only where it has no two
       // digits.
-      const bool f32_default = activation_digits(matmul_f32, t, m) == 0;
+      const bool f32_default = activation_digits(matmul_f32, t) == 0;
       for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
         if (batched_kernel == matmul_f32 && !f32_default) continue;
         std::vector<float> batched(static_cast<size_t>(m * n));

@@ -39,9 +39,9 @@ const KernelTable& kernel_table() {
       matmul_direct, crossover.l2_bytes, crossover.max_rows, crossover.max_bytes,
       matmul_q8_supports, matmul_q8,
 #if ORZO_SIMD_VNNI
-      matmul_q16,
+      matmul_q16, matmul_q16_gemv,
 #else
-      nullptr,
+      nullptr, nullptr,
 #endif
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,

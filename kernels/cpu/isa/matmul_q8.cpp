@@ -83,6 +83,8 @@ constexpr int kStripRows = 16;
 // half, for the formats whose halves scale apart, and for the block.
 template <int Digits>
 struct alignas(64) ActivationBlock {
+  static constexpr int kDigits = Digits;
+  static int64_t units(int64_t k) { return k / 32; }
   int8_t q[Digits][32];
   float scale;            // amax / 127, over 256 for two digits
   int32_t correction[3];  // -bias * (the codes' value in steps of scale): half 0, half 1, the block
@@ -91,7 +93,6 @@ struct alignas(64) ActivationBlock {
 static_assert(sizeof(ActivationBlock<1>) == 64);
 template <int Digits>
 using ActivationOf = ActivationBlock<Digits>;
-int64_t units_of(int64_t k) { return k / 32; }
 
 // Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
 // A second digit of +128 (a remainder of exactly half a step) saturates to 127.
@@ -243,40 +244,38 @@ void strip_tile(const StripOf<F>* w, int64_t blocks, const ActivationBlock<Digit
 #pragma GCC unroll 2
     for (int h = 0; h < kHalves; ++h) {
       const int sum = kHalves == 1 ? 2 : h;
-      // The bias's correction starts the sum of one digit and is added after the shift of two.
-      constexpr bool kCorrectFirst = kActivationBias<F> != 0 && Digits == 1;
-      constexpr bool kCorrectLast = kActivationBias<F> != 0 && Digits == 2;
-      __m512i acc[S][M];
+      // Each digit sums in accumulators of its own, so a weight vector loaded once meets
+      // both and twice as many vpdpbusd chains hide each other's latency. The bias's
+      // correction starts the sum of the last digit, after which the first is shifted in.
+      __m512i acc[Digits][S][M];
       for (int i = 0; i < M; ++i) {
-        const __m512i start = kCorrectFirst ? _mm512_set1_epi32(x[i * blocks + b].correction[sum]) : _mm512_setzero_si512();
-        for (int s = 0; s < S; ++s) acc[s][i] = start;
+        const __m512i correction =
+            kActivationBias<F> != 0 ? _mm512_set1_epi32(x[i * blocks + b].correction[sum]) : _mm512_setzero_si512();
+        for (int s = 0; s < S; ++s)
+          for (int digit = 0; digit < Digits; ++digit) acc[digit][s][i] = digit == Digits - 1 ? correction : _mm512_setzero_si512();
       }
+#pragma GCC unroll 8
+      for (int t = h * kQuads; t < (h + 1) * kQuads; ++t) {
+        __m512i wq[S];
+        for (int s = 0; s < S; ++s) wq[s] = _mm512_load_si512(&w[s * blocks + b].q[t]);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i)
 #pragma GCC unroll 2
-      for (int digit = 0; digit < Digits; ++digit) {
-        if (digit > 0)
-          for (int i = 0; i < M; ++i) {
-            const __m512i correction =
-                kCorrectLast ? _mm512_set1_epi32(x[i * blocks + b].correction[sum]) : _mm512_setzero_si512();
-            for (int s = 0; s < S; ++s) acc[s][i] = _mm512_add_epi32(_mm512_slli_epi32(acc[s][i], 8), correction);
-          }
-#pragma GCC unroll 8
-        for (int t = h * kQuads; t < (h + 1) * kQuads; ++t) {
-          __m512i wq[S];
-          for (int s = 0; s < S; ++s) wq[s] = _mm512_load_si512(&w[s * blocks + b].q[t]);
-#pragma GCC unroll 8
-          for (int i = 0; i < M; ++i) {
+          for (int digit = 0; digit < Digits; ++digit) {
             const __m512i xq = broadcast_codes(x[i * blocks + b].q[digit] + 4 * t);
-            for (int s = 0; s < S; ++s) acc[s][i] = _mm512_dpbusd_epi32(acc[s][i], wq[s], xq);
+            for (int s = 0; s < S; ++s) acc[digit][s][i] = _mm512_dpbusd_epi32(acc[digit][s][i], wq[s], xq);
           }
-        }
       }
+      if constexpr (Digits == 2)
+        for (int s = 0; s < S; ++s)
+          for (int i = 0; i < M; ++i) acc[1][s][i] = _mm512_add_epi32(_mm512_slli_epi32(acc[0][s][i], 8), acc[1][s][i]);
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i) {
         const ActivationBlock<Digits>& a = x[i * blocks + b];
         const __m512 scale = _mm512_set1_ps(a.scale);
         for (int s = 0; s < S; ++s) {
           const StripOf<F>& ws = w[s * blocks + b];
-          out[s][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[s][i]), _mm512_mul_ps(_mm512_load_ps(ws.d[h]), scale),
+          out[s][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[Digits - 1][s][i]), _mm512_mul_ps(_mm512_load_ps(ws.d[h]), scale),
                                       out[s][i]);
           if constexpr (F::kHasMin)
             out[s][i] = _mm512_fmadd_ps(_mm512_load_ps(ws.m[h]), _mm512_set1_ps(a.scaled_sum[sum]), out[s][i]);
@@ -336,6 +335,220 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
     }
   }
 }
+
+// A few activation rows (decode) meet each weight row as stored, lanes along k: a vector
+// holds two sub-blocks' 64 codes in their stored order, lane l codes 4l .. 4l + 3 of
+// sub-block l / 8, so decoding costs no transpose (a strip's costs as much as the products
+// when only one activation row shares it). Each lane scales its own four products, so a
+// pair costs the vpdpbusd of each digit and an f32 scaling per activation row, and the 16
+// lanes are summed once at the end of a row. The sums run in another order than a strip's:
+// the two layouts agree to f32 rounding, not bit for bit.
+template <int Digits>
+struct alignas(64) ActivationPair {
+  static constexpr int kDigits = Digits;
+  static int64_t units(int64_t k) { return (k / 32 + 1) / 2; }
+  int8_t q[Digits][64];   // blocks 2p and 2p + 1, as ActivationBlock's
+  float scale[16];        // lane l: block l / 8's scale
+  int32_t correction[16]; // lanes 0, 4, 8 and 12: their half's correction (ActivationBlock); the rest 0
+  float scaled_sum[16];   // likewise, its scaled_sum
+};
+
+template <int Digits>
+void quantize_row(const float* x, int64_t k, int bias, ActivationPair<Digits>* out) {
+  thread_local std::vector<ActivationBlock<Digits>> blocks;
+  const int64_t count = k / 32;
+  blocks.resize(std::max(blocks.size(), static_cast<size_t>(count)));
+  quantize_row(x, k, bias, blocks.data());
+  for (int64_t p = 0; 2 * p < count; ++p) {
+    ActivationPair<Digits>& o = out[p];
+    o = ActivationPair<Digits>{};
+    for (int64_t b = 0; b < 2 && 2 * p + b < count; ++b) {
+      const ActivationBlock<Digits>& a = blocks[static_cast<size_t>(2 * p + b)];
+      for (int d = 0; d < Digits; ++d) std::memcpy(o.q[d] + 32 * b, a.q[d], 32);
+      std::fill_n(o.scale + 8 * b, 8, a.scale);
+      for (int h = 0; h < 2; ++h) {
+        o.correction[8 * b + 4 * h] = a.correction[h];
+        o.scaled_sum[8 * b + 4 * h] = a.scaled_sum[h];
+      }
+    }
+  }
+}
+
+// A pair of a weight row: unsigned codes (q + kBias), and each lane's d and m.
+struct PairCodes {
+  __m512i q;
+  __m512 d, m;
+};
+
+// Lanes 4h .. 4h + 3 hold the codes of half h % 2 of the pair's sub-block h / 2: each takes
+// its entry parts[h] of `values`.
+inline __m512 spread(__m512 values, const int (&parts)[4]) {
+  const __m512i at = _mm512_setr_epi32(parts[0], parts[0], parts[0], parts[0], parts[1], parts[1], parts[1], parts[1],
+                                       parts[2], parts[2], parts[2], parts[2], parts[3], parts[3], parts[3], parts[3]);
+  return _mm512_permutexvar_ps(at, values);
+}
+
+template <class F, class = void>
+constexpr bool kPairCodes = false;
+template <class F>
+constexpr bool kPairCodes<F, decltype(static_cast<void>(F::pair_codes(nullptr, 0)))> = true;
+
+inline __m512i unsigned_pair(__m256i first, __m256i second, int bias) {
+  return _mm512_add_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1), _mm512_set1_epi8(static_cast<char>(bias)));
+}
+
+// Pair p of a super-block whose Scales give every sub-block's d and m.
+template <class F>
+PairCodes unit_pair(const uint8_t* unit, int p, __m512 d, __m512 m) {
+  constexpr int kHalves = kHalvesOf<F>;
+  __m512i q;
+  if constexpr (kPairCodes<F>)
+    q = F::pair_codes(unit, p);
+  else
+    q = unsigned_pair(F::codes(unit, 2 * p).q, F::codes(unit, 2 * p + 1).q, F::kBias);
+  // Part (sub-block s, half h) of Scales is s * kHalves + h.
+  const int s = 2 * p * kHalves, t = (2 * p + 1) * kHalves;
+  const int parts[4] = {s, s + kHalves - 1, t, t + kHalves - 1};
+  return {q, spread(d, parts), F::kHasMin ? spread(m, parts) : _mm512_setzero_ps()};
+}
+
+// Sub-blocks a and (where `second`) b, through codes(): formats without Scales.
+template <class F>
+PairCodes coded_pair(const uint8_t* unit_a, int a, const uint8_t* unit_b, int b, bool second) {
+  const Codes first = F::codes(unit_a, a);
+  const Codes other = second ? F::codes(unit_b, b) : Codes{_mm256_setzero_si256(), {0, 0}, {0, 0}};
+  const __m512 d = _mm512_castps128_ps512(_mm_setr_ps(first.d[0], first.d[1], other.d[0], other.d[1]));
+  const __m512 m = _mm512_castps128_ps512(_mm_setr_ps(first.m[0], first.m[1], other.m[0], other.m[1]));
+  constexpr int kParts[4] = {0, 1, 2, 3};
+  return {unsigned_pair(first.q, other.q, F::kBias), spread(d, kParts), F::kHasMin ? spread(m, kParts) : _mm512_setzero_ps()};
+}
+
+template <class F, class = void>
+constexpr bool kBlockPairCodes = false;
+template <class F>
+constexpr bool kBlockPairCodes<F, decltype(static_cast<void>(F::block_pair_codes(nullptr, nullptr)))> = true;
+
+// Blocks a and b of a format with 32-weight blocks: through the format's block_pair_codes
+// where it has them (the common types: a codes() and a scalar scale a block cost as much
+// as the products), else codes().
+template <class F>
+PairCodes block_pair(const uint8_t* a, const uint8_t* b) {
+  if constexpr (kBlockPairCodes<F>) {
+    const __m512 scales = _mm512_castps128_ps512(F::block_pair_scales(a, b));
+    constexpr int kD[4] = {0, 0, 2, 2}, kM[4] = {1, 1, 3, 3};
+    return {F::block_pair_codes(a, b), spread(scales, kD), F::kHasMin ? spread(scales, kM) : _mm512_setzero_ps()};
+  } else {
+    return coded_pair<F>(a, 0, b, 0, true);
+  }
+}
+
+// acc[r][i] += pair g of weight row r times pair g of activation row i.
+template <class F, int Digits, int R, int M>
+inline void pair_step(const PairCodes (&w)[R], const ActivationPair<Digits>* x, int64_t pairs, int64_t g, __m512 (&acc)[R][M]) {
+  constexpr bool kCorrect = kActivationBias<F> != 0;
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    const ActivationPair<Digits>& a = x[i * pairs + g];
+    const __m512i correction = kCorrect ? _mm512_load_si512(a.correction) : _mm512_setzero_si512();
+    const __m512 scale = _mm512_load_ps(a.scale);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m512i sum = _mm512_dpbusd_epi32(Digits == 1 ? correction : _mm512_setzero_si512(), w[r].q, _mm512_load_si512(a.q[0]));
+      if constexpr (Digits == 2)
+        sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 8), _mm512_dpbusd_epi32(correction, w[r].q, _mm512_load_si512(a.q[1])));
+      acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(w[r].d, scale), acc[r][i]);
+      if constexpr (F::kHasMin) acc[r][i] = _mm512_fmadd_ps(w[r].m, _mm512_load_ps(a.scaled_sum), acc[r][i]);
+    }
+  }
+}
+
+// out[r][i] = dot(weight row r, activation row i) for R rows at w; `next` (or null) is the
+// next R rows, fetched into cache meanwhile.
+template <class F, int Digits, int R, int M>
+void pair_tile(const uint8_t* w, size_t row_bytes, int64_t k, const ActivationPair<Digits>* x, const uint8_t* next,
+               float (&out)[R][M]) {
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) acc[r][i] = _mm512_setzero_ps();
+  const int64_t units = k / F::kStep, pairs = ActivationPair<Digits>::units(k);
+  const auto fetch = [&](int64_t from, int64_t bytes) {
+    if (next)
+      for (int r = 0; r < R; ++r)
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + r * row_bytes + from + b, 0, 2);
+  };
+  if constexpr (F::kSubs >= 2) {
+    static_assert(F::kSubs % 2 == 0, "a super-block is whole pairs");
+    for (int64_t u = 0; u < units; ++u) {
+      const size_t at = static_cast<size_t>(u * F::kStepBytes);
+      fetch(static_cast<int64_t>(at), F::kStepBytes);
+      __m512 d[R], m[R];
+      if constexpr (kUnitScales<F>)
+        for (int r = 0; r < R; ++r) {
+          const typename F::Scales scales = F::scales(w + r * row_bytes + at);
+          constexpr bool kWide = sizeof(scales.d) >= 64;
+          d[r] = kWide ? _mm512_loadu_ps(scales.d) : _mm512_castps256_ps512(_mm256_loadu_ps(scales.d));
+          m[r] = kWide ? _mm512_loadu_ps(scales.m) : _mm512_castps256_ps512(_mm256_loadu_ps(scales.m));
+        }
+#pragma GCC unroll 8
+      for (int p = 0; p < F::kSubs / 2; ++p) {
+        PairCodes pair[R];
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* unit = w + r * row_bytes + at;
+          if constexpr (kUnitScales<F>)
+            pair[r] = unit_pair<F>(unit, p, d[r], m[r]);
+          else
+            pair[r] = coded_pair<F>(unit, 2 * p, unit, 2 * p + 1, true);
+        }
+        pair_step<F, Digits, R, M>(pair, x, pairs, u * (F::kSubs / 2) + p, acc);
+      }
+    }
+  } else {
+    for (int64_t g = 0; g < pairs; ++g) {
+      const size_t at = static_cast<size_t>(2 * g * F::kStepBytes);
+      const bool second = 2 * g + 1 < units;
+      fetch(static_cast<int64_t>(at), (second ? 2 : 1) * F::kStepBytes);
+      PairCodes pair[R];
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* unit = w + r * row_bytes + at;
+        pair[r] = second ? block_pair<F>(unit, unit + F::kStepBytes) : coded_pair<F>(unit, 0, unit, 0, false);
+      }
+      pair_step<F, Digits, R, M>(pair, x, pairs, g, acc);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) out[r][i] = _mm512_reduce_add_ps(acc[r][i]);
+}
+
+constexpr int kPairRows = 4;
+
+template <class F, int Digits, int R, int M>
+void pair_rows_into(const Job<ActivationPair<Digits>>& job, int64_t j, int64_t end) {
+  float out[R][M];
+  const uint8_t* rows = job.w + j * job.row_bytes;
+  const uint8_t* next = j + 2 * R <= end ? rows + R * job.row_bytes : nullptr;
+  pair_tile<F, Digits, R, M>(rows, job.row_bytes, job.k, job.x, next, out);
+  for (int r = 0; r < R; ++r) {
+    const float b = job.bias ? job.bias[j + r] : 0.0f;
+    for (int i = 0; i < M; ++i) job.y[i * job.n + j + r] = out[r][i] + b;
+  }
+}
+
+template <class F, int Digits, int M>
+void pair_rows(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t end) {
+  int64_t j = begin;
+  for (; j + kPairRows <= end; j += kPairRows) pair_rows_into<F, Digits, kPairRows, M>(job, j, end);
+  for (; j < end; ++j) pair_rows_into<F, Digits, 1, M>(job, j, end);
+}
+
+template <class F, int Digits>
+void rows_range(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t end) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
+  switch (job.m) {
+    case 2: pair_rows<F, Digits, 2>(job, begin, end); break;
+    default: pair_rows<F, Digits, 1>(job, begin, end); break;
+  }
+}
+
 #else  // AVX2
 
 using IVec = __m256i;
@@ -377,6 +590,8 @@ inline void interleave(const __m256i* blocks, IVec* out) {
 
 // One group of a quantized activation row.
 struct ActivationGroup {
+  static constexpr int kDigits = 1;
+  static int64_t units(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
   IVec q[4];
   IVec correction;  // -bias * (sum of the codes of the lane's half): the integer accumulator's start
   alignas(64) float scale[kIntLanes];       // the block's scale, in both of its lanes
@@ -395,7 +610,6 @@ struct WeightGroup {
 // One digit only on AVX2 (matmul_q8_supports).
 template <int Digits>
 using ActivationOf = std::enable_if_t<Digits == 1, ActivationGroup>;
-int64_t units_of(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
 
 inline int hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -603,32 +817,33 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
 
 #endif
 
-template <int Digits>
+// The range function of weights of format F against activations laid out as A.
+template <class A>
 struct Kernel {
-  void (*range)(const Job<ActivationOf<Digits>>&, int64_t, int64_t);
+  void (*range)(const Job<A>&, int64_t, int64_t);
   int activation_bias;
 };
 
-template <class F, int Digits>
-constexpr Kernel<Digits> kernel_of() {
-  return {rows_range<F, Digits>, kActivationBias<F>};
+template <class F, class A>
+constexpr Kernel<A> kernel_of() {
+  return {rows_range<F, A::kDigits>, kActivationBias<F>};
 }
 
-template <int Digits>
-Kernel<Digits> kernel_for(DType t) {
+template <class A>
+Kernel<A> kernel_for(DType t) {
   switch (t) {
-    case DType::Q8_0: return kernel_of<Q8_0Format, Digits>();
-    case DType::Q4_0: return kernel_of<Q4_0Format, Digits>();
-    case DType::Q4_1: return kernel_of<Q4_1Format, Digits>();
-    case DType::Q5_0: return kernel_of<Q5_0Format, Digits>();
-    case DType::Q5_1: return kernel_of<Q5_1Format, Digits>();
-    case DType::Q2_K: return kernel_of<Q2_KFormat, Digits>();
-    case DType::Q3_K: return kernel_of<Q3_KFormat, Digits>();
-    case DType::Q4_K: return kernel_of<Q4_KFormat, Digits>();
-    case DType::Q5_K: return kernel_of<Q5_KFormat, Digits>();
-    case DType::Q6_K: return kernel_of<Q6_KFormat, Digits>();
-    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat, Digits>();
-    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat, Digits>();
+    case DType::Q8_0: return kernel_of<Q8_0Format, A>();
+    case DType::Q4_0: return kernel_of<Q4_0Format, A>();
+    case DType::Q4_1: return kernel_of<Q4_1Format, A>();
+    case DType::Q5_0: return kernel_of<Q5_0Format, A>();
+    case DType::Q5_1: return kernel_of<Q5_1Format, A>();
+    case DType::Q2_K: return kernel_of<Q2_KFormat, A>();
+    case DType::Q3_K: return kernel_of<Q3_KFormat, A>();
+    case DType::Q4_K: return kernel_of<Q4_KFormat, A>();
+    case DType::Q5_K: return kernel_of<Q5_KFormat, A>();
+    case DType::Q6_K: return kernel_of<Q6_KFormat, A>();
+    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat, A>();
+    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat, A>();
     case DType::F32:
     case DType::F16:
     case DType::BF16: break;
@@ -639,11 +854,10 @@ Kernel<Digits> kernel_for(DType t) {
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
-template <int Digits>
+template <class Activation>
 void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  using Activation = ActivationOf<Digits>;
-  const Kernel<Digits> kernel = kernel_for<Digits>(w.dtype);
-  const int64_t k = w.cols(), units = units_of(k);
+  const Kernel<Activation> kernel = kernel_for<Activation>(w.dtype);
+  const int64_t k = w.cols(), units = Activation::units(k);
   // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
   thread_local std::vector<Activation> activations;
   activations.resize(std::max(activations.size(), static_cast<size_t>(m * units)));
@@ -670,7 +884,7 @@ bool matmul_q8_supports(DType t) {
 
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
-  product<1>(x, m, w, y, pool, bias);
+  product<ActivationOf<1>>(x, m, w, y, pool, bias);
 #else
   (void)x, (void)m, (void)y, (void)pool, (void)bias;
   throw std::logic_error("matmul_q8: no integer path for " + w.name + " in this build");
@@ -679,7 +893,13 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 
 #if defined(ORZO_Q8_VNNI)
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  product<2>(x, m, w, y, pool, bias);
+  product<ActivationBlock<2>>(x, m, w, y, pool, bias);
+}
+
+void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (m > kGemvMaxRows)
+    throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
+  product<ActivationPair<2>>(x, m, w, y, pool, bias);
 }
 #endif
 

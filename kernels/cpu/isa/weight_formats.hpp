@@ -220,6 +220,27 @@ inline void lookup_split(const uint8_t* qs, __m512 table, Vec* out) {
 }
 #endif
 
+#if ORZO_SIMD_AVX512
+// Two 32-weight blocks as one vector, for matmul_q8's gemv: the low and high nibbles of 16
+// bytes at a (block a's weights 0..15, 16..31), then those at b.
+inline __m512i nibble_pair(const uint8_t* a, const uint8_t* b) {
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  const __m512i twice = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(both));
+  constexpr long long kBy4 = 0x0004000400040004;
+  return _mm512_and_si512(_mm512_srlv_epi16(twice, _mm512_setr_epi64(0, 0, kBy4, kBy4, 0, 0, kBy4, kBy4)),
+                          _mm512_set1_epi8(0x0f));
+}
+// The f16 scale at offset `at` of blocks a and b and the f16 after each (a Q4_1/Q5_1
+// block's m; for the other formats, bytes of no meaning): {d_a, next_a, d_b, next_b}.
+inline __m128 half_pairs(const uint8_t* a, const uint8_t* b, size_t at) {
+  uint32_t x, y;
+  std::memcpy(&x, a + at, sizeof x);
+  std::memcpy(&y, b + at, sizeof y);
+  return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(x)), static_cast<int>(y), 1));
+}
+#endif
+
 // What every block type shares: sub-steps of 32 weights.
 template <int64_t Elems, class Block>
 struct BlockUnit {
@@ -235,6 +256,16 @@ struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
     const float d = half_at(b, offsetof(BlockQ8_0, d));
     return {load256(b + offsetof(BlockQ8_0, qs)), {d, d}, {0, 0}};
   }
+#if ORZO_SIMD_AVX512
+  // Blocks a and b as matmul_q8's gemv takes them: their unsigned codes (q + kBias) in
+  // one vector, and {d_a, -, d_b, -}.
+  static __m512i block_pair_codes(const uint8_t* a, const uint8_t* b) {
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + offsetof(BlockQ8_0, qs))),
+                                         load256(b + offsetof(BlockQ8_0, qs)), 1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m128 block_pair_scales(const uint8_t* a, const uint8_t* b) { return half_pairs(a, b, offsetof(BlockQ8_0, d)); }
+#endif
 #if ORZO_SIMD_AVX512
   static void load(const uint8_t* b, int s, Vec* out) { expand(codes(b, s), out); }
 #else
@@ -254,6 +285,13 @@ struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
     const float d = half_at(b, offsetof(BlockQ4_0, d));
     return {_mm256_sub_epi8(split_nibbles(b + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8)), {d, d}, {0, 0}};
   }
+#if ORZO_SIMD_AVX512
+  // As Q8_0's: the raw nibbles are q + kBias.
+  static __m512i block_pair_codes(const uint8_t* a, const uint8_t* b) {
+    return nibble_pair(a + offsetof(BlockQ4_0, qs), b + offsetof(BlockQ4_0, qs));
+  }
+  static __m128 block_pair_scales(const uint8_t* a, const uint8_t* b) { return half_pairs(a, b, offsetof(BlockQ4_0, d)); }
+#endif
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockQ4_0, qs), level_table(-8, half_at(b, offsetof(BlockQ4_0, d)), 0), out);
@@ -272,6 +310,14 @@ struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
     const float d = half_at(b, offsetof(BlockQ4_1, d)), m = half_at(b, offsetof(BlockQ4_1, m));
     return {split_nibbles(b + offsetof(BlockQ4_1, qs)), {d, d}, {m, m}};
   }
+#if ORZO_SIMD_AVX512
+  // As Q8_0's, with {d_a, m_a, d_b, m_b}.
+  static __m512i block_pair_codes(const uint8_t* a, const uint8_t* b) {
+    return nibble_pair(a + offsetof(BlockQ4_1, qs), b + offsetof(BlockQ4_1, qs));
+  }
+  static_assert(offsetof(BlockQ4_1, m) == offsetof(BlockQ4_1, d) + 2, "half_pairs reads m right after d");
+  static __m128 block_pair_scales(const uint8_t* a, const uint8_t* b) { return half_pairs(a, b, offsetof(BlockQ4_1, d)); }
+#endif
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockQ4_1, qs),
@@ -312,6 +358,14 @@ struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
     const float d = half_at(b, offsetof(BlockIQ4_NL, d));
     return {iq4_levels(split_nibbles(b + offsetof(BlockIQ4_NL, qs))), {d, d}, {0, 0}};
   }
+#if ORZO_SIMD_AVX512
+  // As Q8_0's: each nibble looks up its level + kBias.
+  static __m512i block_pair_codes(const uint8_t* a, const uint8_t* b) {
+    const __m128i levels = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)), _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(levels), nibble_pair(a + offsetof(BlockIQ4_NL, qs), b + offsetof(BlockIQ4_NL, qs)));
+  }
+  static __m128 block_pair_scales(const uint8_t* a, const uint8_t* b) { return half_pairs(a, b, offsetof(BlockIQ4_NL, d)); }
+#endif
   static void load(const uint8_t* b, [[maybe_unused]] int s, Vec* out) {
 #if ORZO_SIMD_AVX512
     lookup_split(b + offsetof(BlockIQ4_NL, qs), iq4_table(half_at(b, offsetof(BlockIQ4_NL, d))), out);
@@ -401,6 +455,15 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
   static constexpr int kParts = 1;
   using Scales = KScales;
   static Scales scales(const uint8_t* b) { return k_scales<BlockQ4_K>(b); }
+#if ORZO_SIMD_AVX512
+  // Sub-blocks 2p and 2p + 1 as one vector of unsigned codes in their stored order: the
+  // low and the high nibbles of the same 32 bytes.
+  static __m512i pair_codes(const uint8_t* b, int p) {
+    const __m512i bytes = _mm512_broadcast_i64x4(load256(b + offsetof(BlockQ4_K, qs) + 32 * p));
+    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(bytes, shifts), _mm512_set1_epi8(0x0f));
+  }
+#endif
   static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
     for (int v = 0; v < kVecs; ++v) out[v] = to_vec(nibble(widen_u8(qs + kLanes * v), s % 2));
@@ -465,6 +528,21 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
     return out;
   }
 #if ORZO_SIMD_AVX512
+  // Sub-blocks 2p and 2p + 1 as one vector of unsigned codes (q + 32, the six bits as
+  // stored) in their stored order. Both take the low nibbles of 64 bytes of ql, or both the
+  // high ones, and two bit pairs of the same 32 bytes of qh, which the 16-bit shifts move
+  // to bits 4-5 (bits shifted in from the neighbouring byte fall outside the mask).
+  static __m512i pair_codes(const uint8_t* b, int p) {
+    const int c = p / 2, high = p % 2;
+    const __m512i ql = _mm512_loadu_si512(b + offsetof(BlockQ6_K, ql) + 64 * c);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(b + offsetof(BlockQ6_K, qh) + 32 * c));
+    const __m512i nibbles = high ? _mm512_srli_epi16(ql, 4) : ql;
+    // Sub-block 4c + r holds bits 2r, 2r + 1 of qh: r = 0, 1 shift left by 4 and 2; r = 2, 3
+    // right by 0 and 2.
+    const __m512i by = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i bits = high ? _mm512_srlv_epi16(qh, by) : _mm512_sllv_epi16(qh, _mm512_sub_epi16(_mm512_set1_epi16(4), by));
+    return _mm512_or_si512(_mm512_and_si512(nibbles, _mm512_set1_epi8(0x0f)), _mm512_and_si512(bits, _mm512_set1_epi8(0x30)));
+  }
   // The codes merged in 32 bytes and expanded with their scales: widening the two bit planes
   // lane by lane, as AVX2 does, put more 512-bit operations on the ports the FMAs use (on an
   // Emerald Rapids, 0.72x at 32 activation rows, even at one).
