@@ -154,20 +154,24 @@ void register_all() {
           ->UseRealTime();
     }
   }
-  // The f32 kernels (direct and sgemm) and the integer ones (one digit, two) for block types
+  // The f32 kernels (direct and sgemm) and the integer ones (one digit, two on strips, two
+  // as stored for a few rows) for block types
   // on the small model's products (dim 1024, FFN 2816), run with
   // --benchmark_enable_random_interleaving so that they alternate on a shared machine.
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
-      for (int64_t m : {1, 4, 32, 512}) {
+      for (int64_t m : {1, 2, 4, 32, 512}) {
         const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
         const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
                                                           {"blas", &orzo::cpu::matmul_blas},
                                                           {"q8", &orzo::cpu::matmul_q8},
-                                                          {"q16", &orzo::cpu::matmul_q16}};
+                                                          {"q16", &orzo::cpu::matmul_q16},
+                                                          {"gemv", &orzo::cpu::matmul_q16_gemv}};
         for (const auto& named : kernels) {
           const Kernel kernel = named.second;
-          if (kernel == &orzo::cpu::matmul_q16 && !orzo::cpu::has_matmul_q16()) continue;
+          const bool two_digits = kernel == &orzo::cpu::matmul_q16 || kernel == &orzo::cpu::matmul_q16_gemv;
+          if (two_digits && !orzo::cpu::has_matmul_q16()) continue;
+          if (kernel == &orzo::cpu::matmul_q16_gemv && m > orzo::cpu::kGemvMaxRows) continue;
           benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(),
                                        [=](benchmark::State& st) { run_on(st, kernel, kept_weights(t, s.n, s.k), m); })
               ->Unit(benchmark::kMicrosecond)
