@@ -152,14 +152,19 @@ const KernelTable& kernels() {
 
 void use_isa(Isa isa) { active.store(&kernels_for(isa), std::memory_order_release); }
 
-bool cpu_is_intel() {
+CoreKind core_kind() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  // The vendor string is EBX, EDX, ECX: "Genu", "ineI", "ntel".
-  return __get_cpuid(0, &eax, &ebx, &ecx, &edx) && ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e;
-#else
-  return false;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return CoreKind::Other;
+  // The vendor string is EBX, EDX, ECX: "Genu", "ineI", "ntel" or "Auth", "enti", "cAMD".
+  if (ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e) return CoreKind::Intel;
+  if (ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163 && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+    // AMD's family is the base family (bits 8-11, 0xF from Zen on) plus the extended one (20-27).
+    const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
+    if (family >= 0x1A) return CoreKind::Zen5;
+  }
 #endif
+  return CoreKind::Other;
 }
 
 std::string cpu_model_name() {

@@ -82,9 +82,14 @@ const KernelTable& kernels_for(Isa isa);
 // Not meant to race with kernels running on other threads.
 void use_isa(Isa isa);
 
-// Whether the CPU is Intel's (CPUID vendor "GenuineIntel"): its AVX-512 cores and AMD's
-// cross over from the direct kernel to sgemm at different sizes (kernel_table.cpp).
-bool cpu_is_intel();
+// The x86 cores where matmul() was measured to want other sizes and kernels. Intel's
+// AVX-512 cores and AMD's from Zen 5 (CPUID family 0x1A) issue two 512-bit FMAs a cycle,
+// where Zen 4 splits each in two 256-bit halves: sgemm's blocking fills both, the direct
+// kernel, bound by its loads and conversions, does not. So on them sgemm takes over from
+// fewer rows (kernel_table.cpp), each at its own measured sizes, and only on OpenBLAS's
+// AVX-512 kernels (blas_core_for in matmul_blas.hpp).
+enum class CoreKind { Other, Intel, Zen5 };
+CoreKind core_kind();
 
 // The CPU's model name as the OS gives it ("AMD EPYC 7763 64-Core Processor"), for logs
 // and benchmark records; "unknown CPU" where it gives none.

@@ -49,12 +49,13 @@ void sgemm_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t ro
 
 }  // namespace
 
-const char* blas_core_for(std::string_view core, Isa cpu) {
-  // OpenBLAS's x86 cores whose kernels use AVX2 and FMA or wider. An AVX-512 CPU on AVX2
-  // kernels is OpenBLAS's own choice (it keeps AMD's on them), not a fallback.
-  constexpr std::array<std::string_view, 7> kVectorCores = {"Haswell",  "Zen",        "Excavator",     "Steamroller",
-                                                            "SkylakeX", "Cooperlake", "SapphireRapids"};
-  if (cpu == Isa::Portable || std::find(kVectorCores.begin(), kVectorCores.end(), core) != kVectorCores.end())
+const char* blas_core_for(std::string_view core, Isa cpu, CoreKind kind) {
+  // OpenBLAS's x86 cores whose kernels use AVX2 and FMA, and those that use AVX-512.
+  constexpr std::array<std::string_view, 4> kAvx2Cores = {"Haswell", "Zen", "Excavator", "Steamroller"};
+  constexpr std::array<std::string_view, 3> kAvx512Cores = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+  const auto among = [&](const auto& cores) { return std::find(cores.begin(), cores.end(), core) != cores.end(); };
+  const bool avx512 = cpu != Isa::Portable && cpu != Isa::Avx2;
+  if (cpu == Isa::Portable || among(kAvx512Cores) || (among(kAvx2Cores) && (!avx512 || kind == CoreKind::Other)))
     return nullptr;
   return cpu == Isa::Avx2 ? "Haswell" : cpu == Isa::Avx512Vnni ? "SkylakeX" : "Cooperlake";
 }
@@ -63,7 +64,7 @@ const BlasCore& blas_core() {
   static const BlasCore core = [] {
     std::string name = openblas_get_corename();
     while (!name.empty() && name.back() == ' ') name.pop_back();
-    const char* suited = blas_core_for(name, runnable_isas().back());
+    const char* suited = blas_core_for(name, runnable_isas().back(), core_kind());
     return BlasCore{std::move(name), suited};
   }();
   return core;

@@ -15,14 +15,20 @@ namespace orzo::cpu {
 // OpenBLAS picks its kernels by the CPU models it knows, at load time. A model newer than
 // the library falls back to its oldest kernels: Debian 12's 0.3.21 takes an Emerald Rapids
 // (family 6, model 207) for a "Prescott", SSE3 only, and multiplies at 30 GFLOP/s where its
-// Cooperlake kernels reach 200 (docs/BENCHMARKS.md, "On an Emerald Rapids").
-// The OPENBLAS_CORETYPE that suits a CPU whose best level is `cpu`, or null where `core`
-// (openblas_get_corename()) already uses the vector units that level has.
-const char* blas_core_for(std::string_view core, Isa cpu);
+// Cooperlake kernels reach 200 (docs/BENCHMARKS.md, "On an Emerald Rapids"). AVX2 kernels
+// fall short too where the CPU runs 512-bit operations at full width: a Zen 5 (family
+// 0x1A) made to run the Haswell kernels (OPENBLAS_CORETYPE=Haswell, as one workplace's
+// environment sets it) multiplies at 190 GFLOP/s where the Cooperlake kernels, 0.3.21's
+// own choice there, reach 350 ("A gemv for decode, on a Zen 5").
+// The OPENBLAS_CORETYPE that suits a CPU whose best level is `cpu` and whose cores are of
+// kind `kind` (isa.hpp), or null where `core` (openblas_get_corename()) already uses the
+// vector units that level has: AVX2 kernels serve an AVX-512 CPU only where it splits each
+// 512-bit operation in two (CoreKind::Other).
+const char* blas_core_for(std::string_view core, Isa cpu, CoreKind kind);
 
 struct BlasCore {
   std::string name;   // the kernels OpenBLAS runs here
-  const char* suited;  // blas_core_for(name, this CPU's best level): non-null when they fall short
+  const char* suited;  // blas_core_for(name, this CPU): non-null when they fall short
 };
 const BlasCore& blas_core();
 

@@ -71,14 +71,14 @@ TEST(Cli, BenchRunsTheKernelsItIsTold) {
 }
 
 // Whether OpenBLAS knew this CPU or orzo ran itself again with OPENBLAS_CORETYPE set (on a
-// CPU newer than the library, such as an Emerald Rapids under Debian 12's 0.3.21), sgemm
-// runs kernels that use the CPU's vector units.
+// CPU newer than the library, such as an Emerald Rapids or a Zen 5 under Debian 12's
+// 0.3.21), sgemm runs kernels that use the CPU's vector units.
 TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
   if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set: OpenBLAS runs what it names";
   const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string core = nlohmann::json::parse(r.out)["blas_core"];
-  EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back()), nullptr) << "OpenBLAS runs " << core;
+  EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back(), cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
 }
 
 TEST(Cli, BenchPrintsReadableText) {

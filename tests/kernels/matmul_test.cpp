@@ -331,14 +331,23 @@ TEST(Matmul, BlasKernelMatchesReference) {
 }
 
 // OpenBLAS's fallback for a CPU it does not know is named for what suits the CPU's best
-// level; a core with AVX2 kernels or wider is left alone, whatever the CPU.
+// level; a core with AVX2 kernels or wider is left alone, but for AVX2 kernels on a CPU
+// that runs 512-bit operations at full width.
 TEST(Matmul, NamesTheBlasCoreThatSuitsTheCpu) {
-  EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Bf16), "Cooperlake");
-  EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Vnni), "SkylakeX");
-  EXPECT_STREQ(blas_core_for("Sandybridge", Isa::Avx2), "Haswell");
-  EXPECT_EQ(blas_core_for("Prescott", Isa::Portable), nullptr);
-  for (const char* fine : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
-    EXPECT_EQ(blas_core_for(fine, Isa::Avx512Bf16), nullptr) << fine;
+  for (CoreKind kind : {CoreKind::Other, CoreKind::Intel, CoreKind::Zen5}) {
+    EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Bf16, kind), "Cooperlake");
+    EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Vnni, kind), "SkylakeX");
+    EXPECT_STREQ(blas_core_for("Sandybridge", Isa::Avx2, kind), "Haswell");
+    EXPECT_EQ(blas_core_for("Prescott", Isa::Portable, kind), nullptr);
+    for (const char* fine : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+      EXPECT_EQ(blas_core_for(fine, Isa::Avx512Bf16, kind), nullptr) << fine;
+    for (const char* avx2 : {"Haswell", "Zen"}) EXPECT_EQ(blas_core_for(avx2, Isa::Avx2, kind), nullptr) << avx2;
+  }
+  for (const char* avx2 : {"Haswell", "Zen"}) {
+    EXPECT_EQ(blas_core_for(avx2, Isa::Avx512Bf16, CoreKind::Other), nullptr) << avx2 << " on a Zen 4";
+    EXPECT_STREQ(blas_core_for(avx2, Isa::Avx512Bf16, CoreKind::Zen5), "Cooperlake") << avx2 << " on a Zen 5";
+    EXPECT_STREQ(blas_core_for(avx2, Isa::Avx512Vnni, CoreKind::Intel), "SkylakeX") << avx2 << " on Intel";
+  }
 }
 
 // k not a multiple of any vector width leaves a scalar tail for the unblocked types.

@@ -12,16 +12,23 @@ namespace {
 // 1.4 MiB (against an sgemm that on that machine still ran OpenBLAS's AVX-512 kernels: on
 // an AVX2-only CPU the crossover can only move up). The portable level keeps the old
 // 4 MiB, unmeasured against a scalar direct kernel.
-// Intel's AVX-512 cores issue two 512-bit FMAs a cycle where Zen 4 issues one: sgemm's
-// blocking fills both, the direct kernel, bound by its loads and conversions, does not. On
-// an Emerald Rapids sgemm led from 128 rows (1.1-1.6x, 1.3-1.7x at 512) and at 64 rows of
-// k = 8192, while the direct kernel led at 32 rows and at 64 rows of k <= 2048.
+// Where the CPU issues two 512-bit FMAs a cycle (core_kind() in isa.hpp) sgemm leads from
+// fewer rows. On an Emerald Rapids it led from 128 rows (1.1-1.6x, 1.3-1.7x at 512) and at
+// 64 rows of k = 8192, while the direct kernel led at 32 rows and at 64 rows of k <= 2048.
+// On a Zen 5 (EPYC, family 0x1A, OpenBLAS on its Cooperlake kernels) sgemm led from 128
+// rows (1.1-1.4x at 128 and 256, 1.15-2.3x at 512; level at 128 rows of k = 8192) unless
+// x stayed within 512 KiB (2816 x 1024 at 128 rows: direct 1.16x), and the direct kernel
+// led at 32 and 64 rows up to 2 MiB (1.1-1.8x).
 struct Crossover {
   int64_t l2_bytes, max_rows, max_bytes;
 };
 Crossover direct_crossover() {
 #if ORZO_SIMD_AVX512
-  if (cpu_is_intel()) return {int64_t{256} << 10, 64, int64_t{1} << 20};
+  switch (core_kind()) {
+    case CoreKind::Intel: return {int64_t{256} << 10, 64, int64_t{1} << 20};
+    case CoreKind::Zen5: return {int64_t{512} << 10, 64, int64_t{2} << 20};
+    case CoreKind::Other: break;
+  }
   return {int64_t{1} << 20, 512, int64_t{8} << 20};
 #elif ORZO_SIMD_AVX2
   return {int64_t{1} << 20, 256, int64_t{1} << 20};
