@@ -14,8 +14,9 @@ namespace orzo::cpu {
 // weights (Q8_0, Q4_K, ...) on a level with VNNI (AVX-512) meet each activation row
 // rounded to two int8 digits per block of 32 (matmul_q8.hpp): integer dot products whose
 // only error is that rounding, 2^-16 of the block's largest value, below that of rounding
-// x to bf16, at 2-2.5x the f32 kernel's speed at 32 rows, 1.7-1.9x at 512 and 1.1-2x at
-// one (matmul_q16_gemv). Other levels (AVX2, portable) take the f32 path.
+// x to bf16, at 2-2.5x the f32 kernel's speed at 32 rows, 1.7-1.9x at 512 and 1.0-2.3x at
+// one (matmul_q16_gemv; Emerald Rapids and Zen 5). Other levels (AVX2, portable) take the
+// f32 path.
 // Two opt-in roundings of the activations trade precision for the CPU's narrow dot products:
 // - int8: for block-type weights, each activation row rounded to one int8 digit per block,
 //   about twice as fast again for batches of prompt rows. On SmolLM2-135M Q4_1 it moves
