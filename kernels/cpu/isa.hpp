@@ -56,8 +56,11 @@ struct KernelTable {
   // level has none.
   MatmulKernel matmul_q16;
   // matmul_q16 for at most kGemvMaxRows rows, the weights read as stored: the same rounding
-  // of x, its sums in another order. Null where matmul_q16 is.
+  // of x, its sums in another order (on AVX2 the same order). Null where matmul_q16 is.
   MatmulKernel matmul_q16_gemv;
+  // Past this many bytes of x (m * k * 4) matmul() hands block types to sgemm where its
+  // OpenBLAS suits the CPU, as for float weights: measured per level (matmul_bench q8/).
+  int64_t q16_max_bytes;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

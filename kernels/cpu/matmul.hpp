@@ -11,12 +11,13 @@ namespace orzo::cpu {
 
 // How weights meet the f32 activations. F32, F16 and BF16 weights are decoded to f32 in
 // registers, and the product is exact on the stored weights up to f32 rounding. Block-type
-// weights (Q8_0, Q4_K, ...) on a level with VNNI (AVX-512) meet each activation row
+// weights (Q8_0, Q4_K, ...) on the AVX2 and AVX-512 levels meet each activation row
 // rounded to two int8 digits per block of 32 (matmul_q8.hpp): integer dot products whose
 // only error is that rounding, 2^-16 of the block's largest value, below that of rounding
-// x to bf16, at 2-2.5x the f32 kernel's speed at 32 rows, 1.7-1.9x at 512 and 1.0-2.3x at
-// one (matmul_q16_gemv; Emerald Rapids and Zen 5). Other levels (AVX2, portable) take the
-// f32 path.
+// x to bf16. On AVX-512 VNNI that ran 2-2.5x the f32 kernel's speed at 32 rows, 1.7-1.9x
+// at 512 and 1.0-2.3x at one (matmul_q16_gemv; Emerald Rapids and Zen 5); on AVX2 (Zen 3)
+// 1.0-2.1x at 32 rows and 0.8-1.9x at one, and past the level's q16_max_bytes (isa.hpp)
+// sgemm leads, as for float weights. The portable level takes the f32 path.
 // Two opt-in roundings of the activations trade precision for the CPU's narrow dot products:
 // - int8: for block-type weights, each activation row rounded to one int8 digit per block,
 //   about twice as fast again for batches of prompt rows. On SmolLM2-135M Q4_1 it moves

@@ -13,7 +13,8 @@
 // one digit each code is off by at most half a step, amax_b / 254 for block b, so
 //   |y - ref| <= sum_b (amax_b / 254) * sum_{j in b} |w_j|
 // (plus f32 rounding, far smaller); with two digits by at most amax_b / (127 * 256) (half
-// a 256th of a step, or a whole one where a remainder of exactly half a step saturates the
+// a 256th of a step, or a whole one where a remainder of exactly half a step (on AVX2, past
+// 127/256 of one either way) saturates the
 // second digit). For a row of random signs the errors add in quadrature instead,
 // ~ sqrt(k) * rms(w) * rms(amax_b) / (127 * sqrt(12)) for one digit, 256 times less for two.
 #include <cstdint>
@@ -36,8 +37,9 @@ inline void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, 
   kernels().matmul_q8(x, m, w, y, pool, bias);
 }
 
-// Whether the active level rounds activations to two digits (AVX-512 VNNI): for every type
-// matmul_q8_supports, and matmul() does so by default there.
+// Whether the active level rounds activations to two digits (AVX2, AVX-512 VNNI): for
+// every type matmul_q8_supports, and matmul() does so by default there, up to the level's
+// q16_max_bytes of x.
 inline bool has_matmul_q16() { return kernels().matmul_q16 != nullptr; }
 
 // matmul_q8 with two digits, where has_matmul_q16().

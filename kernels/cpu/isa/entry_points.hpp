@@ -16,7 +16,7 @@ namespace orzo::cpu::ORZO_ISA_NS {
 void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 bool matmul_q8_supports(DType t);
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
-#if ORZO_SIMD_VNNI
+#if ORZO_SIMD_AVX2
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #endif

@@ -37,6 +37,16 @@ Crossover direct_crossover() {
 #endif
 }
 
+// Two digits on AVX-512 VNNI led the f32 path at every m (Emerald Rapids, 512 rows: Q4_K
+// 1.84x, Q8_0 1.66x sgemm's). On AVX2 (Zen 3, 2816 x 1024) they led the direct kernel at 32
+// rows (Q4_K 1.6x, Q6_K 2x, Q4_0 1.3x, Q8_0 1.0-1.2x) but sgemm led them at 512 (Q4_K
+// 1.07x, Q4_0 1.3x, Q8_0 1.9x), so there sgemm keeps the direct kernel's share.
+#if ORZO_SIMD_AVX512
+constexpr int64_t kQ16MaxBytes = INT64_MAX;
+#else
+constexpr int64_t kQ16MaxBytes = int64_t{1} << 20;
+#endif
+
 }  // namespace
 
 const KernelTable& kernel_table() {
@@ -45,10 +55,10 @@ const KernelTable& kernel_table() {
       ORZO_SIMD_VNNI ? Isa::Avx512Vnni : ORZO_SIMD_AVX2 ? Isa::Avx2 : Isa::Portable,
       matmul_direct, crossover.l2_bytes, crossover.max_rows, crossover.max_bytes,
       matmul_q8_supports, matmul_q8,
-#if ORZO_SIMD_VNNI
-      matmul_q16, matmul_q16_gemv,
+#if ORZO_SIMD_AVX2
+      matmul_q16, matmul_q16_gemv, kQ16MaxBytes,
 #else
-      nullptr, nullptr,
+      nullptr, nullptr, 0,
 #endif
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half,

@@ -534,20 +534,15 @@ void pair_rows_into(const Job<ActivationPair<Digits>>& job, int64_t j, int64_t e
 }
 
 template <class F, int Digits, int M>
-void pair_rows(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t end) {
+void gemv_rows(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t end) {
   int64_t j = begin;
   for (; j + kPairRows <= end; j += kPairRows) pair_rows_into<F, Digits, kPairRows, M>(job, j, end);
   for (; j < end; ++j) pair_rows_into<F, Digits, 1, M>(job, j, end);
 }
 
-template <class F, int Digits>
-void rows_range(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t end) {
-  static_assert(kGemvMaxRows == 2, "one case per row count");
-  switch (job.m) {
-    case 2: pair_rows<F, Digits, 2>(job, begin, end); break;
-    default: pair_rows<F, Digits, 1>(job, begin, end); break;
-  }
-}
+template <int Digits>
+using GemvActivationOf = ActivationPair<Digits>;
+
 
 #else  // AVX2
 
@@ -588,28 +583,33 @@ inline void interleave(const __m256i* blocks, IVec* out) {
   out[3] = _mm256_permute2x128_si256(hi01, hi23, 0x31);
 }
 
-// One group of a quantized activation row.
+// One group of a quantized activation row, in one int8 digit or two as on AVX-512
+// (ActivationBlock: x = scale * (256 * q[0] + q[1])), but for the second digit's range:
+// ±127, not -128 .. 127, since the sign trick's _mm256_sign_epi8 cannot negate -128. A
+// remainder past 127/256 of a step rounds to 127, off by at most a 256th of a step.
+template <int Digits>
 struct ActivationGroup {
-  static constexpr int kDigits = 1;
+  static constexpr int kDigits = Digits;
   static int64_t units(int64_t k) { return (k / 32 + kGroupBlocks - 1) / kGroupBlocks; }
-  IVec q[4];
-  IVec correction;  // -bias * (sum of the codes of the lane's half): the integer accumulator's start
-  alignas(64) float scale[kIntLanes];       // the block's scale, in both of its lanes
-  alignas(64) float scaled_sum[kIntLanes];  // scale * (sum of the codes of the lane's half), for the offsets
+  IVec q[Digits][4];
+  IVec correction;  // -bias * (the codes' value in steps of scale, in the lane's half): the integer sum's start
+  alignas(64) float scale[kIntLanes];       // the block's scale (over 256 for two digits), in both of its lanes
+  alignas(64) float scaled_sum[kIntLanes];  // scale * that value, for the offsets
 };
 
-// One group of a decoded weight row.
-struct WeightGroup {
+// One group of a decoded weight row. Aligned explicitly: std::vector's allocator is
+// instantiated where the target pragma no longer holds, and there GCC takes a vector
+// member's alignment for 16, so it would allocate the panel with plain operator new.
+struct alignas(64) WeightGroup {
   IVec q[4];  // q + bias, or |q| under the sign trick
   IVec sign[4];  // q itself, for the sign trick only
-  // Lane by lane, as Codes. Written as floats while decoding and read as vectors only
-  // after the whole panel is decoded, so the loads never wait on the stores' forwarding.
-  alignas(64) float d[kIntLanes], m[kIntLanes];
+  // Lane by lane, as Codes. Built in registers, never from scalar stores: a vector load of
+  // those would wait for them to retire, and the gemv reads them right away.
+  FVec d, m;
 };
 
-// One digit only on AVX2 (matmul_q8_supports).
 template <int Digits>
-using ActivationOf = std::enable_if_t<Digits == 1, ActivationGroup>;
+using ActivationOf = ActivationGroup<Digits>;
 
 inline int hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -618,20 +618,28 @@ inline int hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// 32 int32 codes as bytes in the weights' order: the packs interleave 128-bit lanes, and
+// the permutation restores it.
+inline __m256i pack_codes(const __m256i (&q)[4]) {
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
-void quantize_row(const float* x, int64_t k, int bias, ActivationGroup* out) {
+template <int Digits>
+void quantize_row(const float* x, int64_t k, int bias, ActivationGroup<Digits>* out) {
   const int64_t blocks = k / 32;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int64_t g = 0; g * kGroupBlocks < blocks; ++g) {
-    __m256i codes[kGroupBlocks];
-    ActivationGroup& o = out[g];
+    __m256i codes[Digits][kGroupBlocks];
+    ActivationGroup<Digits>& o = out[g];
     float* scale = o.scale;
     float* scaled_sum = o.scaled_sum;
     alignas(64) int32_t correction[kIntLanes];
     for (int b = 0; b < kGroupBlocks; ++b) {
       const int64_t block = g * kGroupBlocks + b;
       if (block >= blocks) {
-        codes[b] = _mm256_setzero_si256();
+        for (auto& digit : codes) digit[b] = _mm256_setzero_si256();
         scale[2 * b] = scale[2 * b + 1] = scaled_sum[2 * b] = scaled_sum[2 * b + 1] = 0.0f;
         correction[2 * b] = correction[2 * b + 1] = 0;
         continue;
@@ -648,23 +656,33 @@ void quantize_row(const float* x, int64_t k, int bias, ActivationGroup* out) {
       const float top = _mm_cvtss_f32(a);
       const float d = top / 127.0f;
       const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
-      __m256i q[4];
-      for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));
-      const int sums[2] = {hsum_epi32(_mm256_add_epi32(q[0], q[1])), hsum_epi32(_mm256_add_epi32(q[2], q[3]))};
-      // The packs interleave 128-bit lanes; the permutation restores the weights' order.
-      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-      codes[b] = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      __m256i q[Digits][4];
+      for (int i = 0; i < 4; ++i) {
+        const __m256 steps = _mm256_mul_ps(v[i], inv);
+        q[0][i] = _mm256_cvtps_epi32(steps);
+        if constexpr (Digits == 2) {
+          const __m256 left = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(q[0][i]));
+          const __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(left, _mm256_set1_ps(256.0f)));
+          q[Digits - 1][i] = _mm256_max_epi32(_mm256_min_epi32(r, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+        }
+      }
+      int sums[2] = {0, 0};
+      for (int digit = 0; digit < Digits; ++digit) {
+        for (int h = 0; h < 2; ++h)
+          sums[h] = 256 * sums[h] + hsum_epi32(_mm256_add_epi32(q[digit][2 * h], q[digit][2 * h + 1]));
+        codes[digit][b] = pack_codes(q[digit]);
+      }
+      const float step = Digits == 2 ? d / 256.0f : d;
       for (int h = 0; h < 2; ++h) {
-        scale[2 * b + h] = d;
-        scaled_sum[2 * b + h] = d * static_cast<float>(sums[h]);
+        scale[2 * b + h] = step;
+        scaled_sum[2 * b + h] = step * static_cast<float>(sums[h]);
         correction[2 * b + h] = -bias * sums[h];
       }
     }
-    interleave(codes, o.q);
+    for (int digit = 0; digit < Digits; ++digit) interleave(codes[digit], o.q[digit]);
     std::memcpy(&o.correction, correction, sizeof o.correction);
   }
 }
-
 
 // Codes of `count` consecutive 32-weight sub-blocks into one group, the first being
 // sub-block `sub` of the unit at `unit`. Missing blocks of a last group meet zero
@@ -672,6 +690,7 @@ void quantize_row(const float* x, int64_t k, int bias, ActivationGroup* out) {
 template <class F>
 inline void decode_group(const uint8_t* unit, int sub, int count, WeightGroup& o) {
   __m256i codes[kGroupBlocks];
+  [[maybe_unused]] float d[kIntLanes], m[kIntLanes];
 #pragma GCC unroll 8
   for (int b = 0; b < kGroupBlocks; ++b) {
     Codes c{_mm256_setzero_si256(), {0, 0}, {0, 0}};
@@ -679,21 +698,29 @@ inline void decode_group(const uint8_t* unit, int sub, int count, WeightGroup& o
     codes[b] = c.q;
     if constexpr (!kUnitScales<F>)
       for (int h = 0; h < 2; ++h) {
-        o.d[2 * b + h] = c.d[h];
-        o.m[2 * b + h] = c.m[h];
+        d[2 * b + h] = c.d[h];
+        m[2 * b + h] = c.m[h];
       }
   }
   if constexpr (kUnitScales<F>) {
     static_assert(F::kSubs % kGroupBlocks == 0, "a group's blocks lie in one super-block");
     // The same values as codes() gives: d * code and -(dmin * code), one rounding each.
+    // Lane l takes part sub * kPartsPerSub + l * kPartsPerSub / 2 of the unpacked scales.
     const typename F::Scales scales = F::scales(unit);
     constexpr int kPartsPerSub = static_cast<int>(sizeof(F::Scales::d) / sizeof(float)) / F::kSubs;
-#pragma GCC unroll 16
-    for (int lane = 0; lane < kIntLanes; ++lane) {
-      const int part = sub * kPartsPerSub + lane * kPartsPerSub / 2;
-      o.d[lane] = scales.d[part];
-      o.m[lane] = F::kHasMin ? scales.m[part] : 0.0f;
+    static_assert(kPartsPerSub == 1 || kPartsPerSub == 2, "a sub-block's scales, whole or by halves");
+    if constexpr (kPartsPerSub == 2) {
+      o.d = _mm256_loadu_ps(scales.d + 2 * sub);
+      o.m = F::kHasMin ? _mm256_loadu_ps(scales.m + 2 * sub) : fzero();
+    } else {
+      static_assert(sizeof(F::Scales::d) == kIntLanes * sizeof(float), "one vector of parts");
+      const __m256i parts = _mm256_add_epi32(_mm256_set1_epi32(sub), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+      o.d = _mm256_permutevar8x32_ps(_mm256_loadu_ps(scales.d), parts);
+      o.m = F::kHasMin ? _mm256_permutevar8x32_ps(_mm256_loadu_ps(scales.m), parts) : fzero();
     }
+  } else {
+    o.d = _mm256_setr_ps(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+    o.m = _mm256_setr_ps(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]);
   }
   if constexpr (kSignTrick<F>) {
     interleave(codes, o.sign);
@@ -704,49 +731,76 @@ inline void decode_group(const uint8_t* unit, int sub, int count, WeightGroup& o
   }
 }
 
+// Calls visit(offset, sub, count, fetch, g) for each group g of a row of k weights: its
+// `count` sub-blocks start at sub-block `sub` of the unit `offset` bytes into the row, and
+// the `fetch` bytes from there are the next ones the walk reads (a whole unit at once). A
+// super-block is one group or two, whose sub-block indices fold to constants.
+template <class F, class Visit>
+inline void for_each_group(int64_t k, Visit&& visit) {
+  const int64_t units = k / F::kStep;
+  if constexpr (F::kSubs >= kGroupBlocks) {
+    constexpr int kParts = F::kSubs / kGroupBlocks;
+    for (int64_t u = 0; u < units; ++u)
+#pragma GCC unroll 2
+      for (int part = 0; part < kParts; ++part)
+        visit(u * F::kStepBytes, part * kGroupBlocks, kGroupBlocks, part == 0 ? F::kStepBytes : 0, u * kParts + part);
+  } else {
+    for (int64_t g = 0; g * kGroupBlocks < units; ++g) {
+      const int count = static_cast<int>(std::min<int64_t>(kGroupBlocks, units - g * kGroupBlocks));
+      visit(g * kGroupBlocks * F::kStepBytes, 0, count, count * F::kStepBytes, g);
+    }
+  }
+}
+
+inline void prefetch(const uint8_t* from, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(from + at, 0, 2);
+}
+
 // `ahead` (or null) is a row to fetch into cache meanwhile: the hardware prefetchers do
 // not run far enough ahead of a decode this short to hide the memory's latency (measured
 // on Zen 4, m = 1, one core: Q8_0 and Q4_0 from 0.7 to 1.0 of the f32 kernel's speed).
 template <class F>
 void decode_row(const uint8_t* row, int64_t k, const uint8_t* ahead, WeightGroup* out) {
-  const int64_t units = k / F::kStep, row_bytes = units * F::kStepBytes;
-  if constexpr (F::kSubs >= kGroupBlocks) {
-    // A super-block is one group or two, whose sub-block indices fold to constants.
-    for (int64_t u = 0; u < units; ++u) {
-      const uint8_t* unit = row + u * F::kStepBytes;
-      if (ahead)
-        for (int64_t at = u * F::kStepBytes; at < (u + 1) * F::kStepBytes; at += 64) __builtin_prefetch(ahead + at, 0, 2);
-#pragma GCC unroll 2
-      for (int part = 0; part < F::kSubs / kGroupBlocks; ++part)
-        decode_group<F>(unit, part * kGroupBlocks, kGroupBlocks, out[u * (F::kSubs / kGroupBlocks) + part]);
-    }
-  } else {
-    constexpr int64_t kGroupBytes = kGroupBlocks * F::kStepBytes;
-    for (int64_t g = 0; g * kGroupBlocks < units; ++g) {
-      if (ahead)
-        for (int64_t at = g * kGroupBytes; at < std::min((g + 1) * kGroupBytes, row_bytes); at += 64)
-          __builtin_prefetch(ahead + at, 0, 2);
-      const int count = static_cast<int>(std::min<int64_t>(kGroupBlocks, units - g * kGroupBlocks));
-      decode_group<F>(row + g * kGroupBytes, 0, count, out[g]);
-    }
-  }
+  for_each_group<F>(k, [&](int64_t offset, int sub, int count, int64_t fetch, int64_t g) {
+    if (ahead) prefetch(ahead + offset, fetch);
+    decode_group<F>(row + offset, sub, count, out[g]);
+  });
 }
 
-// The exact integer products of one group, per lane, on top of `acc`.
+// How many vpmaddubsw results of F's codes add up in int16 before vpmaddwd widens them:
+// each is at most 2 * (2^kCodeBits - 1) * 127, or 2 * 128 * 127 under the sign trick, and
+// their sum must stay below 2^15 (Q4_K: all four of a group's, Q6_K: two, Q8_0: one).
 template <class F>
-inline IVec group_dot(IVec acc, const WeightGroup& w, const ActivationGroup& x) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int t = 0; t < 4; ++t) {
-    const __m256i xs = kSignTrick<F> ? _mm256_sign_epi8(x.q[t], w.sign[t]) : x.q[t];
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[t], xs), ones));
+constexpr int kShortSums = kSignTrick<F> ? 1 : std::min(4, 32767 / (2 * 127 * ((1 << F::kCodeBits) - 1)));
+static_assert(kShortSums<Q6_KFormat> == 2 && kShortSums<Q5_KFormat> == 4, "the bound as the comment gives it");
+
+// The exact integer products of one group, per lane, from `acc`: each digit's pair sums
+// in int16 as long as they fit, and the first digit's weighted by 256 as they widen.
+template <class F, int Digits>
+inline IVec group_dot(IVec acc, const WeightGroup& w, const ActivationGroup<Digits>& x) {
+  constexpr int kShort = kShortSums<F>;
+  static_assert(4 % kShort == 0, "whole runs of a group's vectors");
+#pragma GCC unroll 2
+  for (int digit = 0; digit < Digits; ++digit) {
+    const __m256i weight = _mm256_set1_epi16(Digits == 2 && digit == 0 ? 256 : 1);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t += kShort) {
+      __m256i pairs = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int u = t; u < t + kShort; ++u) {
+        const __m256i xs = kSignTrick<F> ? _mm256_sign_epi8(x.q[digit][u], w.sign[u]) : x.q[digit][u];
+        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w.q[u], xs));
+      }
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, weight));
+    }
   }
   return acc;
 }
 
 // out[r][i] = dot(weight row r, activation row i) over all groups. Each (r, i) runs the
 // same operations in the same order whatever R and M are, which is the batch invariance.
-template <class F, int R, int M>
-void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup* x, int64_t x_stride, int64_t groups,
+template <class F, int Digits, int R, int M>
+void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup<Digits>* x, int64_t x_stride, int64_t groups,
           float (&out)[R][M]) {
   FVec acc[R][M];
   for (int r = 0; r < R; ++r)
@@ -754,13 +808,13 @@ void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup* x, int6
   for (int64_t g = 0; g < groups; ++g) {
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      const ActivationGroup& a = x[i * x_stride + g];
+      const ActivationGroup<Digits>& a = x[i * x_stride + g];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const WeightGroup& wg = w[r * w_stride + g];
-        const IVec p = group_dot<F>(kActivationBias<F> != 0 ? a.correction : izero(), wg, a);
-        acc[r][i] = fmadd(to_float(p), fmul(fload(wg.d), fload(a.scale)), acc[r][i]);
-        if constexpr (F::kHasMin) acc[r][i] = fmadd(fload(wg.m), fload(a.scaled_sum), acc[r][i]);
+        const IVec p = group_dot<F, Digits>(kActivationBias<F> != 0 ? a.correction : izero(), wg, a);
+        acc[r][i] = fmadd(to_float(p), fmul(wg.d, fload(a.scale)), acc[r][i]);
+        if constexpr (F::kHasMin) acc[r][i] = fmadd(wg.m, fload(a.scaled_sum), acc[r][i]);
       }
     }
   }
@@ -774,24 +828,24 @@ constexpr int kTileRows = 2, kTileCols = 3;
 constexpr int64_t kPanelRows = 32;
 constexpr int64_t kPrefetchRows = 4;
 
-template <class F, int R, int M>
-void tile_into(const Job<ActivationOf<1>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
+template <class F, int Digits, int R, int M>
+void tile_into(const Job<ActivationOf<Digits>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0) {
   float out[R][M];
-  tile<F, R, M>(panel + r0 * job.units, job.units, job.x + i0 * job.units, job.units, job.units, out);
+  tile<F, Digits, R, M>(panel + r0 * job.units, job.units, job.x + i0 * job.units, job.units, job.units, out);
   for (int r = 0; r < R; ++r) {
     const float b = job.bias ? job.bias[j + r0 + r] : 0.0f;
     for (int i = 0; i < M; ++i) job.y[(i0 + i) * job.n + j + r0 + r] = out[r][i] + b;
   }
 }
 
-template <class F, int R>
-void tile_rows(const Job<ActivationOf<1>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
+template <class F, int Digits, int R>
+void tile_rows(const Job<ActivationOf<Digits>>& job, const WeightGroup* panel, int64_t j, int64_t r0, int64_t i0, int64_t cols) {
   static_assert(kTileCols <= 4, "one case per tile width");
   switch (cols) {
-    case 4: if constexpr (kTileCols >= 4) tile_into<F, R, 4>(job, panel, j, r0, i0); break;
-    case 3: tile_into<F, R, 3>(job, panel, j, r0, i0); break;
-    case 2: tile_into<F, R, 2>(job, panel, j, r0, i0); break;
-    default: tile_into<F, R, 1>(job, panel, j, r0, i0); break;
+    case 4: if constexpr (kTileCols >= 4) tile_into<F, Digits, R, 4>(job, panel, j, r0, i0); break;
+    case 3: tile_into<F, Digits, R, 3>(job, panel, j, r0, i0); break;
+    case 2: tile_into<F, Digits, R, 2>(job, panel, j, r0, i0); break;
+    default: tile_into<F, Digits, R, 1>(job, panel, j, r0, i0); break;
   }
 }
 
@@ -809,41 +863,101 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
     for (int64_t i0 = 0; i0 < job.m; i0 += kTileCols) {
       const int64_t cols = std::min<int64_t>(kTileCols, job.m - i0);
       int64_t r0 = 0;
-      for (; r0 + kTileRows <= rows; r0 += kTileRows) tile_rows<F, kTileRows>(job, scratch.data(), j, r0, i0, cols);
-      for (; r0 < rows; ++r0) tile_rows<F, 1>(job, scratch.data(), j, r0, i0, cols);
+      for (; r0 + kTileRows <= rows; r0 += kTileRows) tile_rows<F, Digits, kTileRows>(job, scratch.data(), j, r0, i0, cols);
+      for (; r0 < rows; ++r0) tile_rows<F, Digits, 1>(job, scratch.data(), j, r0, i0, cols);
     }
   }
 }
 
+// A few activation rows (decode) meet each group of R weight rows as soon as it is
+// decoded, with no panel between: the panel's stores and loads would cost as much as the
+// products when one activation row shares them. Each (row, activation row) runs tile()'s
+// operations in tile()'s order, so the results are the panel's bit for bit and matmul()
+// stays batch-invariant where it switches between the two.
+template <int Digits>
+using GemvActivationOf = ActivationGroup<Digits>;
+constexpr int kGemvRows = 2;
+
+template <class F, int Digits, int R, int M>
+void gemv_rows_into(const Job<ActivationGroup<Digits>>& job, int64_t j, int64_t end) {
+  FVec acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) acc[r][i] = fzero();
+  const uint8_t* rows = job.w + j * job.row_bytes;
+  const uint8_t* next = j + 2 * R <= end ? rows + R * job.row_bytes : nullptr;
+  for_each_group<F>(job.k, [&](int64_t offset, int sub, int count, int64_t fetch, int64_t g) {
+    WeightGroup w[R];
+    for (int r = 0; r < R; ++r) {
+      if (next) prefetch(next + r * job.row_bytes + offset, fetch);
+      decode_group<F>(rows + r * job.row_bytes + offset, sub, count, w[r]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < M; ++i) {
+      const ActivationGroup<Digits>& a = job.x[i * job.units + g];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const IVec p = group_dot<F, Digits>(kActivationBias<F> != 0 ? a.correction : izero(), w[r], a);
+        acc[r][i] = fmadd(to_float(p), fmul(w[r].d, fload(a.scale)), acc[r][i]);
+        if constexpr (F::kHasMin) acc[r][i] = fmadd(w[r].m, fload(a.scaled_sum), acc[r][i]);
+      }
+    }
+  });
+  for (int r = 0; r < R; ++r) {
+    const float b = job.bias ? job.bias[j + r] : 0.0f;
+    for (int i = 0; i < M; ++i) job.y[i * job.n + j + r] = fsum(acc[r][i]) + b;
+  }
+}
+
+template <class F, int Digits, int M>
+void gemv_rows(const Job<ActivationGroup<Digits>>& job, int64_t begin, int64_t end) {
+  int64_t j = begin;
+  for (; j + kGemvRows <= end; j += kGemvRows) gemv_rows_into<F, Digits, kGemvRows, M>(job, j, end);
+  for (; j < end; ++j) gemv_rows_into<F, Digits, 1, M>(job, j, end);
+}
+
 #endif
 
-// The range function of weights of format F against activations laid out as A.
+// Both levels' gemv walks (gemv_rows), by the number of activation rows.
+template <class F, int Digits>
+void gemv_range(const Job<GemvActivationOf<Digits>>& job, int64_t begin, int64_t end) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
+  switch (job.m) {
+    case 2: gemv_rows<F, Digits, 2>(job, begin, end); break;
+    default: gemv_rows<F, Digits, 1>(job, begin, end); break;
+  }
+}
+
+// The range function of weights of format F against activations laid out as A: the
+// gemv's (weights as stored, a few rows) or the batched one's.
 template <class A>
 struct Kernel {
   void (*range)(const Job<A>&, int64_t, int64_t);
   int activation_bias;
 };
 
-template <class F, class A>
+template <class F, class A, bool Gemv>
 constexpr Kernel<A> kernel_of() {
-  return {rows_range<F, A::kDigits>, kActivationBias<F>};
+  if constexpr (Gemv)
+    return {gemv_range<F, A::kDigits>, kActivationBias<F>};
+  else
+    return {rows_range<F, A::kDigits>, kActivationBias<F>};
 }
 
-template <class A>
+template <class A, bool Gemv>
 Kernel<A> kernel_for(DType t) {
   switch (t) {
-    case DType::Q8_0: return kernel_of<Q8_0Format, A>();
-    case DType::Q4_0: return kernel_of<Q4_0Format, A>();
-    case DType::Q4_1: return kernel_of<Q4_1Format, A>();
-    case DType::Q5_0: return kernel_of<Q5_0Format, A>();
-    case DType::Q5_1: return kernel_of<Q5_1Format, A>();
-    case DType::Q2_K: return kernel_of<Q2_KFormat, A>();
-    case DType::Q3_K: return kernel_of<Q3_KFormat, A>();
-    case DType::Q4_K: return kernel_of<Q4_KFormat, A>();
-    case DType::Q5_K: return kernel_of<Q5_KFormat, A>();
-    case DType::Q6_K: return kernel_of<Q6_KFormat, A>();
-    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat, A>();
-    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat, A>();
+    case DType::Q8_0: return kernel_of<Q8_0Format, A, Gemv>();
+    case DType::Q4_0: return kernel_of<Q4_0Format, A, Gemv>();
+    case DType::Q4_1: return kernel_of<Q4_1Format, A, Gemv>();
+    case DType::Q5_0: return kernel_of<Q5_0Format, A, Gemv>();
+    case DType::Q5_1: return kernel_of<Q5_1Format, A, Gemv>();
+    case DType::Q2_K: return kernel_of<Q2_KFormat, A, Gemv>();
+    case DType::Q3_K: return kernel_of<Q3_KFormat, A, Gemv>();
+    case DType::Q4_K: return kernel_of<Q4_KFormat, A, Gemv>();
+    case DType::Q5_K: return kernel_of<Q5_KFormat, A, Gemv>();
+    case DType::Q6_K: return kernel_of<Q6_KFormat, A, Gemv>();
+    case DType::IQ4_NL: return kernel_of<IQ4_NLFormat, A, Gemv>();
+    case DType::IQ4_XS: return kernel_of<IQ4_XSFormat, A, Gemv>();
     case DType::F32:
     case DType::F16:
     case DType::BF16: break;
@@ -854,9 +968,9 @@ Kernel<A> kernel_for(DType t) {
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
-template <class Activation>
+template <class Activation, bool Gemv = false>
 void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  const Kernel<Activation> kernel = kernel_for<Activation>(w.dtype);
+  const Kernel<Activation> kernel = kernel_for<Activation, Gemv>(w.dtype);
   const int64_t k = w.cols(), units = Activation::units(k);
   // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
   thread_local std::vector<Activation> activations;
@@ -891,15 +1005,15 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 #endif
 }
 
-#if defined(ORZO_Q8_VNNI)
+#if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  product<ActivationBlock<2>>(x, m, w, y, pool, bias);
+  product<ActivationOf<2>>(x, m, w, y, pool, bias);
 }
 
 void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   if (m > kGemvMaxRows)
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
-  product<ActivationPair<2>>(x, m, w, y, pool, bias);
+  product<GemvActivationOf<2>, true>(x, m, w, y, pool, bias);
 }
 #endif
 

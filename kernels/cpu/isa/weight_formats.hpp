@@ -96,7 +96,8 @@ inline float half_at(const uint8_t* block, size_t offset) { return _cvtsh_ss(loa
 // half of 16 (the K-quants with 16-weight sub-blocks give the halves their own): weight
 // = d * q + m. Each format's codes(block, sub) gives them, and its kBias is the least
 // constant that makes every code non-negative (q + kBias fits a byte), for the integer
-// products of matmul_q8 whose weight operand is unsigned; kHasMin says whether m can be
+// products of matmul_q8 whose weight operand is unsigned, and q + kBias < 2^kCodeBits
+// (which bounds those products' partial sums); kHasMin says whether m can be
 // non-zero, which costs that path a second term per block.
 struct Codes {
   __m256i q;
@@ -250,7 +251,7 @@ struct BlockUnit {
 };
 
 struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
-  static constexpr int kBias = 128;
+  static constexpr int kBias = 128, kCodeBits = 8;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ8_0, d));
@@ -279,7 +280,7 @@ struct Q8_0Format : BlockUnit<kQuantBlock, BlockQ8_0> {
 };
 
 struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
-  static constexpr int kBias = 8;
+  static constexpr int kBias = 8, kCodeBits = 4;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ4_0, d));
@@ -304,7 +305,7 @@ struct Q4_0Format : BlockUnit<kQuantBlock, BlockQ4_0> {
 };
 
 struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
-  static constexpr int kBias = 0;
+  static constexpr int kBias = 0, kCodeBits = 4;
   static constexpr bool kHasMin = true;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ4_1, d)), m = half_at(b, offsetof(BlockQ4_1, m));
@@ -330,7 +331,7 @@ struct Q4_1Format : BlockUnit<kQuantBlock, BlockQ4_1> {
 };
 
 struct Q5_0Format : BlockUnit<kQuantBlock, BlockQ5_0> {
-  static constexpr int kBias = 16;
+  static constexpr int kBias = 16, kCodeBits = 5;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ5_0, d));
@@ -341,7 +342,7 @@ struct Q5_0Format : BlockUnit<kQuantBlock, BlockQ5_0> {
 };
 
 struct Q5_1Format : BlockUnit<kQuantBlock, BlockQ5_1> {
-  static constexpr int kBias = 0;
+  static constexpr int kBias = 0, kCodeBits = 5;
   static constexpr bool kHasMin = true;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockQ5_1, d)), m = half_at(b, offsetof(BlockQ5_1, m));
@@ -352,7 +353,7 @@ struct Q5_1Format : BlockUnit<kQuantBlock, BlockQ5_1> {
 };
 
 struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
-  static constexpr int kBias = 128;
+  static constexpr int kBias = 128, kCodeBits = 8;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int) {
     const float d = half_at(b, offsetof(BlockIQ4_NL, d));
@@ -379,7 +380,7 @@ struct IQ4_NLFormat : BlockUnit<kQuantBlock, BlockIQ4_NL> {
 inline __m256i k_two_bits(const uint8_t* qs, int s) { return bits_of(load256(qs + 32 * (s / 4)), 2 * (s % 4), 2); }
 
 struct Q2_KFormat : BlockUnit<kSuperBlock, BlockQ2_K> {
-  static constexpr int kBias = 0;
+  static constexpr int kBias = 0, kCodeBits = 2;
   static constexpr bool kHasMin = true;
   static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ2_K, d)), dmin = half_at(b, offsetof(BlockQ2_K, dmin));
@@ -395,7 +396,7 @@ struct Q2_KFormat : BlockUnit<kSuperBlock, BlockQ2_K> {
 };
 
 struct Q3_KFormat : BlockUnit<kSuperBlock, BlockQ3_K> {
-  static constexpr int kBias = 4;
+  static constexpr int kBias = 4, kCodeBits = 3;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ3_K, d));
@@ -443,7 +444,7 @@ inline KScales k_scales(const uint8_t* b) {
 }
 
 struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
-  static constexpr int kBias = 0;
+  static constexpr int kBias = 0, kCodeBits = 4;
   static constexpr bool kHasMin = true;
   static Codes codes(const uint8_t* b, int s) {
     float dl, ml;
@@ -473,7 +474,7 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
 };
 
 struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
-  static constexpr int kBias = 0;
+  static constexpr int kBias = 0, kCodeBits = 5;
   static constexpr bool kHasMin = true;
   static Codes codes(const uint8_t* b, int s) {
     float dl, ml;
@@ -500,7 +501,7 @@ struct Q5_KFormat : BlockUnit<kSuperBlock, BlockQ5_K> {
 };
 
 struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
-  static constexpr int kBias = 32;
+  static constexpr int kBias = 32, kCodeBits = 6;
   static constexpr bool kHasMin = false;
   static Codes codes(const uint8_t* b, int s) {
     const float d = half_at(b, offsetof(BlockQ6_K, d));
@@ -561,7 +562,7 @@ struct Q6_KFormat : BlockUnit<kSuperBlock, BlockQ6_K> {
 };
 
 struct IQ4_XSFormat : BlockUnit<kSuperBlock, BlockIQ4_XS> {
-  static constexpr int kBias = 128;
+  static constexpr int kBias = 128, kCodeBits = 8;
   static constexpr bool kHasMin = false;
   static float scale(const uint8_t* b, int s) {
     const unsigned scales_h = load_u16(b + offsetof(BlockIQ4_XS, scales_h));
