@@ -377,6 +377,30 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
 // A token's output must not depend on how many other tokens share the call: bit for bit
 // on the integer and bf16 paths, which matmul() takes at every m when asked to; beyond float
 // rounding where the batch size picks between the f32 kernels.
+// On AVX2 the gemv walks the panel's groups in the panel's order, so matmul() gives the
+// same bits on either side of kStripsFromRows there (DESIGN.md, matmul_q16_gemv).
+TEST(Matmul, Avx2GemvMatchesItsPanelBitForBit) {
+  const std::vector<Isa> levels = runnable_isas();
+  if (std::find(levels.begin(), levels.end(), Isa::Avx2) == levels.end()) GTEST_SKIP() << "this CPU or build has no AVX2 level";
+  const Isa before = kernels().isa;
+  use_isa(Isa::Avx2);
+  ThreadPool pool(2);
+  std::mt19937 rng(23);
+  const int64_t m = 5, n = 40, k = 1024;
+  for (DType t : kAllDTypes) {
+    if (!matmul_q8_supports(t)) continue;
+    const Weight w = make_weight(t, n, k, rng);
+    const auto x = random_vector(m * k, rng);
+    const auto bias = random_vector(n, rng);
+    std::vector<float> strips(static_cast<size_t>(m * n)), gemv(static_cast<size_t>(m * n));
+    matmul_q16(x.data(), m, w.view, strips.data(), pool, bias.data());
+    matmul_gemv(x.data(), m, w.view, gemv.data(), pool, bias.data());
+    for (size_t i = 0; i < strips.size(); ++i)
+      ASSERT_EQ(strips[i], gemv[i]) << dtype_name(t) << " at row " << i / n << " column " << i % n;
+  }
+  use_isa(before);
+}
+
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
   orzo::testing::for_each_isa([&] {
     ThreadPool pool(2);
