@@ -40,6 +40,11 @@ template <class F>
 constexpr bool kSignTrick = F::kBias > 64;
 #endif
 
+// The `bytes` from `from` into cache, a line at a time, for a later read.
+inline void prefetch(const uint8_t* from, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(from + at, 0, 2);
+}
+
 // The bias whose correction the activations carry for weights of format F.
 template <class F>
 constexpr int kActivationBias = kSignTrick<F> ? 0 : F::kBias;
@@ -199,8 +204,7 @@ void decode_strip(const uint8_t* w, size_t row_bytes, int rows, int64_t k, const
   for (int64_t u = 0; u < units; ++u) {
     const size_t at = static_cast<size_t>(u * F::kStepBytes);
     if (ahead)
-      for (int j = 0; j < kStripRows; ++j)
-        for (int64_t b = 0; b < F::kStepBytes; b += 64) __builtin_prefetch(ahead + j * row_bytes + at + b, 0, 2);
+      for (int j = 0; j < kStripRows; ++j) prefetch(ahead + j * row_bytes + at, F::kStepBytes);
     for (int s = 0; s < F::kSubs; ++s) {
       StripOf<F>& o = out[u * F::kSubs + s];
       __m256i codes[kStripRows];
@@ -473,8 +477,7 @@ void pair_tile(const uint8_t* w, size_t row_bytes, int64_t k, const ActivationPa
   const int64_t units = k / F::kStep, pairs = ActivationPair<Digits>::units(k);
   const auto fetch = [&](int64_t from, int64_t bytes) {
     if (next)
-      for (int r = 0; r < R; ++r)
-        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + r * row_bytes + from + b, 0, 2);
+      for (int r = 0; r < R; ++r) prefetch(next + r * row_bytes + from, bytes);
   };
   if constexpr (F::kSubs >= 2) {
     static_assert(F::kSubs % 2 == 0, "a super-block is whole pairs");
@@ -752,10 +755,6 @@ inline void for_each_group(int64_t k, Visit&& visit) {
   }
 }
 
-inline void prefetch(const uint8_t* from, int64_t bytes) {
-  for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(from + at, 0, 2);
-}
-
 // `ahead` (or null) is a row to fetch into cache meanwhile: the hardware prefetchers do
 // not run far enough ahead of a decode this short to hide the memory's latency (measured
 // on Zen 4, m = 1, one core: Q8_0 and Q4_0 from 0.7 to 1.0 of the f32 kernel's speed).
@@ -797,6 +796,16 @@ inline IVec group_dot(IVec acc, const WeightGroup& w, const ActivationGroup<Digi
   return acc;
 }
 
+// acc + the scaled products of one group: the arithmetic of both the panel's tile and
+// the gemv, which is why the two agree bit for bit.
+template <class F, int Digits>
+inline FVec group_step(FVec acc, const WeightGroup& w, const ActivationGroup<Digits>& a) {
+  const IVec p = group_dot<F, Digits>(kActivationBias<F> != 0 ? a.correction : izero(), w, a);
+  acc = fmadd(to_float(p), fmul(w.d, fload(a.scale)), acc);
+  if constexpr (F::kHasMin) acc = fmadd(w.m, fload(a.scaled_sum), acc);
+  return acc;
+}
+
 // out[r][i] = dot(weight row r, activation row i) over all groups. Each (r, i) runs the
 // same operations in the same order whatever R and M are, which is the batch invariance.
 template <class F, int Digits, int R, int M>
@@ -811,10 +820,7 @@ void tile(const WeightGroup* w, int64_t w_stride, const ActivationGroup<Digits>*
       const ActivationGroup<Digits>& a = x[i * x_stride + g];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const WeightGroup& wg = w[r * w_stride + g];
-        const IVec p = group_dot<F, Digits>(kActivationBias<F> != 0 ? a.correction : izero(), wg, a);
-        acc[r][i] = fmadd(to_float(p), fmul(wg.d, fload(a.scale)), acc[r][i]);
-        if constexpr (F::kHasMin) acc[r][i] = fmadd(wg.m, fload(a.scaled_sum), acc[r][i]);
+        acc[r][i] = group_step<F, Digits>(acc[r][i], w[r * w_stride + g], a);
       }
     }
   }
@@ -895,11 +901,7 @@ void gemv_rows_into(const Job<ActivationGroup<Digits>>& job, int64_t j, int64_t 
     for (int i = 0; i < M; ++i) {
       const ActivationGroup<Digits>& a = job.x[i * job.units + g];
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const IVec p = group_dot<F, Digits>(kActivationBias<F> != 0 ? a.correction : izero(), w[r], a);
-        acc[r][i] = fmadd(to_float(p), fmul(w[r].d, fload(a.scale)), acc[r][i]);
-        if constexpr (F::kHasMin) acc[r][i] = fmadd(w[r].m, fload(a.scaled_sum), acc[r][i]);
-      }
+      for (int r = 0; r < R; ++r) acc[r][i] = group_step<F, Digits>(acc[r][i], w[r], a);
     }
   });
   for (int r = 0; r < R; ++r) {
