@@ -1,7 +1,8 @@
 // The actor runtime with CUDA stages: the greedy outputs of concurrent requests equal the CPU
-// engine's, on one GPU stage, split over two, and mixed with a CPU stage; a thousand requests
-// with random stops and cancellations each end once and leave every KV block free; a missing
-// GPU, a missing device and too little memory are one-line errors naming the device.
+// engine's, on one GPU stage, split over two, and mixed with a CPU stage, up to where the CPU's
+// two most likely tokens tie within bf16 rounding; a thousand requests with random stops and
+// cancellations each end once and leave every KV block free; a missing GPU, a missing device
+// and too little memory are one-line errors naming the device.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -35,18 +36,18 @@ class CudaEngine : public ::testing::Test {
     return Engine::start(sys, o);
   }
 
-  // Runs the requests at once; returns each one's tokens, checking that it ended once.
-  std::vector<std::vector<int32_t>> run(Engine& engine, const std::vector<SessionRequest>& requests) {
+  // Runs the requests at once; returns each one's outcome, checking that it ended once.
+  std::vector<testing::Outcome> run(Engine& engine, const std::vector<SessionRequest>& requests) {
     testing::Collector c;
     for (const auto& r : requests) engine.generate(r, c.callbacks(r.id));
     EXPECT_TRUE(c.wait(requests.size(), std::chrono::seconds(300)));
     auto all = c.outcomes();
-    std::vector<std::vector<int32_t>> tokens;
+    std::vector<testing::Outcome> out;
     for (const auto& r : requests) {
       EXPECT_EQ(all[r.id].completions.size(), 1u) << r.id;
-      tokens.push_back(all[r.id].tokens);
+      out.push_back(all[r.id]);
     }
-    return tokens;
+    return out;
   }
 };
 
@@ -67,16 +68,41 @@ std::vector<SessionRequest> story_requests(const Engine& engine) {
   return out;
 }
 
+// Logits in bf16 storage stray from the CPU's f32 by a few hundredths of a nat
+// (CudaBackendTwin); two greedy tokens closer than this may swap.
+constexpr float kBf16Tie = 0.05f;
+
+// The GPU's tokens equal the CPU's, or part from them where the CPU's top two tied (its
+// top_logprobs, asked for two); returns whether they parted.
+bool expect_equal_up_to_a_tie(const testing::Outcome& cpu, const std::vector<int32_t>& gpu, const std::string& id) {
+  EXPECT_EQ(gpu.size(), cpu.tokens.size()) << id;
+  for (size_t i = 0; i < std::min(gpu.size(), cpu.tokens.size()); ++i) {
+    if (gpu[i] == cpu.tokens[i]) continue;
+    const auto& top = cpu.top_logprobs.at(i);
+    EXPECT_TRUE(top.size() >= 2 && top[0].logprob.v - top[1].logprob.v < kBf16Tie)
+        << id << " parts from the CPU at token " << i << " (" << gpu[i] << " for " << cpu.tokens[i]
+        << "), where the CPU's choice was clear";
+    return true;
+  }
+  return false;
+}
+
 TEST_F(CudaEngine, SixtyFourGreedyStoriesEqualTheCpuEngineOnEveryPlacement) {
   ORZO_REQUIRE_GPU();
   auto cpu = start("cpu");
   const auto requests = story_requests(*cpu);
-  const auto want = run(*cpu, requests);
+  auto asking = requests;
+  for (auto& r : asking) r.sampling.top_logprobs = 2;
+  const auto want = run(*cpu, asking);
   cpu.reset();
   for (const char* placement : {"cuda:0", "cuda:0:0-2,cuda:0:2-5", "cpu:0-2,cuda:0:2-5"}) {
     SCOPED_TRACE(placement);
     auto engine = start(placement);
-    EXPECT_EQ(run(*engine, requests), want);
+    const auto got = run(*engine, requests);
+    int parted = 0;
+    for (size_t i = 0; i < requests.size(); ++i) parted += expect_equal_up_to_a_tie(want[i], got[i].tokens, requests[i].id);
+    // Ties are rare: one opening of the eight ("A bird sat") starts with one, 0.013 nats wide.
+    EXPECT_LE(parted, 16) << "stories that parted at a tie";
     EXPECT_EQ(testing::stats_of(sys, engine->batcher()).kv_blocks_used, 0);
   }
 }
@@ -88,7 +114,9 @@ TEST_F(CudaEngine, AThousandRequestsWithRandomStopsEndOnceAndLeaveEveryBlockFree
   testing::Collector c;
   std::vector<session_actor> sessions;
   std::vector<std::string> cancelled;
-  constexpr int kRequests = 1000;
+  // The emulator (tests/support/cuda_harness.hpp) runs a fifth of them: the same mix of
+  // lengths, stops and cancels, in a fifth of the time.
+  const int kRequests = test::kEmulatedGpu ? 200 : 1000;
   for (int i = 0; i < kRequests; ++i) {
     SessionRequest r;
     r.id = "r" + std::to_string(i);

@@ -25,6 +25,7 @@ inline caf::actor_system_config& test_config(caf::actor_system_config& cfg) {
 
 struct Outcome {
   std::vector<int32_t> tokens;
+  std::vector<std::vector<TopLogprob>> top_logprobs;  // per token, when the request asked
   std::string text;
   std::vector<Completion> completions;  // exactly one when the contract holds
   int chunks_after_completion = 0;
@@ -39,6 +40,7 @@ class Collector {
       auto& o = outcomes_[id];
       if (!o.completions.empty()) ++o.chunks_after_completion;
       o.tokens.insert(o.tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+      o.top_logprobs.insert(o.top_logprobs.end(), chunk.top_logprobs.begin(), chunk.top_logprobs.end());
       o.text += chunk.text;
     };
     cb.on_done = [this, id](Completion& done) {

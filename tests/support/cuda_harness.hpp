@@ -1,6 +1,8 @@
 #pragma once
 // What the GPU tests share: a skip that says why when no GPU is present, device buffers that
-// free themselves, and host-side rounding to the storage types for the CPU twins.
+// free themselves, and host-side rounding to the storage types for the CPU twins. The same
+// tests run on a GPU (orzo_tests) and on the CUDA emulator (orzo_emulated_gpu_tests, built with
+// ORZO_CUDA_EMULATED), where kEmulatedGpu lets the largest of them run smaller, saying so.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -21,6 +23,12 @@
   } while (0)
 
 namespace orzo::test {
+
+#ifdef ORZO_CUDA_EMULATED
+inline constexpr bool kEmulatedGpu = true;
+#else
+inline constexpr bool kEmulatedGpu = false;
+#endif
 
 // A device copy of a host vector (or `count` uninitialized elements), freed on scope exit.
 template <typename T>
