@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -57,6 +56,23 @@ struct Lane {
   int arg = 0, width = kWarpSize;
 };
 
+// The shuffles' random numbers: xorshift64*, seeded per launch. Cheap, since a block draws
+// one per thread at every barrier and collective.
+class OrderRng {
+ public:
+  explicit OrderRng(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  uint32_t below(uint32_t n) {  // uniform enough in [0, n) for an order
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    const auto r = static_cast<uint32_t>((state_ * 0x2545f4914f6cdd1dull) >> 32);
+    return static_cast<uint32_t>((uint64_t{r} * n) >> 32);
+  }
+
+ private:
+  uint64_t state_;
+};
+
 struct SharedDeclaration {
   const char* key;
   size_t offset;
@@ -73,7 +89,7 @@ class BlockRunner {
     std::free(dynamic_shared_);
   }
 
-  std::string run(const Grid& g, uint3 block_idx, std::mt19937& rng, ThreadOrder order);
+  std::string run(const Grid& g, uint3 block_idx, OrderRng& rng, ThreadOrder order);
 
   Lane& current() { return *lanes_[static_cast<size_t>(current_)]; }
   void fault(const std::string& what) {
@@ -85,13 +101,9 @@ class BlockRunner {
   bool faulted() const { return !fault_.empty(); }
   void* shared_declaration(const char* key, size_t bytes, size_t align);
   void* dynamic_shared() { return dynamic_shared_; }
-  unsigned active_mask() {
-    const int warp = current_ / kWarpSize;
-    unsigned mask = 0;
-    for (int l = 0; l < kWarpSize && warp * kWarpSize + l < n_; ++l)
-      if (lanes_[static_cast<size_t>(warp * kWarpSize + l)]->wait != Wait::done) mask |= 1u << l;
-    return mask;
-  }
+  // The lanes of the caller's warp that had not exited when this run of lanes began: those
+  // run one after another here, but side by side on a GPU.
+  unsigned active_mask() const { return alive_at_batch_[static_cast<size_t>(current_ / kWarpSize)]; }
   const std::function<void()>* body() const { return body_; }
 
  private:
@@ -99,9 +111,10 @@ class BlockRunner {
   std::string describe_deadlock() const;
 
   std::vector<std::unique_ptr<Lane>> lanes_;
-  int n_ = 0, current_ = 0, alive_ = 0, at_barrier_ = 0;
+  int n_ = 0, current_ = 0, running_ = 0, at_barrier_ = 0;
   std::vector<int> ready_, batch_;
   std::vector<unsigned> parked_;  // per warp: its lanes waiting at a collective
+  std::vector<unsigned> alive_, alive_at_batch_;  // per warp: its lanes not exited (when the batch began)
   std::string fault_;
   const std::function<void()>* body_ = nullptr;
   unsigned char* static_shared_;
@@ -126,14 +139,15 @@ void lane_main(void* arg) {
   lane->fiber.finish();
 }
 
-void order_batch(std::vector<int>& batch, std::mt19937& rng, ThreadOrder order) {
-  if (order == ThreadOrder::shuffle)
-    std::shuffle(batch.begin(), batch.end(), rng);
+void order_batch(std::vector<int>& batch, OrderRng& rng, ThreadOrder order) {
+  if (order == ThreadOrder::shuffle) {
+    for (size_t i = batch.size(); i > 1; --i) std::swap(batch[i - 1], batch[rng.below(static_cast<uint32_t>(i))]);
+  }
   else if (order == ThreadOrder::reverse)
     std::reverse(batch.begin(), batch.end());
 }
 
-std::string BlockRunner::run(const Grid& g, uint3 block_idx, std::mt19937& rng, ThreadOrder order) {
+std::string BlockRunner::run(const Grid& g, uint3 block_idx, OrderRng& rng, ThreadOrder order) {
   n_ = static_cast<int>(g.block.x * g.block.y * g.block.z);
   while (static_cast<int>(lanes_.size()) < n_) {
     lanes_.push_back(std::make_unique<Lane>());
@@ -146,7 +160,9 @@ std::string BlockRunner::run(const Grid& g, uint3 block_idx, std::mt19937& rng, 
   dynamic_bytes_ = g.dynamic_shared;
   std::memset(dynamic_shared_, kPoison, dynamic_bytes_);
   parked_.assign(static_cast<size_t>((n_ + kWarpSize - 1) / kWarpSize), 0u);
-  alive_ = n_;
+  alive_.assign(parked_.size(), 0u);
+  for (int i = 0; i < n_; ++i) alive_[static_cast<size_t>(i / kWarpSize)] |= 1u << (i % kWarpSize);
+  running_ = n_;
   at_barrier_ = 0;
   ready_.clear();
   for (int i = 0; i < n_; ++i) {
@@ -157,9 +173,9 @@ std::string BlockRunner::run(const Grid& g, uint3 block_idx, std::mt19937& rng, 
     lane.fiber.start(&lane_main, &lane);
     ready_.push_back(i);
   }
-  while (alive_ > 0) {
+  while (running_ > 0) {
     if (ready_.empty()) {
-      if (at_barrier_ != alive_) return describe_deadlock();
+      if (at_barrier_ != running_) return describe_deadlock();
       const Lane* first = nullptr;
       for (int i = 0; i < n_; ++i) {
         Lane& lane = *lanes_[static_cast<size_t>(i)];
@@ -178,18 +194,21 @@ std::string BlockRunner::run(const Grid& g, uint3 block_idx, std::mt19937& rng, 
     batch_.swap(ready_);
     ready_.clear();
     order_batch(batch_, rng, order);
+    alive_at_batch_ = alive_;
     for (int i : batch_) {
       current_ = i;
       Lane& lane = *lanes_[static_cast<size_t>(i)];
       current_place = &lane.place;
       lane.fiber.resume();
       if (faulted()) return fault_;
-      if (lane.wait == Wait::done)
-        --alive_;
-      else if (lane.wait == Wait::barrier)
+      if (lane.wait == Wait::done) {
+        --running_;
+        alive_[static_cast<size_t>(i / kWarpSize)] &= ~(1u << (i % kWarpSize));
+      } else if (lane.wait == Wait::barrier) {
         ++at_barrier_;
-      else
+      } else {
         complete_collective(i);
+      }
       if (faulted()) return fault_;
     }
   }
@@ -316,7 +335,7 @@ ThreadOrder thread_order() {
 
 std::string run_grid(const Grid& g) {
   if (!runner) runner = std::make_unique<BlockRunner>();
-  std::mt19937 rng(static_cast<uint32_t>(launches.fetch_add(1)));
+  OrderRng rng(launches.fetch_add(1));
   const ThreadOrder order = thread_order();
   for (unsigned z = 0; z < g.grid.z; ++z)
     for (unsigned y = 0; y < g.grid.y; ++y)

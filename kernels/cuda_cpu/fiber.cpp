@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <new>
 
@@ -15,10 +16,12 @@
 #error "the CUDA emulator's fibers switch stacks in x86-64 assembly"
 #endif
 
-// orzo_cuda_cpu_switch(&save_sp, next_sp): pushes the callee-saved registers and the FPU and
-// SSE control words (all the System V ABI asks a call to preserve), saves the stack pointer,
-// loads the other one and pops the same from it. A fresh stack is laid out as if switched
-// away from at the trampoline, which calls entry(arg) from r13 and r12.
+// orzo_cuda_cpu_switch(&save_sp, next_sp): pushes the callee-saved registers, saves the stack
+// pointer, loads the other one and pops the same from it. A fresh stack is laid out as if
+// switched away from at the trampoline, which calls entry(arg) from r13 and r12. The x87 and
+// SSE control words, which the System V ABI also preserves across calls, are left alone: no
+// kernel changes them, so every fiber runs with its host thread's, and loading them (ldmxcsr,
+// fldcw) was most of a switch's cost.
 extern "C" void orzo_cuda_cpu_switch(void** save_sp, void* next_sp);
 extern "C" void orzo_cuda_cpu_trampoline();
 asm(R"(
@@ -34,14 +37,8 @@ orzo_cuda_cpu_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $16, %rsp
-  stmxcsr 8(%rsp)
-  fnstcw (%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  fldcw (%rsp)
-  ldmxcsr 8(%rsp)
-  addq $16, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -74,23 +71,25 @@ Fiber::Fiber() {
   if (p == MAP_FAILED) throw std::bad_alloc();
   mapping_ = static_cast<char*>(p);
   mprotect(mapping_, page_bytes(), PROT_NONE);  // an overflowing stack faults here
+  // Stacks that all began at the same offset in a page would put every fiber's hot frames in
+  // one cache set; a switch touches the next fiber's, so they are spread over a page's 64 sets.
+  static std::atomic<unsigned> fibers{0};
+  color_ = (fibers.fetch_add(1, std::memory_order_relaxed) % 64) * 64;
 }
 
 Fiber::~Fiber() { munmap(mapping_, page_bytes() + kStackBytes); }
 
 void Fiber::start(Entry entry, void* arg) {
-  const auto top = reinterpret_cast<uintptr_t>(mapping_ + page_bytes() + kStackBytes) & ~uintptr_t{15};
+  const auto top = reinterpret_cast<uintptr_t>(mapping_ + page_bytes() + kStackBytes - color_) & ~uintptr_t{15};
   // After the switch's ret the stack pointer is 16-aligned, as a call instruction expects.
-  auto* frame = reinterpret_cast<uint64_t*>(top - 16 - 72);
-  frame[0] = 0x037f;  // x87 control word: the ABI's default
-  frame[1] = 0x1f80;  // MXCSR: round to nearest, exceptions masked
-  frame[2] = 0;       // r15
-  frame[3] = 0;       // r14
-  frame[4] = reinterpret_cast<uint64_t>(entry);  // r13
-  frame[5] = reinterpret_cast<uint64_t>(arg);    // r12
-  frame[6] = 0;       // rbx
-  frame[7] = 0;       // rbp: ends frame-pointer walks here
-  frame[8] = reinterpret_cast<uint64_t>(&orzo_cuda_cpu_trampoline);
+  auto* frame = reinterpret_cast<uint64_t*>(top - 16 - 56);
+  frame[0] = 0;  // r15
+  frame[1] = 0;  // r14
+  frame[2] = reinterpret_cast<uint64_t>(entry);  // r13
+  frame[3] = reinterpret_cast<uint64_t>(arg);    // r12
+  frame[4] = 0;  // rbx
+  frame[5] = 0;  // rbp: ends frame-pointer walks here
+  frame[6] = reinterpret_cast<uint64_t>(&orzo_cuda_cpu_trampoline);
   sp_ = frame;
   fake_stack_ = nullptr;
 }

@@ -33,6 +33,7 @@ class Fiber {
   void switch_out(bool finishing);
 
   char* mapping_ = nullptr;  // guard page, then the stack
+  size_t color_ = 0;         // bytes left unused at the top of the stack
   void* sp_ = nullptr;       // the fiber's stack pointer while it is suspended
   void* scheduler_sp_ = nullptr;
   // AddressSanitizer's view of the switches (unused without it).
