@@ -51,11 +51,13 @@ class CudaEngine : public ::testing::Test {
   }
 };
 
+// Eight copies of eight openings; the emulator (tests/support/cuda_harness.hpp) runs four
+// copies, 32 stories, which still fill several decode-graph sizes.
 std::vector<SessionRequest> story_requests(const Engine& engine) {
   const char* openings[] = {"Once upon a time", "One day, a little girl", "The dog was", "Tom and Sue",
                             "There was a big tree", "The sun was hot", "Lily wanted to", "A bird sat"};
   std::vector<SessionRequest> out;
-  for (int copy = 0; copy < 8; ++copy)
+  for (int copy = 0; copy < (test::kEmulatedGpu ? 4 : 8); ++copy)
     for (int i = 0; i < 8; ++i) {
       SessionRequest r;
       r.id = std::to_string(copy) + "/" + std::to_string(i);
@@ -102,7 +104,7 @@ TEST_F(CudaEngine, SixtyFourGreedyStoriesEqualTheCpuEngineOnEveryPlacement) {
     int parted = 0;
     for (size_t i = 0; i < requests.size(); ++i) parted += expect_equal_up_to_a_tie(want[i], got[i].tokens, requests[i].id);
     // Ties are rare: one opening of the eight ("A bird sat") starts with one, 0.013 nats wide.
-    EXPECT_LE(parted, 16) << "stories that parted at a tie";
+    EXPECT_LE(parted, static_cast<int>(requests.size()) / 4) << "stories that parted at a tie";
     EXPECT_EQ(testing::stats_of(sys, engine->batcher()).kv_blocks_used, 0);
   }
 }
@@ -114,9 +116,9 @@ TEST_F(CudaEngine, AThousandRequestsWithRandomStopsEndOnceAndLeaveEveryBlockFree
   testing::Collector c;
   std::vector<session_actor> sessions;
   std::vector<std::string> cancelled;
-  // The emulator (tests/support/cuda_harness.hpp) runs a fifth of them: the same mix of
-  // lengths, stops and cancels, in a fifth of the time.
-  const int kRequests = test::kEmulatedGpu ? 200 : 1000;
+  // The emulator (tests/support/cuda_harness.hpp) runs 80 of them: the same mix of lengths,
+  // stops and cancels, still more than the 64 sequences that run at once.
+  const int kRequests = test::kEmulatedGpu ? 80 : 1000;
   for (int i = 0; i < kRequests; ++i) {
     SessionRequest r;
     r.id = "r" + std::to_string(i);
