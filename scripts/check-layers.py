@@ -25,6 +25,8 @@ PARTS = {
     'text': ['core', 'formats'],
     'runtime': ['core', 'kernels/cpu', 'formats'],
     'runtime/cuda': ['runtime', 'kernels/cuda'],
+    # The CUDA emulator, test-only: it stands in for the toolkit and includes nothing of ours.
+    'kernels/cuda_cpu': [],
     'stages': ['runtime', 'runtime/cuda'],
     'protocol': ['core'],
     'actors': ['protocol', 'stages', 'batching', 'text'],
@@ -34,7 +36,7 @@ PARTS = {
     'tools': ['runtime', 'text'],
     'examples': ['actors'],
     'bench': ['server', 'runtime/cuda', 'kernels/cuda'],
-    'tests': ['server', 'runtime/cuda', 'kernels/cuda', 'tools'],
+    'tests': ['server', 'runtime/cuda', 'kernels/cuda', 'kernels/cuda_cpu', 'tools'],
 }
 SOURCE = re.compile(r'\.(c|cc|cpp|h|hpp|cu|cuh)$')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
