@@ -185,6 +185,47 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
   EXPECT_GT(graphs->captured_graphs(), 0u) << graphs->graph_failure();
 }
 
+// One sequence decoding from 7 blocks of context to 10: its table outgrows the first stride
+// class (8 blocks), so a second graph is captured and each is replayed only for its class.
+TEST(CudaBackend, DecodeGraphsFollowAGrowingTableAcrossStrideClasses) {
+  ORZO_REQUIRE_GPU();
+  auto model = Model::load(kStories);
+  const int32_t bs = CudaBackend::Options{}.block_size;
+  auto stage = [&](bool graphs) {
+    CudaBackend::Options o;
+    o.max_rows = 8 * bs;
+    o.max_seqs = 4;
+    o.max_model_len = 16 * bs;
+    o.cuda_graphs = graphs;
+    auto s = std::make_unique<CudaBackend>(model, o);
+    s->allocate_kv(kBlocks);
+    return s;
+  };
+  auto eager = stage(false), graphs = stage(true);
+  const auto vocab = static_cast<long>(model->config().vocab_size);
+  const std::vector<int32_t> pool = {23, 4, 17, 0, 9, 12, 2, 20, 6, 15, 11, 1};  // out of order
+  std::mt19937 rng(5);
+  std::vector<int32_t> tokens(static_cast<size_t>(7 * bs - 3));
+  for (auto& t : tokens) t = static_cast<int32_t>(1 + rng() % static_cast<uint32_t>(vocab - 1));
+  const auto step = [&](int32_t start, int32_t count) {
+    ForwardBatch b;
+    const int32_t blocks = (start + count + bs - 1) / bs;
+    b.block_tables = {std::vector<int32_t>(pool.begin(), pool.begin() + blocks)};
+    b.add_chunk(0, tokens.data() + start, count, start, true);
+    std::vector<float> hidden, want, got;
+    eager->forward(b, hidden, want);
+    hidden.clear();
+    graphs->forward(b, hidden, got);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-3f * (1 + std::abs(want[i]))) << "context " << start + count << " at " << i;
+    tokens.push_back(static_cast<int32_t>(std::max_element(want.end() - vocab, want.end()) - (want.end() - vocab)));
+  };
+  step(0, static_cast<int32_t>(tokens.size()));
+  while (static_cast<int32_t>(tokens.size()) < 10 * bs) step(static_cast<int32_t>(tokens.size()) - 1, 1);
+  EXPECT_GE(graphs->captured_graphs(), 2u) << graphs->graph_failure();
+}
+
 TEST(CudaBackend, TwoStagesEqualOneWhetherHiddenStatesStayOnTheDeviceOrNot) {
   ORZO_REQUIRE_GPU();
   auto model = Model::load(kStories);
