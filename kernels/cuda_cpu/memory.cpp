@@ -167,7 +167,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (const cudaError_t e = check_copy(dst, src, bytes, kind)) return e;
   // On the legacy stream: after what is queued there, and done when the call returns.
   const cudaError_t drained = drain(nullptr);
-  std::memmove(dst, src, bytes);
+  if (bytes > 0) std::memmove(dst, src, bytes);  // an empty vector's data() may be null
   return drained;
 }
 
