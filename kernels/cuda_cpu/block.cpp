@@ -14,8 +14,6 @@
 
 namespace orzo::cuda_cpu {
 
-thread_local const ThreadPlace* current_place = nullptr;
-
 namespace {
 
 constexpr unsigned char kPoison = 0xff;  // NaN as a float, -1 as an integer

@@ -44,7 +44,10 @@ struct ThreadPlace {
   dim3 block_dim;
   dim3 grid_dim;
 };
-extern thread_local const ThreadPlace* current_place;
+// Defined here, constant-initialized, so the compiler reads it straight from the thread's TLS
+// block: an `extern thread_local` goes through a TLS wrapper, and GCC 12's UBSan null check
+// on the wrapper's result reads the wrong flags and reports a null load that is not there.
+inline thread_local const ThreadPlace* current_place = nullptr;
 inline const ThreadPlace& place() { return *current_place; }
 
 // The points where a CUDA thread waits for others (block.cpp).
