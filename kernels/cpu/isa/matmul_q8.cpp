@@ -300,7 +300,7 @@ void strips_into(const Job<ActivationOf<Digits>>& job, const StripOf<F>* panel, 
   strip_tile<F, Digits, S, M>(panel, job.units, job.x + i0 * job.units, out);
   for (int s = 0; s < S; ++s) {
     const int64_t at = j + kStripRows * s, rows = std::min<int64_t>(kStripRows, job.n - at);
-    const __mmask16 mask = rows == kStripRows ? 0xffff : static_cast<__mmask16>((1u << rows) - 1);
+    const __mmask16 mask = static_cast<__mmask16>(rows == kStripRows ? 0xffffu : (1u << rows) - 1);
     const __m512 bias = job.bias ? _mm512_maskz_loadu_ps(mask, job.bias + at) : _mm512_setzero_ps();
     for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(job.y + (i0 + i) * job.n + at, mask, _mm512_add_ps(out[s][i], bias));
   }
