@@ -125,8 +125,8 @@ void print_text(const ModelInfo& m, bool template_lines) {
     row("chat template:", "none");
     return;
   }
-  row("chat template:", "yes, " + std::to_string(lines.size()) + " lines" +
-                            (template_lines ? "" : " (--template shows the first " + std::to_string(kTemplateLines) + ")"));
+  const std::string hint = " (--template shows the first " + std::to_string(kTemplateLines) + ")";
+  row("chat template:", "yes, " + std::to_string(lines.size()) + " lines" + (template_lines ? "" : hint));
   if (!template_lines) return;
   for (size_t i = 0; i < lines.size() && i < kTemplateLines; ++i) std::printf("%s\n", lines[i].c_str());
   if (lines.size() > kTemplateLines) std::printf("... (%zu more lines)\n", lines.size() - kTemplateLines);
@@ -159,7 +159,8 @@ ordered_json to_json(const ModelInfo& m, bool template_lines) {
   j["head_dim"] = or_null(m.head_dim);
   j["vocab_size"] = or_null(m.vocab_size);
   j["context_length"] = or_null(m.context_length);
-  j["rope"] = {{"theta", or_null(m.rope_theta)}, {"scaling", m.rope_scaling}, {"factor", or_null(m.rope_scaling_factor)}};
+  j["rope"] = {
+      {"theta", or_null(m.rope_theta)}, {"scaling", m.rope_scaling}, {"factor", or_null(m.rope_scaling_factor)}};
   j["norm_eps"] = or_null(m.norm_eps);
   j["tied_embeddings"] = or_null(m.tied_embeddings);
   j["tensors"] = m.tensors;
@@ -201,10 +202,9 @@ void add_info_command(CLI::App& app) {
                 "Also print the chat template's first " + std::to_string(kTemplateLines) + " lines");
   cmd->callback([flags] {
     const ModelInfo info = describe_model(flags->model);
-    if (flags->json)
-      std::printf("%s\n", to_json(info, flags->template_lines).dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
-    else
-      print_text(info, flags->template_lines);
+    if (!flags->json) return print_text(info, flags->template_lines);
+    const ordered_json j = to_json(info, flags->template_lines);
+    std::printf("%s\n", j.dump(2, ' ', false, ordered_json::error_handler_t::replace).c_str());
   });
 }
 

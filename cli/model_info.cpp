@@ -269,7 +269,8 @@ ModelInfo describe_gguf(const std::string& path) {
   }
   // GGUF ties the LM head to the embedding by leaving the head out.
   const std::string head = gguf_name_of_hf("lm_head.weight").value_or("");
-  info.tied_embeddings = std::none_of(f.tensors.begin(), f.tensors.end(), [&](const TensorView& t) { return t.name == head; });
+  info.tied_embeddings =
+      std::none_of(f.tensors.begin(), f.tensors.end(), [&](const TensorView& t) { return t.name == head; });
   summarize_tensors(f.tensors, info);
   info.file_bytes = f.file->size();
   info.tokenizer = gguf_tokenizer(m);

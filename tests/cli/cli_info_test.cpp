@@ -267,7 +267,8 @@ TEST(Info, DescribesGemma3) {
   EXPECT_EQ(j["vocab_size"], 262144);
   EXPECT_EQ(j["context_length"], 32768);
   expect_tensor_types(j, sums_of(read_gguf(file).tensors));
-  for (const char* type : {"f32", "q8_0", "q5_0", "q4_k", "q6_k"}) EXPECT_TRUE(j["tensor_types"].contains(type)) << type;
+  for (const char* type : {"f32", "q8_0", "q5_0", "q4_k", "q6_k"})
+    EXPECT_TRUE(j["tensor_types"].contains(type)) << type;
   EXPECT_EQ(j["tokenizer"]["kind"], "llama");
   EXPECT_EQ(j["tokenizer"]["chat_template"], false);
 }
