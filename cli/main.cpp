@@ -7,6 +7,7 @@
 #include "cli/bench_command.hpp"
 #include "cli/chat_command.hpp"
 #include "cli/generate_command.hpp"
+#include "cli/info_command.hpp"
 #include "cli/quantize_command.hpp"
 #include "cli/serve_command.hpp"
 #include "cli/worker_command.hpp"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   orzo::cli::add_serve_command(app);
   orzo::cli::add_worker_command(app);
   orzo::cli::add_quantize_command(app);
+  orzo::cli::add_info_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
