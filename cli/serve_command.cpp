@@ -5,8 +5,10 @@
 #include "cli/engine_flags.hpp"
 #include "cli/middleman_flags.hpp"
 #include "core/read_file.hpp"
+#include "server/access_log.hpp"
 #include "server/http_server.hpp"
 #include "server/openai_api.hpp"
+#include "server/stats_reporter.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -38,7 +40,15 @@ struct ServeFlags {
   MiddlemanFlags middleman;
   double shutdown_grace = 30;
   double http_timeout = 30;
+  double stats_interval = 10;  // seconds; 0: no stats lines
+  std::string log_format = "text";
 };
+
+// One log line, whole: a single write, so lines from the I/O and stats threads never interleave.
+void write_log_line(const std::string& line) {
+  const std::string out = line + "\n";
+  std::fwrite(out.data(), 1, out.size(), stderr);
+}
 
 // Set by SIGINT/SIGTERM, waited on by the main thread.
 class StopSignal {
@@ -108,6 +118,8 @@ int run_serve(ServeFlags& f) {
     if (const char* key = std::getenv("ORZO_API_KEY")) api_options.api_key = key;
   if (!f.chat_template.empty()) api_options.chat_template = read_file(f.chat_template);
   f.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.http_timeout * 1000));
+  const LogFormat log_format = f.log_format == "json" ? LogFormat::json : LogFormat::text;
+  f.http.access_log = [log_format](const AccessRecord& record) { write_log_line(access_line(record, log_format)); };
 
   caf::actor_system_config cfg;
   configure_actor_system(cfg, 0, f.middleman.liveness());
@@ -151,6 +163,10 @@ int run_serve(ServeFlags& f) {
     std::fprintf(stderr, "orzo serve: batcher published for actor clients on %s:%u\n", f.publish_host.c_str(),
                  static_cast<unsigned>(*port));
   }
+  std::unique_ptr<StatsReporter> stats;
+  if (f.stats_interval > 0)
+    stats = std::make_unique<StatsReporter>(sys, engine->batcher(), std::chrono::duration<double>(f.stats_interval),
+                                            log_format, write_log_line);
   std::fprintf(stderr, "orzo serve: ready, serving '%s'\n", api_options.served_model_name.c_str());
 
   stop.wait();
@@ -163,6 +179,7 @@ int run_serve(ServeFlags& f) {
     wait_idle(api, std::chrono::seconds(5));
   }
   server.stop();
+  stats.reset();
   engine->shutdown();
   return 0;
 }
@@ -194,6 +211,13 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", f->shutdown_grace, "Seconds in-flight requests get to finish on SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--stats-interval", f->stats_interval,
+                  "Seconds between stats lines on stderr (throughput, queue, KV cache) while busy; 0: none")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--log-format", f->log_format, "The access log's and stats lines' format: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->callback([f] {
     if (const int rc = run_serve(*f); rc != 0) throw CLI::RuntimeError(rc);

@@ -97,6 +97,7 @@ void CompletionJob::on_text(size_t index, TextChunk& chunk) {
       metrics_->observe_time_to_first_token(seconds(now - started_at_));
     c.last_token = now;
     c.got_token = true;
+    if (!first_token_at_) first_token_at_ = now;
   }
   if (answered_) return;
   ChoiceOutput out;
@@ -150,6 +151,7 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     if (remaining_ > 0) return;
     if (setup_.include_usage) exchange_->write(sse_event(usage_chunk(setup_.header, setup_.chat, usage())));
     exchange_->write(sse_done());
+    report_generation();
     exchange_->finish();
     return end();
   }
@@ -164,6 +166,7 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     out.finish_reason = finish_reason_name(choices_[i].completion.reason);
     outs.push_back(std::move(out));
   }
+  report_generation();
   exchange_->respond(200, setup_.chat ? chat_response(setup_.header, outs, usage(), vocab())
                                       : completion_response(setup_.header, outs, usage(), vocab()));
   end();
@@ -175,6 +178,7 @@ void CompletionJob::fail_before_start(const Completion& done) {
   metrics_->count_rejected(error.status);
   HttpHeaders headers;
   if (error.status == 429) headers.emplace_back("Retry-After", "1");
+  report_generation();
   exchange_->respond(error.status, error_body(error), std::move(headers));
   for (size_t i = 0; i < sessions_.size(); ++i)
     if (!choices_[i].done) caf::anon_send(sessions_[i], cancel_atom::value);
@@ -194,6 +198,15 @@ void CompletionJob::send_chunk(size_t index, ChoiceOutput out) {
 }
 
 const DecodeTable* CompletionJob::vocab() const { return tokenizer_ ? &tokenizer_->decode_table() : nullptr; }
+
+void CompletionJob::report_generation() {
+  const ResponseUsage u = usage();
+  AccessRecord::Generation g;
+  g.prompt_tokens = u.prompt_tokens;
+  g.completion_tokens = u.completion_tokens;
+  if (first_token_at_) g.ttft_seconds = seconds(*first_token_at_ - started_at_);
+  exchange_->report_generation(std::move(g));
+}
 
 ResponseUsage CompletionJob::usage() const {
   ResponseUsage u;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void start_stream();
   void send_chunk(size_t index, ChoiceOutput out);
   void end();
+  void report_generation();  // the request's tokens and TTFT, for the access log
   ResponseUsage usage() const;
   const DecodeTable* vocab() const;  // token bytes for logprobs
 
@@ -73,6 +75,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::vector<session_actor> sessions_;
   std::vector<Choice> choices_;
   std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first_token_at_;  // of any choice
   size_t remaining_ = 0;
   bool streaming_ = false;  // the 200 and the stream's headers went out
   bool answered_ = false;   // an error status went out instead; later events change nothing

@@ -18,6 +18,7 @@
 #include <deque>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <sys/socket.h>
 
 namespace orzo {
@@ -49,6 +50,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void post(std::function<void()> f) { net::post(stream_.get_executor(), std::move(f)); }
 
   void respond(int status, const std::string& body, const HttpHeaders& headers, const std::string& content_type) {
+    if (record_) record_->status = status;
     std::string out = status_line(status);
     out += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
@@ -59,6 +61,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void start_stream(const std::string& content_type) {
+    if (record_) record_->status = 200;
     std::string out = status_line(200);
     out += "Content-Type: " + content_type + "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
     out += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
@@ -80,6 +83,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void set_on_disconnect(std::function<void()> callback) { on_disconnect_ = std::move(callback); }
+
+  void set_generation(AccessRecord::Generation generation) {
+    if (record_) record_->generation = std::move(generation);
+  }
 
  private:
   bool live(uint64_t id) const { return in_exchange_ && id == exchange_id_ && !closed_ && !finishing_; }
@@ -150,14 +157,15 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // An error answered before any handler saw the request; the connection closes after it.
   void refuse(const ApiError& error) {
-    begin_exchange(false);
+    // The request line may have parsed even when the headers did not (a body over the limit).
+    begin_exchange(false, parser_ ? &parser_->get() : nullptr);
     respond(error.status, error_body(error), {}, "application/json");
   }
 
   void on_request(beast::error_code ec) {
     if (ec) return on_read_error(ec);
     HttpRequest request = parser_->release();
-    begin_exchange(request.keep_alive());
+    begin_exchange(request.keep_alive(), &request);
     watch_for_disconnect();
     auto exchange = std::make_shared<HttpExchange>(shared_from_this(), exchange_id_);
     try {
@@ -169,7 +177,20 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     }
   }
 
-  void begin_exchange(bool keep_alive) {
+  // `request`: as far as it parsed, if at all.
+  void begin_exchange(bool keep_alive, const HttpRequest* request) {
+    record_.reset();
+    if (options_.access_log) {
+      const auto known = [](std::string_view s) { return s.empty() ? std::string("-") : std::string(s); };
+      const std::string_view method =
+          request ? std::string_view(request->method_string().data(), request->method_string().size()) : "";
+      const std::string_view target =
+          request ? std::string_view(request->target().data(), request->target().size()) : "";
+      record_.emplace();
+      record_->method = known(method);
+      record_->path = known(target.substr(0, target.find('?')));
+      began_ = std::chrono::steady_clock::now();
+    }
     ++exchange_id_;
     in_exchange_ = true;
     finishing_ = false;
@@ -198,6 +219,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (closed_) return;
     auto callback = std::move(on_disconnect_);
     on_disconnect_ = nullptr;
+    if (in_exchange_) log_access();
     close();
     if (callback && in_exchange_) callback();
   }
@@ -226,6 +248,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void end_exchange() {
+    log_access();
     in_exchange_ = false;
     on_disconnect_ = nullptr;
     beast::error_code ignored;
@@ -235,6 +258,15 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       return close();
     }
     read_header();
+  }
+
+  // The exchange's record goes out once, at its end.
+  void log_access() {
+    if (!record_) return;
+    if (record_->status == 0) record_->status = kClientClosedRequest;
+    record_->duration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+    options_.access_log(*record_);
+    record_.reset();
   }
 
   void close() {
@@ -265,6 +297,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool keep_alive_ = false;
   bool closed_ = false;
   std::function<void()> on_disconnect_;
+  std::optional<AccessRecord> record_;  // the exchange's, while one is open and there is a log
+  std::chrono::steady_clock::time_point began_;
 };
 
 void HttpExchange::respond(int status, std::string body, HttpHeaders headers, std::string content_type) {
@@ -289,6 +323,12 @@ void HttpExchange::finish() {
 void HttpExchange::on_disconnect(std::function<void()> callback) {
   connection_->run(id_, [callback = std::move(callback)](HttpConnection& c) mutable {
     c.set_on_disconnect(std::move(callback));
+  });
+}
+
+void HttpExchange::report_generation(AccessRecord::Generation generation) {
+  connection_->run(id_, [generation = std::move(generation)](HttpConnection& c) mutable {
+    c.set_generation(std::move(generation));
   });
 }
 

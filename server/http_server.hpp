@@ -5,6 +5,9 @@
 // with an HttpExchange, and writes whatever the exchange is given, in order, as one whole
 // response or as a chunked stream. While an answer is being produced the connection
 // watches the socket, so a client that goes away is noticed at once, not at the next write.
+// Each request answered, or left by its client, becomes one AccessRecord for the access log.
+
+#include "server/access_log.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -45,6 +48,8 @@ class HttpExchange {
   void finish();  // the stream's last chunk; ends the exchange
   // Called once, on the strand, if the client disconnects before the exchange ends.
   void on_disconnect(std::function<void()> callback);
+  // What a generation request adds to its access-log record; call before the answer ends.
+  void report_generation(AccessRecord::Generation generation);
   // Runs `f` on the strand: the one place an exchange's owner may keep unsynchronized state.
   void post(std::function<void()> f);
 
@@ -62,6 +67,9 @@ struct HttpServerOptions {
   uint64_t max_body_bytes = uint64_t{8} << 20;          // larger bodies get 413
   std::chrono::milliseconds timeout{30000};             // a request must arrive whole within this,
                                                         // and an idle keep-alive connection closes after it
+  // Called once per request, on its connection's strand, when its answer is written or its
+  // client left (status kClientClosedRequest if no status line went out); empty: no log.
+  std::function<void(const AccessRecord&)> access_log;
 };
 
 class HttpServer {

@@ -82,6 +82,12 @@ void append_counter(std::string& out, const std::string& name, const std::string
 
 }  // namespace
 
+double kv_cache_usage(const BatcherStats& stats) {
+  return stats.kv_blocks_total > 0
+             ? static_cast<double>(stats.kv_blocks_used) / static_cast<double>(stats.kv_blocks_total)
+             : 0.0;
+}
+
 Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
     if (!std::isfinite(bounds_[i]))
@@ -169,15 +175,12 @@ void ServerMetrics::count_rejected(int http_status) {
 
 std::string ServerMetrics::render(const BatcherStats& batcher) const {
   std::string out;
-  const double kv_usage = batcher.kv_blocks_total > 0 ? static_cast<double>(batcher.kv_blocks_used) /
-                                                            static_cast<double>(batcher.kv_blocks_total)
-                                                      : 0.0;
   append_gauge(out, "orzo:num_requests_running", "Number of requests in the running batch.", labels_,
                std::to_string(batcher.running));
   append_gauge(out, "orzo:num_requests_waiting", "Number of requests waiting to be scheduled.", labels_,
                std::to_string(batcher.waiting));
   append_gauge(out, "orzo:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).", labels_,
-               format_float(kv_usage));
+               format_float(kv_cache_usage(batcher)));
   append_counter(out, "orzo:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", labels_,
                  batcher.prefix_query_tokens);
   append_counter(out, "orzo:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", labels_,

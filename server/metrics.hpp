@@ -14,6 +14,9 @@
 
 namespace orzo {
 
+// The fraction of KV cache blocks in use (0 to 1; 0 while the batcher reports no blocks).
+double kv_cache_usage(const BatcherStats& stats);
+
 // A cumulative histogram over fixed upper bounds (seconds), plus +Inf, sum and count.
 class Histogram {
  public:

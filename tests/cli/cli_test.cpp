@@ -120,6 +120,8 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"bench --batch 2", "--model"},
       {"bench -m '" + kStoriesGguf + "' --cpu-isa avx9", "--cpu-isa"},
       {"frobnicate", "frobnicate"},
+      {"serve -m '" + kStoriesGguf + "' --log-format xml", "--log-format"},
+      {"serve -m '" + kStoriesGguf + "' --stats-interval -1", "--stats-interval"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }

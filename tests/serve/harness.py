@@ -24,6 +24,7 @@ class Server:
         cmd = [ORZO, "serve", "-m", model, "--port", "0", "-t", "1", *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.log = []
+        self.log_times = []  # when each line of the log was read (time.time())
         self.port = None
         self._ready = threading.Event()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -38,6 +39,7 @@ class Server:
     def _read_stderr(self):
         for raw in iter(self.proc.stderr.readline, b""):
             line = raw.decode(errors="replace")
+            self.log_times.append(time.time())
             self.log.append(line)
             m = re.search(r"listening on http://[^:]+:(\d+)", line)
             if m:

@@ -12,6 +12,8 @@
 #include <future>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace orzo {
 namespace {
@@ -181,6 +183,110 @@ TEST_F(HttpServerTest, AClientLeavingMidAnswerIsNoticedAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms);
   std::lock_guard lock(m);
   held->write("data: nobody listens\n\n");  // harmless after the client left
+}
+
+// The access log's hook: one record per request, whatever ended it.
+class AccessLogTest : public HttpServerTest {
+ protected:
+  void start_logged(HttpHandler handler, HttpServerOptions options = {}) {
+    options.access_log = [this](const AccessRecord& r) {
+      std::lock_guard lock(mutex_);
+      records_.push_back(r);
+    };
+    start(std::move(handler), std::move(options));
+  }
+  // The records once `n` have come (the last is written after the answer's last byte).
+  std::vector<AccessRecord> records(size_t n) {
+    const auto end = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < end) {
+      {
+        std::lock_guard lock(mutex_);
+        if (records_.size() >= n) return records_;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    std::lock_guard lock(mutex_);
+    return records_;
+  }
+
+  std::mutex mutex_;
+  std::vector<AccessRecord> records_;
+};
+
+TEST_F(AccessLogTest, EveryRequestIsOneRecordWithItsStatus) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  start_logged(
+      [](HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
+        if (req.target() == "/missing") throw ApiError(404, "no route");
+        if (req.target() == "/gen") {
+          ex->start_stream();
+          ex->report_generation({7, 3, 0.25});
+          ex->write("data: x\n\n");
+          return ex->finish();
+        }
+        ex->respond(200, "ok", {}, "text/plain");
+      },
+      o);
+  {
+    Client c(port());
+    c.send(post("/a?key=secret", "one"));
+    c.response();
+    c.send(post("/missing", ""));
+    c.response();
+    c.send(post("/gen", ""));
+    c.read_until("0\r\n\r\n");
+  }
+  {
+    Client big(port());
+    big.send("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n");
+    big.response();
+  }
+  {
+    Client garbage(port());
+    garbage.send("NOT HTTP AT ALL\r\n\r\n");
+    garbage.response();
+  }
+  const auto r = records(5);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].method, "POST");
+  EXPECT_EQ(r[0].path, "/a");  // the query string may hold secrets
+  EXPECT_EQ(r[0].status, 200);
+  EXPECT_FALSE(r[0].generation);
+  EXPECT_EQ(r[1].path, "/missing");
+  EXPECT_EQ(r[1].status, 404);
+  EXPECT_EQ(r[2].status, 200);
+  ASSERT_TRUE(r[2].generation);
+  EXPECT_EQ(r[2].generation->prompt_tokens, 7);
+  EXPECT_EQ(r[2].generation->completion_tokens, 3);
+  EXPECT_EQ(r[2].generation->ttft_seconds, 0.25);
+  EXPECT_EQ(r[3].path, "/big");
+  EXPECT_EQ(r[3].status, 413);
+  EXPECT_EQ(r[4].method, "-");
+  EXPECT_EQ(r[4].status, 400);
+  for (const auto& record : r) EXPECT_GE(record.duration_seconds, 0) << record.path;
+}
+
+TEST_F(AccessLogTest, AClientLeavingBeforeAnyStatusIs499) {
+  std::mutex m;
+  std::shared_ptr<HttpExchange> held;
+  start_logged([&](HttpRequest&, std::shared_ptr<HttpExchange> ex) {
+    std::lock_guard lock(m);
+    held = ex;  // never answered
+  });
+  {
+    Client c(port());
+    c.send(post("/slow", ""));
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto r = records(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].path, "/slow");
+  EXPECT_EQ(r[0].status, kClientClosedRequest);
+  std::lock_guard lock(m);
+  held->respond(200, "late");  // too late: no second record
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(records(2).size(), 1u);
 }
 
 TEST_F(HttpServerTest, ListeningOnABadAddressIsAClearError) {
