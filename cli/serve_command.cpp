@@ -42,6 +42,7 @@ struct ServeFlags {
   double http_timeout = 30;
   double stats_interval = 10;  // seconds; 0: no stats lines
   std::string log_format = "text";
+  bool no_webui = false;
 };
 
 // One log line, whole: a single write, so lines from the I/O and stats threads never interleave.
@@ -117,6 +118,7 @@ int run_serve(ServeFlags& f) {
   if (api_options.api_key.empty())
     if (const char* key = std::getenv("ORZO_API_KEY")) api_options.api_key = key;
   if (!f.chat_template.empty()) api_options.chat_template = read_file(f.chat_template);
+  api_options.webui = !f.no_webui;
   f.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.http_timeout * 1000));
   const LogFormat log_format = f.log_format == "json" ? LogFormat::json : LogFormat::text;
   f.http.access_log = [log_format](const AccessRecord& record) { write_log_line(access_line(record, log_format)); };
@@ -168,6 +170,9 @@ int run_serve(ServeFlags& f) {
     stats = std::make_unique<StatsReporter>(sys, engine->batcher(), std::chrono::duration<double>(f.stats_interval),
                                             log_format, write_log_line);
   std::fprintf(stderr, "orzo serve: ready, serving '%s'\n", api_options.served_model_name.c_str());
+  if (api_options.webui)
+    std::fprintf(stderr, "orzo serve: chat in a browser at http://%s:%u/\n", f.http.host.c_str(),
+                 static_cast<unsigned>(server.port()));
 
   stop.wait();
   std::fprintf(stderr, "orzo serve: shutting down; %zu requests in flight\n", api.in_flight());
@@ -195,6 +200,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on model routes (or ORZO_API_KEY)");
   cmd->add_option("--served-model-name", f->served_model_name, "The model name requests use (default: -m as given)");
   cmd->add_option("--chat-template", f->chat_template, "A Jinja chat template file, instead of the model's");
+  cmd->add_flag("--no-webui", f->no_webui, "No chat page at / (it is one static page inside the binary)");
   cmd->add_option("--max-queue", f->max_queue, "Waiting requests at most; beyond, 429")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

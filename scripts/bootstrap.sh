@@ -10,6 +10,8 @@ targets=("${@:2}")
 packages=(build-essential cmake ninja-build ccache git curl
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libopenblas-dev libpcre2-dev libicu-dev pkg-config
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-pip)
+# The test build also drives the chat page in a headless browser (tests/serve/test_webui.py).
+[ "$preset" = ci ] && packages+=(chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,8 +24,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Python tests' packages (PyPI): the openai client, and gguf for the dequantizer reference.
-python3 -c "import openai, gguf" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
+# The Python tests' packages (PyPI): the openai client, gguf for the dequantizer reference, and
+# selenium for the chat page's browser test.
+python3 -c "import openai, gguf, selenium" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
 
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"}

@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "chat_template/chat_template.hpp"
 #include "server/api_error.hpp"
+#include "server/chat_page.hpp"
 #include "server/completion_job.hpp"
 #include "server/json_text.hpp"
 #include "server/openai_request.hpp"
@@ -31,7 +32,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/v1/completions", "POST", true}, {"/v1/chat/completions", "POST", true}, {"/v1/models", "GET", true},
     {"/tokenize", "POST", true},       {"/detokenize", "POST", true},          {"/health", "GET", false},
-    {"/metrics", "GET", false},
+    {"/metrics", "GET", false},        {"/", "GET", false},  // the chat page asks for the key itself
 };
 
 // Same time whatever the key's content: a wrong key does not leak how much of it matched
@@ -102,7 +103,7 @@ void OpenAIApi::handle(HttpRequest& request, std::shared_ptr<HttpExchange> excha
   const std::string_view method(request.method_string().data(), request.method_string().size());
   const Route* route = nullptr;
   for (const auto& r : kRoutes)
-    if (r.path == path) route = &r;
+    if (r.path == path && (path != "/" || options_.webui)) route = &r;
   if (!route) throw ApiError(404, "no route " + std::string(path), "invalid_request_error", {}, "not_found");
   if (method != route->method) {
     exchange->respond(405,
@@ -121,6 +122,7 @@ void OpenAIApi::handle(HttpRequest& request, std::shared_ptr<HttpExchange> excha
     if (given.substr(0, bearer.size()) != bearer || !same_key(given.substr(bearer.size()), options_.api_key))
       throw ApiError(401, "incorrect API key", "invalid_request_error", {}, "invalid_api_key");
   }
+  if (path == "/") return chat_page(*exchange);
   if (path == "/health") return health(std::move(exchange));
   if (path == "/metrics") return metrics(std::move(exchange));
   if (path == "/v1/models") return models(*exchange);
@@ -353,6 +355,17 @@ void OpenAIApi::metrics(std::shared_ptr<HttpExchange> exchange) {
       return exchange->respond(503, error_body(ApiError(503, "the batcher did not answer: " + error, "server_error")));
     exchange->respond(200, metrics->render(*s), {}, type);
   });
+}
+
+void OpenAIApi::chat_page(HttpExchange& exchange) const {
+  // The page may talk to this server only, and run no script but its own.
+  exchange.respond(200, std::string(chat_page_html()),
+                   {{"Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                     "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+                    {"X-Content-Type-Options", "nosniff"},
+                    {"Cache-Control", "no-cache"}},
+                   "text/html; charset=utf-8");
 }
 
 void OpenAIApi::drain() { draining_ = true; }

@@ -2,8 +2,9 @@
 // The endpoints of `orzo serve`: routing, authentication, and the work of each route —
 // /v1/completions and /v1/chat/completions (prompts and chat templates tokenized here, each
 // prompt held to check_request, then one session per choice: see CompletionJob),
-// /v1/models, /tokenize, /detokenize, /health and /metrics. The API is up before the model:
-// until serve() hands it an engine, /health says 503 and model routes refuse.
+// /v1/models, /tokenize, /detokenize, /health, /metrics, and the chat page at /. The API is
+// up before the model: until serve() hands it an engine, /health says 503 and model routes
+// refuse.
 
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
@@ -33,6 +34,7 @@ struct ApiOptions {
   std::string model_path;         // reported as the model's root
   std::string api_key;            // empty: no authentication
   std::string chat_template;      // overrides the model's; empty: the model's own
+  bool webui = true;              // the chat page at /
 };
 
 class OpenAIApi {
@@ -59,6 +61,7 @@ class OpenAIApi {
   void models(HttpExchange& exchange) const;
   void health(std::shared_ptr<HttpExchange> exchange);
   void metrics(std::shared_ptr<HttpExchange> exchange);
+  void chat_page(HttpExchange& exchange) const;
   void check_model(const std::string& model) const;
   Engine& engine() const;
 
