@@ -37,25 +37,25 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::string bytes_text(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
+// v in the largest of `units` (each `step` times the one before) that keeps it at least 1.
+template <size_t N>
+std::string scaled_text(double v, double step, const char* const (&units)[N], const char* space) {
   size_t u = 0;
-  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+  while (v >= step && u + 1 < N) v /= step, ++u;
   char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s%s" : "%.1f%s%s", v, space, units[u]);
   return buf;
+}
+
+std::string bytes_text(uint64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  return scaled_text(static_cast<double>(bytes), 1024, units, " ");
 }
 
 // 134515008 -> 134.5M, as model cards write it.
 std::string count_text(int64_t n) {
-  const char* units[] = {"", "K", "M", "B", "T"};
-  double v = static_cast<double>(n);
-  size_t u = 0;
-  while (v >= 1000 && u + 1 < std::size(units)) v /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.1f%s", v, units[u]);
-  return buf;
+  static const char* const units[] = {"", "K", "M", "B", "T"};
+  return scaled_text(static_cast<double>(n), 1000, units, "");
 }
 
 // A RoPE base of 1000000 reads as such, not as 1e+06; an epsilon stays short.
