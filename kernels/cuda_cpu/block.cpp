@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -326,7 +327,12 @@ ThreadOrder thread_order() {
   static const ThreadOrder order = [] {
     const char* e = std::getenv("ORZO_CUDA_CPU_ORDER");
     const std::string s = e ? e : "";
-    return s == "forward" ? ThreadOrder::forward : s == "reverse" ? ThreadOrder::reverse : ThreadOrder::shuffle;
+    if (s.empty() || s == "shuffle") return ThreadOrder::shuffle;
+    if (s == "forward") return ThreadOrder::forward;
+    if (s == "reverse") return ThreadOrder::reverse;
+    // A misspelt order would otherwise run the default and look like a run of the order asked for.
+    std::fprintf(stderr, "cuda_cpu: ORZO_CUDA_CPU_ORDER='%s' is not shuffle, forward or reverse\n", s.c_str());
+    std::exit(2);
   }();
   return order;
 }
