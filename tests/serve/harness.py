@@ -85,7 +85,13 @@ class Server:
             self.proc.send_signal(sig)
         rc = self.proc.wait(timeout)
         self._reader.join(5)
+        self._close_pipes()
         return rc
+
+    def _close_pipes(self):
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe and not self._reader.is_alive():
+                pipe.close()
 
     def __enter__(self):
         return self
@@ -94,6 +100,8 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+            self._reader.join(5)
+        self._close_pipes()
 
 
 def stream_events(sock_file):
