@@ -51,6 +51,16 @@ def safetensors_tensors(directory):
     return out
 
 
+def type_mix(tensors):
+    """{type: {"count", "bytes"}} of (type, bytes) pairs, as `orzo info --json` reports them."""
+    mix = {}
+    for dtype, size in tensors:
+        use = mix.setdefault(dtype, {"count": 0, "bytes": 0})
+        use["count"] += 1
+        use["bytes"] += size
+    return mix
+
+
 class InfoMatchesTheFiles(unittest.TestCase):
     def test_every_gguf_file(self):
         ggufs, _ = model_files()
@@ -63,12 +73,8 @@ class InfoMatchesTheFiles(unittest.TestCase):
                 reader = gguf.GGUFReader(path)
                 self.assertEqual(got["tensors"], len(reader.tensors))
                 self.assertEqual(got["parameters"], sum(int(t.n_elements) for t in reader.tensors))
-                expected = {}
-                for t in reader.tensors:
-                    use = expected.setdefault(t.tensor_type.name.lower(), {"count": 0, "bytes": 0})
-                    use["count"] += 1
-                    use["bytes"] += int(t.n_bytes)
-                self.assertEqual(got["tensor_types"], expected)
+                self.assertEqual(got["tensor_types"],
+                                 type_mix((t.tensor_type.name.lower(), int(t.n_bytes)) for t in reader.tensors))
                 self.assertEqual(got["architecture"], str(reader.get_field("general.architecture").contents()))
 
     def test_every_hf_directory(self):
@@ -82,12 +88,7 @@ class InfoMatchesTheFiles(unittest.TestCase):
                 tensors = safetensors_tensors(directory)
                 self.assertEqual(got["tensors"], len(tensors))
                 self.assertEqual(got["parameters"], sum(e for _, e, _ in tensors))
-                expected = {}
-                for dtype, _, size in tensors:
-                    use = expected.setdefault(dtype, {"count": 0, "bytes": 0})
-                    use["count"] += 1
-                    use["bytes"] += size
-                self.assertEqual(got["tensor_types"], expected)
+                self.assertEqual(got["tensor_types"], type_mix((dtype, size) for dtype, _, size in tensors))
                 with open(os.path.join(directory, "config.json")) as f:
                     self.assertEqual(got["architecture"], json.load(f)["architectures"][0])
 
