@@ -205,6 +205,14 @@ class ServedPage(unittest.TestCase):
             self.assertEqual(json.loads(body)["error"]["code"], "not_found")
             server.stop()
 
+    def test_the_page_takes_only_get(self):
+        with Server() as server:
+            status, headers, body = server.request("POST", "/", b"garbage\x00\xff")
+            self.assertEqual(status, 405)
+            self.assertEqual(headers["allow"], "GET")
+            self.assertEqual(json.loads(body)["error"]["code"], "method_not_allowed")
+            server.stop()
+
     def test_the_page_is_served_whole_with_its_policy(self):
         with Server() as server:
             status, headers, body = server.request("GET", "/")
