@@ -12,11 +12,16 @@
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace orzo::cli {
@@ -31,6 +36,7 @@ struct WorkerFlags {
   StageOptions knobs;
   bool enforce_eager = false;
   std::string cpu_isa;
+  double connect_wait_s = 30;
   MiddlemanFlags middleman;
 };
 
@@ -56,6 +62,39 @@ Endpoint parse_endpoint(const std::string& text) {
   if (port < 1 || port > 65535) throw std::invalid_argument("--connect '" + text + "': expected HOST:PORT");
   e.port = static_cast<uint16_t>(port);
   return e;
+}
+
+// Whether something accepts TCP connections at the endpoint now.
+bool listening(const Endpoint& where) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(where.host.c_str(), std::to_string(where.port).c_str(), &hints, &found) != 0) return false;
+  bool accepted = false;
+  for (const addrinfo* a = found; a != nullptr && !accepted; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    accepted = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return accepted;
+}
+
+// Workers and their batcher start in any order (two terminals, a cluster's units), so a port
+// where nothing listens yet is waited for, up to --connect-wait. Once something listens, one
+// attempt decides: a peer that is no batcher, or refuses our certificate, stays refused.
+batcher_actor connect_when_listening(caf::actor_system& sys, const Endpoint& where, const std::string& at,
+                                     double wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  if (!listening(where) && wait_s > 0) {
+    std::fprintf(stderr, "orzo worker: waiting up to %gs for the batcher at %s\n", wait_s, at.c_str());
+    while (!listening(where) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  auto remote = connect_to_batcher(sys, where.host, where.port);
+  if (!remote) throw std::runtime_error("cannot reach the batcher at " + at + ": " + sys.render(remote.error()));
+  return *remote;
 }
 
 // A synchronous request from this (non-actor) thread; throws with `what` and the error.
@@ -84,9 +123,7 @@ int run_worker(const WorkerFlags& flags) {
   configure_actor_system(cfg, 0, flags.middleman.liveness());
   load_middleman(cfg, flags.middleman.tls);
   caf::actor_system sys{cfg};
-  auto remote = connect_to_batcher(sys, where.host, where.port);
-  if (!remote) throw std::runtime_error("cannot reach the batcher at " + at + ": " + sys.render(remote.error()));
-  const batcher_actor batcher = *remote;
+  const batcher_actor batcher = connect_when_listening(sys, where, at, flags.connect_wait_s);
   caf::scoped_actor self{sys};
   self->monitor(batcher);
 
@@ -130,6 +167,10 @@ void add_worker_command(CLI::App& app) {
   auto flags = std::make_shared<WorkerFlags>();
   auto* cmd = app.add_subcommand("worker", "Serve one pipeline stage for a batcher in another process");
   cmd->add_option("--connect", flags->connect, "HOST:PORT where the batcher is published (orzo serve --publish)")->required();
+  cmd->add_option("--connect-wait", flags->connect_wait_s,
+                  "Seconds to keep trying while nothing listens at --connect (the batcher not started yet)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--layers", flags->layers, "The stage's layers, begin-end, as the batcher's placement names them")
       ->required();
   cmd->add_option("-m,--model", flags->model, "The batcher's model (HF directory or .gguf file)")->required();

@@ -84,15 +84,15 @@ class AcrossProcesses : public testing::TempDirTest {
 
   // Process 1 (this one): the batcher and the local worker for layers [0,2), published on
   // loopback; layers [2,5) wait for a worker to join.
-  void start_engine(const std::string& placement = "cpu:0-2,remote:2-5") {
+  void start_engine(const std::string& placement = "cpu:0-2,remote:2-5", uint16_t port = 0) {
     EngineOptions o;
     o.model = kModel;
     o.backend.threads = 1;
     o.placement = placement;
     engine_ = Engine::start(*sys_, o);
-    auto port = publish_batcher(*sys_, engine_->batcher(), 0);
-    ASSERT_TRUE(port) << sys_->render(port.error());
-    port_ = *port;
+    auto published = publish_batcher(*sys_, engine_->batcher(), port);
+    ASSERT_TRUE(published) << sys_->render(published.error());
+    port_ = *published;
   }
 
   // Process 2: `orzo worker` for `layers`.
@@ -337,11 +337,37 @@ uint16_t unused_port() {
 TEST_F(AcrossProcesses, WorkerRefusesABatcherItCannotReach) {
   port_ = unused_port();
   const uint16_t port = port_;
-  auto worker = start_worker();
+  auto worker = start_worker("2-5", {"--connect-wait", "0"});
   EXPECT_EQ(worker->wait(), 1);
   const std::string out = worker->output();
   EXPECT_NE(out.find("cannot reach the batcher at 127.0.0.1:" + std::to_string(port)), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST_F(AcrossProcesses, WorkerGivesUpAfterItsConnectWait) {
+  port_ = unused_port();
+  const auto started = std::chrono::steady_clock::now();
+  auto worker = start_worker("2-5", {"--connect-wait", "1"});
+  EXPECT_EQ(worker->wait(), 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  const std::string out = worker->output();
+  EXPECT_NE(out.find("orzo worker: waiting up to 1s for the batcher at 127.0.0.1:" + std::to_string(port_)),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("cannot reach the batcher at 127.0.0.1:" + std::to_string(port_)), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+}
+
+// Two terminals, or a cluster's units, start in any order: a worker whose batcher is not
+// listening yet waits for it and joins once it is.
+TEST_F(AcrossProcesses, AWorkerStartedBeforeItsBatcherJoinsIt) {
+  const uint16_t port = unused_port();
+  port_ = port;
+  auto worker = start_worker("2-5", {"--connect-wait", "60"});
+  ASSERT_TRUE(eventually([&] { return worker->output().find("waiting up to 60s") != std::string::npos; }))
+      << worker->output();
+  start_engine("cpu:0-2,remote:2-5", port);
+  ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
+  for (const auto& tokens : generate_all(*engine_, 16)) EXPECT_EQ(tokens.size(), 16u);
 }
 
 }  // namespace
