@@ -4,7 +4,7 @@ GPU suite (orzo_emulated_gpu_tests, on kernels/cuda_cpu/) fails on each: the pro
 emulator would catch such a bug the day it is written. Each mutation is an exact piece of
 source and what it becomes; the source is restored after each one, also on failure or ^C.
 
-  scripts/mutation-check.py [--build build-ci] [--only NAME]
+  scripts/mutation-check.py [--build build] [--only NAME]
 
 Needs a configured build with tests (cmake --preset ci). Exits non-zero when a mutation
 survives (its tests still pass) or no longer applies (the source moved on: update it here).
@@ -61,7 +61,7 @@ def build(build_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--build', default='build-ci')
+    p.add_argument('--build', default='build')
     p.add_argument('--only')
     args = p.parse_args()
     tests = ROOT / args.build / 'tests' / 'orzo_emulated_gpu_tests'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up, build with CUDA on and warnings as errors, and run every test.
+# Set up, build with CUDA on and warnings as errors (the ci preset, into build/), and run every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh ci
