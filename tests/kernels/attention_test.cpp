@@ -259,6 +259,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
 INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedAttention,
                          ::testing::Combine(::testing::Values<int64_t>(4), ::testing::Values<int64_t>(80),
                                             ::testing::Values(0, 19), ::testing::Values(1, 8, 24, 32)));
+// Heads whose width leaves 4- and 1-column remainders (16 + 16 + 4, 8 + 4 + 1) after the
+// vectors the values are summed in.
+INSTANTIATE_TEST_SUITE_P(OddHeads, PagedAttention,
+                         ::testing::Combine(::testing::Values<int64_t>(2, 3), ::testing::Values<int64_t>(36, 13),
+                                            ::testing::Values(0), ::testing::Values(16)));
 
 }  // namespace
 }  // namespace orzo

@@ -30,38 +30,40 @@ struct VecOf {
 template <int N>
 using Vec = typename VecOf<N>::type;
 
-// Output columns kept in registers while a chunk's values are summed into them.
-constexpr int kColumns = 64;
-using Columns = Vec<kTileLanes>;
-static_assert(sizeof(Columns) == kTileLanes * sizeof(float));
-
-// o = o * alpha + sum_j p[j * stride] * v_j over the n keys of a chunk.
-void accumulate_values(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n,
-                       int64_t hd) {
-  constexpr int kVecs = kColumns / kTileLanes;
-  int64_t d = 0;
-  for (; d + kColumns <= hd; d += kColumns) {
-    Columns acc[kVecs];
-    std::memcpy(acc, o + d, sizeof acc);
-    for (Columns& a : acc) a *= alpha;
-    for (int j = 0; j < n; ++j) {
-      const float pj = p[j * stride];
-      const float* vj = v + j * ld + d;
-      for (int c = 0; c < kVecs; ++c) {
-        Columns x;
-        std::memcpy(&x, vj + c * kTileLanes, sizeof x);
-        acc[c] += pj * x;
-      }
-    }
-    std::memcpy(o + d, acc, sizeof acc);
-  }
-  if (d == hd) return;
-  for (int64_t x = d; x < hd; ++x) o[x] *= alpha;
+// o[0, W * Vecs) = o * alpha + sum_j p[j * stride] * v_j[0, W * Vecs) over the n keys of a
+// chunk, the columns held in registers while the values are summed into them.
+template <int W, int Vecs>
+void accumulate_columns(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n) {
+  Vec<W> acc[Vecs];
+  std::memcpy(acc, o, sizeof acc);
+  for (Vec<W>& a : acc) a *= alpha;
   for (int j = 0; j < n; ++j) {
     const float pj = p[j * stride];
     const float* vj = v + j * ld;
-    for (int64_t x = d; x < hd; ++x) o[x] += pj * vj[x];
+    for (int c = 0; c < Vecs; ++c) {
+      Vec<W> x;
+      std::memcpy(&x, vj + c * W, sizeof x);
+      acc[c] += pj * x;
+    }
   }
+  std::memcpy(o, acc, sizeof acc);
+}
+
+// o = o * alpha + sum_j p[j * stride] * v_j over the n keys of a chunk: 64 columns at a time,
+// then the rest in narrower vectors, so that narrow heads (stories260K's 8) run in vectors
+// too. Every column takes the same operations in the same order whichever width holds it.
+void accumulate_values(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n,
+                       int64_t hd) {
+  int64_t d = 0;
+  for (; d + 64 <= hd; d += 64)
+    accumulate_columns<kTileLanes, 64 / kTileLanes>(o + d, alpha, p, stride, v + d, ld, n);
+  if (kTileLanes >= 16 && d + 16 <= hd) {
+    accumulate_columns<16, 1>(o + d, alpha, p, stride, v + d, ld, n);
+    d += 16;
+  }
+  for (; d + 8 <= hd; d += 8) accumulate_columns<8, 1>(o + d, alpha, p, stride, v + d, ld, n);
+  for (; d + 4 <= hd; d += 4) accumulate_columns<4, 1>(o + d, alpha, p, stride, v + d, ld, n);
+  for (; d < hd; ++d) accumulate_columns<1, 1>(o + d, alpha, p, stride, v + d, ld, n);
 }
 
 // A tile of `Lanes` lanes; the caller picks the narrowest that holds its queries, since an
