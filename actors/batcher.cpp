@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@ struct Live {
   bool sampler_started = false;  // the sampling worker knows this sequence
   bool in_step = false;          // part of the step in flight
   bool cancelled = false;        // stopped while in the step: ends when the step returns
+  int32_t scored = 1;            // the next prompt position to score, when sampling.prompt_logprobs asks
   std::chrono::steady_clock::time_point admitted = std::chrono::steady_clock::now();
   int64_t queue_us = 0;          // admission to its first step
 };
@@ -50,6 +52,7 @@ struct BatcherState {
   bool step_in_flight = false;
   uint64_t in_flight_step = 0;
   StepPlan in_flight;
+  std::vector<int32_t> in_flight_scores;  // per chunk of in_flight: its rows that score a prompt token
   std::vector<uint64_t> released;  // sequences the sampling worker may forget
   std::string fault;               // what no joining worker can cure (a local stage's pool is short)
   std::string lost;                // why a stage was last lost, until every stage has a worker again
@@ -135,17 +138,40 @@ void fail_all(batcher_pointer self, ErrorCode code, const std::string& message) 
   for (auto id : ids) finish(self, id, FinishReason::error, code, message);
 }
 
+bool scores_prompt(const Live& l) { return l.request.sampling.prompt_logprobs >= 0; }
+
+// The rows of `chunk` that score a prompt token: those predicting positions [scored,
+// prompt_len). They end where the chunk ends, or just before its sampled last row, so with
+// that row they are the chunk's last rows.
+int32_t score_rows(const Live& l, const ScheduledChunk& chunk) {
+  if (!scores_prompt(l)) return 0;
+  const int32_t from = std::max(chunk.first_pos, l.scored - 1);
+  const int32_t to = std::min(chunk.first_pos + chunk.count, l.seq.prompt_len - 1);
+  return std::max(0, to - from);
+}
+
+// Scored positions are never recomputed for their logits again: a preempted sequence may take
+// them from the prefix cache.
+void mark_scored(Live& l, int32_t scored) {
+  l.scored = scored;
+  l.seq.cacheable = scored >= l.seq.prompt_len ? std::numeric_limits<int32_t>::max() : scored - 1;
+}
+
 StepRequest build_step(BatcherState& st) {
   StepRequest req;
   req.step = st.next_step++;
   auto& batch = req.batch;
+  st.in_flight_scores.clear();
   for (const auto& chunk : st.in_flight.chunks) {
     auto& l = *st.live.at(chunk.seq->id);
     l.in_step = true;
     const auto index = static_cast<int32_t>(batch.block_tables.size());
     batch.block_tables.push_back(chunk.seq->blocks.table);
     req.seq_ids.push_back(chunk.seq->id);
-    batch.add_chunk(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos, chunk.sample);
+    const int32_t scores = score_rows(l, chunk);
+    st.in_flight_scores.push_back(scores);
+    batch.add_chunk_with_logits(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos,
+                                scores + (chunk.sample ? 1 : 0));
     if (!l.sampler_started) {
       l.sampler_started = true;
       l.queue_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - l.admitted).count();
@@ -159,30 +185,55 @@ StepRequest build_step(BatcherState& st) {
   return req;
 }
 
+void send_scores(batcher_pointer self, Live& l, const StepResult& result, size_t first, int32_t count) {
+  PromptScoresEvent ev;
+  ev.request_id = l.request.id;
+  for (int32_t i = 0; i < count; ++i) {
+    const auto& s = result.samples[first + static_cast<size_t>(i)];
+    ev.scores.push_back(PromptTokenScore{l.scored + i, s.token, s.logprob, s.rank, s.top_logprobs});
+  }
+  mark_scored(l, l.scored + count);
+  if (l.session) self->send(l.session, std::move(ev));
+}
+
 void deliver(batcher_pointer self, const StepResult& result) {
   auto& st = self->state;
   st.scheduler->complete(st.in_flight);
-  size_t sample = 0;
-  for (const auto& chunk : st.in_flight.chunks) {
+  size_t next = 0;  // the first result of the chunk at hand
+  for (size_t c = 0; c < st.in_flight.chunks.size(); ++c) {
+    const auto& chunk = st.in_flight.chunks[c];
+    const int32_t scores = st.in_flight_scores[c];
+    const size_t first = next;
+    next += static_cast<size_t>(scores) + (chunk.sample ? 1 : 0);
     const uint64_t id = chunk.seq->id;
     auto it = st.live.find(id);
     if (it == st.live.end()) continue;
     Live& l = *it->second;
     l.in_step = false;
-    if (!chunk.sample) {
-      if (l.cancelled) finish(self, id, FinishReason::cancelled);
-      continue;
-    }
-    const auto& s = result.samples.at(sample++);
     if (l.cancelled) {
       finish(self, id, FinishReason::cancelled);
       continue;
     }
+    if (scores > 0) send_scores(self, l, result, first, scores);
+    if (!chunk.sample) continue;
+    // A request that only scores its prompt ends with it.
+    if (l.request.limits.max_tokens == 0) {
+      finish(self, id, FinishReason::length);
+      continue;
+    }
+    const auto& s = result.samples[next - 1];
     l.seq.tokens.push_back(s.token);
     ++st.stats.generated_tokens;
     self->send(l.session, TokenEvent{l.request.id, s.token, generated(l) - 1, s.logprob, s.top_logprobs});
     if (auto reason = finish_reason(st, l, s.token)) finish(self, id, *reason);
   }
+}
+
+size_t expected_results(const BatcherState& st) {
+  size_t n = 0;
+  for (size_t c = 0; c < st.in_flight.chunks.size(); ++c)
+    n += static_cast<size_t>(st.in_flight_scores[c]) + (st.in_flight.chunks[c].sample ? 1 : 0);
+  return n;
 }
 
 void fail_step(batcher_pointer self, const caf::error& err) {
@@ -220,7 +271,12 @@ void run_step(batcher_pointer self) {
             auto& s = self->state;
             if (!s.step_in_flight || result.step != s.in_flight_step) return;
             s.step_in_flight = false;
-            deliver(self, result);
+            if (result.samples.size() != expected_results(s))
+              fail_step(self, make_orzo_error(ErrorCode::step_failed,
+                                              "the last worker answered " + std::to_string(result.samples.size()) +
+                                                  " logit rows of " + std::to_string(expected_results(s))));
+            else
+              deliver(self, result);
             if (s.options.check_invariants) s.blocks->check(s.scheduler->live_blocks());
             queue_step(self);
           },
@@ -252,6 +308,7 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
   l->seq.tokens = req.prompt;
   l->seq.priority = req.priority;
+  if (req.sampling.prompt_logprobs >= 0) mark_scored(*l, 1);
   // A sequence that outgrew the whole pool could never finish, and would hold up every
   // admission behind it.
   if (!st.scheduler->fits(l->seq) || total_tokens(req) > st.scheduler->capacity_tokens())

@@ -87,6 +87,15 @@ void on_token(session_pointer self, TokenEvent& ev) {
   emit(self, std::move(chunk));
 }
 
+void on_scores(session_pointer self, PromptScoresEvent& ev) {
+  auto& st = self->state;
+  if (st.stopping || st.done) return;
+  TextChunk chunk;
+  chunk.request_id = st.request.id;
+  chunk.prompt_scores = std::move(ev.scores);
+  emit(self, std::move(chunk));
+}
+
 void on_finished(session_pointer self, FinishedEvent& ev) {
   auto& st = self->state;
   if (st.stopping) {
@@ -128,7 +137,7 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
     if (!st.request.stop.empty()) st.stops.emplace(st.request.stop, st.request.include_stop);
   } catch (const std::exception& e) {
     complete(self, completion(st, FinishReason::error, ErrorCode::invalid_request, e.what(), Usage{}));
-    return {[](TokenEvent&) {}, [](FinishedEvent&) {}, [](cancel_atom) {}};
+    return {[](PromptScoresEvent&) {}, [](TokenEvent&) {}, [](FinishedEvent&) {}, [](cancel_atom) {}};
   }
   self->monitor(st.batcher);
   self->set_down_handler([self](caf::down_msg&) {
@@ -136,6 +145,7 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
   });
   self->send(st.batcher, register_atom::value, std::move(gen), caf::actor_cast<session_actor>(self));
   return {
+      [self](PromptScoresEvent& ev) { on_scores(self, ev); },
       [self](TokenEvent& ev) { on_token(self, ev); },
       [self](FinishedEvent& ev) { on_finished(self, ev); },
       [self](cancel_atom) {

@@ -41,6 +41,7 @@ StepResult step_result(uint64_t step, const std::vector<SampleResult>& samples) 
     SampledToken t;
     t.token = s.token;
     t.logprob = f32{s.logprob};
+    t.rank = s.rank;
     for (const auto& top : s.top_logprobs) t.top_logprobs.push_back(TopLogprob{top.token, f32{top.logprob}});
     result.samples.push_back(std::move(t));
   }

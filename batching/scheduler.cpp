@@ -116,7 +116,9 @@ StepPlan Scheduler::schedule() {
   while (plan.preempted.empty() && !waiting_.empty() && budget > 0 &&
          running_.size() < static_cast<size_t>(config_.max_num_seqs)) {
     Sequence& seq = *waiting_.front();
-    const int32_t cached = blocks_.take_cached_prefix(seq.blocks, seq.tokens.data(), seq.num_tokens());
+    // Up to `cacheable` tokens: the blocks lying inside [0, cacheable) (see cached_prefix_tokens).
+    const int32_t lookup = seq.cacheable < seq.num_tokens() ? seq.cacheable + 1 : seq.num_tokens();
+    const int32_t cached = seq.cacheable > 0 ? blocks_.take_cached_prefix(seq.blocks, seq.tokens.data(), lookup) : 0;
     const int32_t count = std::min(seq.num_tokens() - cached, budget);
     if (!blocks_.allocate(seq.blocks, cached + count)) {
       blocks_.release(seq.blocks);

@@ -64,7 +64,8 @@ class Scheduler {
   //     same preemption rule.
   //  3. only when nothing was preempted (the pool is tight), waiting sequences in queue order
   //     while fewer than max_num_seqs run and budget remains: the prefix cache serves what
-  //     it can, then a chunk is allocated; the first that cannot get its blocks stops
+  //     it can (never past seq.cacheable tokens; not asked at all when that is 0), then a
+  //     chunk is allocated; the first that cannot get its blocks stops
   //     admission (waiting sequences never preempt).
   // "Served last" is the latest admitted in FCFS mode, the highest (priority, arrival) in
   // priority mode. A victim already planned this step is taken out of the plan again. In

@@ -3,6 +3,7 @@
 // how far its KV has been computed, and the blocks holding that KV. The batcher owns the
 // object and appends sampled tokens; the scheduler moves it between its queues.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "batching/block_manager.hpp"
@@ -17,6 +18,9 @@ struct Sequence {
   int32_t prompt_len = 0;
   int32_t num_computed = 0;  // leading tokens whose KV is in the cache
   int32_t num_cached = 0;    // prompt tokens the prefix cache served at first admission (for usage)
+  // The prefix cache serves at most this many leading tokens: the rows of a prompt still being
+  // scored must run for their logits.
+  int32_t cacheable = std::numeric_limits<int32_t>::max();
   int32_t priority = 0;      // lower is served first (vLLM's convention); ties by arrival
   uint64_t arrival = 0;      // set by Scheduler::add, increasing
   int32_t preemptions = 0;

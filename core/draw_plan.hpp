@@ -16,6 +16,9 @@ struct DrawPlan {
   uint64_t step = 0;
   const int32_t* recent = nullptr;  // the penalty window, oldest first; valid until the next plan
   size_t n_recent = 0;
+  // >= 0: draw nothing, score this token (a prompt token) as Sampler::score does, with
+  // params->prompt_logprobs alternatives.
+  int32_t score_token = -1;
 };
 
 }  // namespace orzo

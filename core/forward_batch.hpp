@@ -21,12 +21,17 @@ struct ForwardBatch {
   // Appends `count` consecutive tokens of sequence `seq` starting at position `first_pos`;
   // the last one is marked for logits when `want_logits`.
   void add_chunk(int32_t seq, const int32_t* toks, int32_t count, int32_t first_pos, bool want_logits) {
+    add_chunk_with_logits(seq, toks, count, first_pos, want_logits ? 1 : 0);
+  }
+  // The same, with its last `logit_count` rows (at most `count`) marked for logits: scoring a
+  // prompt wants the logits of every row that predicts a prompt token.
+  void add_chunk_with_logits(int32_t seq, const int32_t* toks, int32_t count, int32_t first_pos, int32_t logit_count) {
     for (int32_t i = 0; i < count; ++i) {
       tokens.push_back(toks[i]);
       positions.push_back(first_pos + i);
       seq_index.push_back(seq);
+      if (i >= count - logit_count) logit_rows.push_back(static_cast<int32_t>(positions.size()) - 1);
     }
-    if (want_logits && count > 0) logit_rows.push_back(static_cast<int32_t>(positions.size()) - 1);
   }
 };
 

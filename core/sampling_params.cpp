@@ -31,6 +31,9 @@ std::optional<SamplingProblem> sampling_problem(const SamplingParams& p) {
   if (p.penalty_window < 0) return problem("penalty_window", ">= 0", p.penalty_window);
   if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
     return problem("top_logprobs", "in [0, " + std::to_string(kMaxTopLogprobs) + "]", p.top_logprobs);
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > kMaxTopLogprobs)
+    return problem("prompt_logprobs", "in [0, " + std::to_string(kMaxTopLogprobs) + "], or -1 for none",
+                   p.prompt_logprobs);
   for (const auto& [token, bias] : p.logit_bias)
     if (!std::isfinite(bias)) return problem("logit_bias", "logit_bias[" + std::to_string(token) + "]", "finite", bias);
   return std::nullopt;

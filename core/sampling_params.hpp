@@ -27,6 +27,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;      // same seed, same logits: same tokens
   bool logprobs = false;             // report the sampled token's logprob
   int32_t top_logprobs = 0;          // and this many most likely alternatives (0..kMaxTopLogprobs)
+  // >= 0: score the prompt too: each prompt token after the first gets its logprob given the
+  // tokens before it, its rank, and this many most likely alternatives (0..kMaxTopLogprobs).
+  // -1: off. Scoring needs the logits of every prompt row, so the prefix cache cannot serve it.
+  int32_t prompt_logprobs = -1;
 };
 
 // A field the sampler cannot run with: its name (also the OpenAI parameter's, where the API

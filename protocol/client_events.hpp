@@ -3,6 +3,7 @@
 // another node) or a callback receives TextChunks in order, then exactly one Completion.
 
 #include "protocol/outcome.hpp"
+#include "protocol/prompt_scores.hpp"
 #include "protocol/token_event.hpp"
 
 #include <cstdint>
@@ -17,6 +18,9 @@ struct TextChunk {
   std::vector<int32_t> tokens;       // the tokens this chunk covers
   std::vector<f32> logprobs;         // per token, when asked
   std::vector<std::vector<TopLogprob>> top_logprobs;  // per token, when asked
+  // Scores of prompt tokens, when sampling.prompt_logprobs asked; in position order, all in
+  // chunks before the first generated token's.
+  std::vector<PromptTokenScore> prompt_scores;
 };
 
 struct Completion {
@@ -30,7 +34,8 @@ struct Completion {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TextChunk& x) {
-  return f(caf::meta::type_name("text_chunk"), x.request_id, x.text, x.tokens, x.logprobs, x.top_logprobs);
+  return f(caf::meta::type_name("text_chunk"), x.request_id, x.text, x.tokens, x.logprobs, x.top_logprobs,
+           x.prompt_scores);
 }
 
 template <class Inspector>

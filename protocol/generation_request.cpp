@@ -27,8 +27,13 @@ std::optional<RequestProblem> check_request(const GenerationRequest& request, co
                           "this model's maximum context length is " + std::to_string(bounds.max_model_len) +
                               " tokens, and the prompt has " + std::to_string(length),
                           "context_length_exceeded"};
-  if (limits.max_tokens < 1)
-    return RequestProblem{"max_tokens", "max_tokens must be at least 1, got " + std::to_string(limits.max_tokens), {}};
+  // Scoring a prompt needs no generated token (OpenAI's echo with max_tokens 0).
+  const int32_t least = request.sampling.prompt_logprobs >= 0 ? 0 : 1;
+  if (limits.max_tokens < least)
+    return RequestProblem{"max_tokens",
+                          "max_tokens must be at least " + std::to_string(least) + ", got " +
+                              std::to_string(limits.max_tokens),
+                          {}};
   if (limits.min_tokens < 0)
     return RequestProblem{"min_tokens", "min_tokens must be at least 0, got " + std::to_string(limits.min_tokens), {}};
   if (limits.min_tokens > limits.max_tokens)

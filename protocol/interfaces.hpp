@@ -8,6 +8,7 @@
 #include "protocol/finished_event.hpp"
 #include "protocol/generation_request.hpp"
 #include "protocol/membership.hpp"
+#include "protocol/prompt_scores.hpp"
 #include "protocol/status.hpp"
 #include "protocol/step.hpp"
 #include "protocol/token_event.hpp"
@@ -23,6 +24,7 @@ namespace orzo {
 // A request's own actor: receives its tokens and its end from the batcher, and a cancel
 // from its client.
 using session_actor = caf::typed_actor<
+    caf::reacts_to<PromptScoresEvent>,  // batcher -> session: prompt tokens scored, before any TokenEvent
     caf::reacts_to<TokenEvent>,      // batcher -> session: the next generated token
     caf::reacts_to<FinishedEvent>,   // batcher -> session: the request ended (exactly once)
     caf::reacts_to<cancel_atom>>;    // client -> session: stop generating

@@ -10,6 +10,7 @@ namespace orzo {
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<GenerationRequest>("orzo.generation_request");
   cfg.add_message_type<TokenEvent>("orzo.token_event");
+  cfg.add_message_type<PromptScoresEvent>("orzo.prompt_scores_event");
   cfg.add_message_type<FinishedEvent>("orzo.finished_event");
   cfg.add_message_type<StepRequest>("orzo.step_request");
   cfg.add_message_type<StepResult>("orzo.step_result");

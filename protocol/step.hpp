@@ -31,15 +31,17 @@ struct StepRequest {
   std::vector<float> hidden;            // [rows, hidden] between stages; empty into the first
 };
 
+// A drawn token, or for a row that scores its prompt's next token, that token (rank set).
 struct SampledToken {
   int32_t token = 0;
   f32 logprob;
   std::vector<TopLogprob> top_logprobs;
+  int32_t rank = 0;
 };
 
 struct StepResult {
   uint64_t step = 0;
-  std::vector<SampledToken> samples;    // one per batch.logit_rows entry, in that order
+  std::vector<SampledToken> samples;    // one per batch.logit_rows entry, in that order (BatchSampler::sample)
 };
 
 template <class Inspector>
@@ -61,7 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, StepRequest& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
-  return f(caf::meta::type_name("sampled_token"), x.token, x.logprob, x.top_logprobs);
+  return f(caf::meta::type_name("sampled_token"), x.token, x.logprob, x.top_logprobs, x.rank);
 }
 
 template <class Inspector>

@@ -8,7 +8,8 @@
 namespace orzo {
 
 void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt) {
-  seqs_.insert_or_assign(seq, Entry{Sampler(params), std::move(prompt)});
+  const size_t prompt_len = prompt.size();
+  seqs_.insert_or_assign(seq, Entry{Sampler(params), std::move(prompt), prompt_len});
 }
 
 void BatchSampler::release(uint64_t seq) { seqs_.erase(seq); }
@@ -47,7 +48,11 @@ void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>
   out.clear();
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
     auto [e, seen] = logit_row(batch, seq_ids, i);
-    out.push_back(e->sampler.sample(logits + i * static_cast<size_t>(vocab), vocab, e->history.data(), seen));
+    float* const row = logits + i * static_cast<size_t>(vocab);
+    if (scores(*e, seen))
+      out.push_back(e->sampler.score(row, vocab, e->history[seen], std::max(e->sampler.params().prompt_logprobs, 0)));
+    else
+      out.push_back(e->sampler.sample(row, vocab, e->history.data(), seen));
   }
 }
 
@@ -57,6 +62,10 @@ void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& 
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
     auto [e, seen] = logit_row(batch, seq_ids, i);
     const SamplingParams& p = e->sampler.params();
+    if (scores(*e, seen)) {
+      out.push_back(DrawPlan{&p, e->sampler.seed(), 0, nullptr, 0, e->history[seen]});
+      continue;
+    }
     const size_t window = std::min(seen, static_cast<size_t>(std::max(p.penalty_window, 0)));
     out.push_back(DrawPlan{&p, e->sampler.seed(), e->sampler.take_step(), e->history.data() + (seen - window), window});
   }

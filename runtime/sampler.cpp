@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "core/exp_nonpositive.hpp"
@@ -142,7 +143,7 @@ SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent
   const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
   double log_norm = 0;
   if (want_logprobs) {
-    log_norm = compute_logprobs(logits, vocab, result);
+    log_norm = compute_logprobs(logits, vocab, params_.top_logprobs, result);
     remember_raw_logits(logits, vocab, recent, n_recent);
   }
 
@@ -159,7 +160,22 @@ SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent
   return result;
 }
 
-double Sampler::compute_logprobs(const float* logits, int32_t vocab, SampleResult& result) {
+SampleResult Sampler::score(const float* logits, int32_t vocab, int32_t token, int32_t top) {
+  if (vocab <= 0) throw std::invalid_argument("Sampler::score: vocab must be positive");
+  if (token < 0 || token >= vocab)
+    throw std::invalid_argument("Sampler::score: token " + std::to_string(token) + " is outside the vocabulary");
+  SampleResult result{};
+  result.token = token;
+  const double log_norm = compute_logprobs(logits, vocab, top, result);
+  result.logprob = static_cast<float>(double{logits[token]} - log_norm);
+  const float z = logits[token];
+  int32_t above = 0;
+  for (int32_t i = 0; i < vocab; ++i) above += logits[i] > z;
+  result.rank = above + 1;
+  return result;
+}
+
+double Sampler::compute_logprobs(const float* logits, int32_t vocab, int32_t top, SampleResult& result) {
   const float max = max_logit(logits, vocab);
   // Exponentials first, into the weights scratch, then a sum over independent lanes: each loop
   // vectorizes on its own. exp_nonpositive's error, under 1e-7 relative, is below a float ulp
@@ -178,7 +194,7 @@ double Sampler::compute_logprobs(const float* logits, int32_t vocab, SampleResul
   for (double lane : lanes) sum += lane;
   const double log_norm = max + std::log(sum);
 
-  select_top_k(logits, vocab, std::min(params_.top_logprobs, vocab), top_raw_);
+  select_top_k(logits, vocab, std::min(top, vocab), top_raw_);
   result.top_logprobs.reserve(top_raw_.size());
   for (const Candidate& c : top_raw_) {
     result.top_logprobs.push_back({c.token, static_cast<float>(double{c.logit} - log_norm)});

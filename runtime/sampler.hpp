@@ -40,6 +40,7 @@ struct SampleResult {
   int32_t token;
   float logprob = 0;                       // filled when params.logprobs or top_logprobs > 0
   std::vector<TokenLogprob> top_logprobs;  // the top_logprobs most likely, most likely first
+  int32_t rank = 0;  // score() only: 1 + how many tokens have a greater logit (vLLM's rank)
 };
 
 // Stage 2 alone, in place. Over the last min(penalty_window, n_recent) entries of `recent`,
@@ -68,6 +69,11 @@ class Sampler {
   // `logits`: one row of `vocab` floats, used as scratch (biased and penalized in place).
   // `recent`: the request's tokens so far, prompt then generated, oldest first.
   SampleResult sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent);
+
+  // Scores a token already known (the next prompt token) instead of drawing one: its logprob
+  // and rank in the raw distribution, and the `top` most likely alternatives. No step is
+  // taken, so the draws that follow are those of a request that scored nothing.
+  SampleResult score(const float* logits, int32_t vocab, int32_t token, int32_t top);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
@@ -98,7 +104,8 @@ class Sampler {
   static constexpr uint16_t kZeroBucket = 1008;  // weights that underflowed to 0
   static constexpr uint16_t kNoBucket = 1009;    // NaN logits: never candidates
 
-  double compute_logprobs(const float* logits, int32_t vocab, SampleResult& result);
+  // The log normalizer of the raw row, and its `top` most likely tokens into result.
+  double compute_logprobs(const float* logits, int32_t vocab, int32_t top, SampleResult& result);
   void remember_raw_logits(const float* logits, int32_t vocab, const int32_t* recent,
                            size_t n_recent);
   float raw_logit(const float* logits, int32_t token) const;

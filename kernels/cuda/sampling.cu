@@ -101,6 +101,7 @@ struct Shared {
   Sums chosen_before, chosen_through;
   unsigned long long chosen_count;
   int32_t token;
+  int32_t above;  // a scored token's rank, less one
   float reduce_float[kWarps];
   int32_t reduce_token[kWarps];
   double reduce_double[kWarps];
@@ -455,7 +456,7 @@ __global__ void __launch_bounds__(kThreads)
   DeviceSample& result = out[r];
 
   // Logprobs of the raw row; `raw` keeps it for the sampled token's logprob at the end.
-  const bool want_logprobs = d.logprobs != 0 || d.top_logprobs > 0;
+  const bool want_logprobs = d.logprobs != 0 || d.top_logprobs > 0 || d.score_token >= 0;
   float* const raw = want_logprobs ? raw_rows + r * static_cast<size_t>(vocab) : nullptr;
   double log_norm = 0;
   int n_top = 0;
@@ -473,6 +474,22 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();  // s.sorted_* is read before the draw reuses it
+
+  if (d.score_token >= 0) {
+    if (threadIdx.x == 0) s.above = 0;
+    __syncthreads();
+    const float z = raw[d.score_token];
+    int32_t above = 0;
+    for (int32_t i = static_cast<int32_t>(threadIdx.x); i < vocab; i += kThreads) above += raw[i] > z;
+    atomicAdd(&s.above, above);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      result.token = d.score_token;
+      result.logprob = static_cast<float>(static_cast<double>(z) - log_norm);
+      result.rank = s.above + 1;
+    }
+    return;
+  }
 
   if (d.bias_count > 0) {
     apply_bias(row, vocab, bias_tokens + d.bias_offset, bias_values + d.bias_offset, d.bias_count);
@@ -505,6 +522,7 @@ __global__ void __launch_bounds__(kThreads)
 
   if (threadIdx.x == 0) {
     result.token = token;
+    result.rank = 0;
     result.logprob = want_logprobs ? static_cast<float>(static_cast<double>(raw[token]) - log_norm) : 0.0f;
   }
 }

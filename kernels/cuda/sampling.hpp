@@ -42,11 +42,15 @@ struct DeviceDraw {
   int32_t bias_count = 0;
   int32_t logprobs = 0;       // nonzero: report the sampled token's logprob
   int32_t top_logprobs = 0;   // and this many most likely alternatives, 0..kMaxTopLogprobs
+  // >= 0: draw nothing; answer this token (a prompt token being scored) with its logprob and
+  // rank, as Sampler::score does. Bias, penalties and the uniform are then unused.
+  int32_t score_token = -1;
 };
 
 struct DeviceSample {
   int32_t token = 0;
   float logprob = 0;
+  int32_t rank = 0;  // score_token rows: 1 + how many tokens have a greater raw logit
   // Most likely first. Entries past the row's top_logprobs (or past its non-NaN logits) hold
   // token -1 and logprob 0.
   int32_t top_tokens[kMaxTopLogprobs];

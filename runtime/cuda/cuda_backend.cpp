@@ -394,7 +394,7 @@ void CudaBackend::forward_and_sample(const ForwardBatch& b, std::vector<float>& 
   }
   synchronize();
   for (int32_t i = 0; i < n; ++i)
-    out.push_back(to_sample_result(host_samples_[i], *plans[static_cast<size_t>(i)].params, static_cast<int32_t>(cfg_.vocab_size)));
+    out.push_back(to_sample_result(host_samples_[i], plans[static_cast<size_t>(i)], static_cast<int32_t>(cfg_.vocab_size)));
 }
 
 }  // namespace orzo::cuda

@@ -1,5 +1,7 @@
 #include "runtime/cuda/draw_packing.hpp"
 
+#include <algorithm>
+
 namespace orzo::cuda {
 
 void PackedDraws::pack(const std::vector<DrawPlan>& plans, int32_t vocab) {
@@ -10,6 +12,15 @@ void PackedDraws::pack(const std::vector<DrawPlan>& plans, int32_t vocab) {
   for (const auto& plan : plans) {
     const SamplingParams& p = *plan.params;
     DeviceDraw d;
+    if (plan.score_token >= 0) {
+      d.score_token = plan.score_token;
+      d.logprobs = 1;
+      d.top_logprobs = std::max(p.prompt_logprobs, 0);
+      d.recent_offset = static_cast<int32_t>(recent.size());
+      d.bias_offset = static_cast<int32_t>(bias_tokens.size());
+      draws.push_back(d);
+      continue;
+    }
     d.temperature = p.temperature;
     d.top_k = p.top_k;
     d.top_p = p.top_p;
@@ -36,11 +47,15 @@ void PackedDraws::pack(const std::vector<DrawPlan>& plans, int32_t vocab) {
   }
 }
 
-SampleResult to_sample_result(const DeviceSample& sample, const SamplingParams& params, int32_t vocab) {
+SampleResult to_sample_result(const DeviceSample& sample, const DrawPlan& plan, int32_t vocab) {
+  const SamplingParams& params = *plan.params;
+  const bool scored = plan.score_token >= 0;
   SampleResult r{};
   r.token = sample.token;
-  if (params.logprobs || params.top_logprobs > 0) r.logprob = sample.logprob;
-  for (int32_t i = 0; i < params.top_logprobs && i < kMaxTopLogprobs && i < vocab; ++i)
+  if (scored || params.logprobs || params.top_logprobs > 0) r.logprob = sample.logprob;
+  if (scored) r.rank = sample.rank;
+  const int32_t top = scored ? std::max(params.prompt_logprobs, 0) : params.top_logprobs;
+  for (int32_t i = 0; i < top && i < kMaxTopLogprobs && i < vocab; ++i)
     r.top_logprobs.push_back(TokenLogprob{sample.top_tokens[i], sample.top_logprobs[i]});
   return r;
 }

@@ -20,8 +20,9 @@ struct PackedDraws {
   void pack(const std::vector<DrawPlan>& plans, int32_t vocab);
 };
 
-// What the CPU Sampler reports for the same draw: the logprob when the params ask for any,
-// and top_logprobs of them (no more than the vocabulary holds).
-SampleResult to_sample_result(const DeviceSample& sample, const SamplingParams& params, int32_t vocab);
+// What the CPU Sampler reports for the same plan: for a draw, the logprob when the params ask
+// for any, and top_logprobs of them (no more than the vocabulary holds); for a score
+// (plan.score_token), the logprob, the rank and prompt_logprobs alternatives.
+SampleResult to_sample_result(const DeviceSample& sample, const DrawPlan& plan, int32_t vocab);
 
 }  // namespace orzo::cuda

@@ -301,5 +301,29 @@ TEST(Scheduler, AdmissionServesTheCachedPrefix) {
   bm.check(sched.live_blocks());
 }
 
+// A prompt being scored needs its rows' logits: the cache serves none of it at cacheable 0
+// (and is not even asked), and only whole blocks below `cacheable` otherwise.
+TEST(Scheduler, TheCacheServesNoMoreThanASequenceAllows) {
+  BlockManager bm(32, 4);
+  Scheduler sched(config(8, 100), bm);
+  Sequence a = make_seq(1, 17);
+  ASSERT_TRUE(sched.add(a));
+  finish_step(sched, sched.schedule());
+  for (const auto& [cacheable, served] : std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {7, 4}, {8, 8}, {100, 16}}) {
+    SCOPED_TRACE(cacheable);
+    Sequence b = make_seq(2 + static_cast<uint64_t>(cacheable), 17);
+    std::copy(a.tokens.begin(), a.tokens.end(), b.tokens.begin());
+    b.cacheable = cacheable;
+    const uint64_t queries = bm.stats().prefix_queries;
+    ASSERT_TRUE(sched.add(b));
+    StepPlan p = sched.schedule();
+    EXPECT_EQ(b.num_cached, served);
+    EXPECT_EQ(b.num_computed, served);
+    EXPECT_EQ(bm.stats().prefix_queries, queries + (cacheable > 0 ? 1 : 0));
+    sched.remove(b);
+    bm.check(sched.live_blocks());
+  }
+}
+
 }  // namespace
 }  // namespace orzo

@@ -69,14 +69,14 @@ TEST(CudaDrawPacking, ReportsLogprobsOnlyAsAskedAndNoMoreThanTheVocabulary) {
     s.top_logprobs[i] = -static_cast<float>(i);
   }
   SamplingParams none;
-  auto r = to_sample_result(s, none, 1000);
+  auto r = to_sample_result(s, DrawPlan{&none}, 1000);
   EXPECT_EQ(r.token, 4);
   EXPECT_EQ(r.logprob, 0.0f);
   EXPECT_TRUE(r.top_logprobs.empty());
 
   SamplingParams three;
   three.top_logprobs = 3;
-  r = to_sample_result(s, three, 1000);
+  r = to_sample_result(s, DrawPlan{&three}, 1000);
   EXPECT_EQ(r.logprob, -0.25f);
   ASSERT_EQ(r.top_logprobs.size(), 3u);
   EXPECT_EQ(r.top_logprobs[2].token, 102);
@@ -84,7 +84,43 @@ TEST(CudaDrawPacking, ReportsLogprobsOnlyAsAskedAndNoMoreThanTheVocabulary) {
 
   SamplingParams many;
   many.top_logprobs = 20;
-  EXPECT_EQ(to_sample_result(s, many, 5).top_logprobs.size(), 5u);
+  EXPECT_EQ(to_sample_result(s, DrawPlan{&many}, 5).top_logprobs.size(), 5u);
+}
+
+// A prompt token being scored draws nothing: no bias or penalty window goes to the device,
+// and the answer carries the rank and prompt_logprobs alternatives, whatever the draw params say.
+TEST(CudaDrawPacking, AScoredPromptTokenPacksNoDrawAndReportsItsRank) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_logprobs = 5;
+  p.prompt_logprobs = 2;
+  p.logit_bias = {{3, 1.0f}};
+  const std::vector<int32_t> recent{1, 2};
+  DrawPlan score{&p, 9, 0, nullptr, 0, 17};
+  PackedDraws packed;
+  packed.pack({DrawPlan{&p, 9, 4, recent.data(), recent.size()}, score}, 50);
+  ASSERT_EQ(packed.draws.size(), 2u);
+  const DeviceDraw& d = packed.draws[1];
+  EXPECT_EQ(d.score_token, 17);
+  EXPECT_EQ(d.logprobs, 1);
+  EXPECT_EQ(d.top_logprobs, 2);
+  EXPECT_EQ(d.recent_count, 0);
+  EXPECT_EQ(d.bias_count, 0);
+  EXPECT_EQ(packed.draws[0].score_token, -1);
+  EXPECT_EQ(packed.draws[0].top_logprobs, 5);
+
+  DeviceSample s{};
+  s.token = 17;
+  s.logprob = -3.5f;
+  s.rank = 4;
+  for (int i = 0; i < kMaxTopLogprobs; ++i) s.top_tokens[i] = i, s.top_logprobs[i] = -static_cast<float>(i);
+  const SampleResult r = to_sample_result(s, score, 50);
+  EXPECT_EQ(r.token, 17);
+  EXPECT_EQ(r.logprob, -3.5f);
+  EXPECT_EQ(r.rank, 4);
+  EXPECT_EQ(r.top_logprobs.size(), 2u);
+  p.prompt_logprobs = 0;
+  EXPECT_TRUE(to_sample_result(s, score, 50).top_logprobs.empty());
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ struct Request {
   SamplingParams params;  // with a seed
   uint64_t step = 0;
   std::vector<int32_t> recent;  // the whole history; the window is cut when packing
+  int32_t score_token = -1;     // >= 0: score this token instead of drawing (a prompt row)
 };
 
 // logits: requests.size() rows of `vocab`.
@@ -47,7 +48,8 @@ std::vector<cuda::DeviceSample> sample_on_gpu(const std::vector<float>& logits, 
   std::vector<DrawPlan> plans;
   for (const Request& r : requests) {
     const size_t window = std::min(r.recent.size(), static_cast<size_t>(r.params.penalty_window));
-    plans.push_back(DrawPlan{&r.params, *r.params.seed, r.step, r.recent.data() + (r.recent.size() - window), window});
+    plans.push_back(DrawPlan{&r.params, *r.params.seed, r.step, r.recent.data() + (r.recent.size() - window), window,
+                             r.score_token});
   }
   cuda::PackedDraws packed;
   packed.pack(plans, vocab);
@@ -443,6 +445,50 @@ TEST(CudaSampling, DrawsFollowTheExactDistribution) {
 }
 
 // Shapes are checked before anything touches the device, so these run without a GPU.
+// Prompt rows, scored rather than drawn: the token's logprob, its rank (ties do not count
+// against it) and the alternatives equal Sampler::score's, mixed in one launch with draws and
+// with bias and penalties that a score must ignore.
+TEST(CudaSampling, ScoredRowsMatchCpuScore) {
+  for (const int32_t vocab : {7, 1000, 49152}) {
+    std::mt19937 rng(static_cast<uint32_t>(vocab));
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<Request> requests;
+    std::vector<float> logits;
+    for (int r = 0; r < 24; ++r) {
+      Request q;
+      q.params.seed = 5;
+      q.params.temperature = r % 3 == 0 ? 0.0f : 0.8f;
+      q.params.prompt_logprobs = r % 4 == 0 ? 0 : (r % 4 == 1 ? 1 : (r % 4 == 2 ? 5 : cuda::kMaxTopLogprobs));
+      q.params.logit_bias = {{1 % vocab, 50.0f}};
+      q.params.repetition_penalty = 1.3f;
+      q.recent = {0, 1, 2};
+      q.score_token = r % 2 == 0 ? static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab)) : -1;
+      for (int32_t i = 0; i < vocab; ++i) logits.push_back(std::round(normal(rng) * 4.0f) / 4.0f);  // many ties
+      if (q.score_token >= 0 && r % 4 == 2) logits[logits.size() - vocab + static_cast<size_t>(q.score_token)] = -kInf;
+      requests.push_back(q);
+    }
+    const std::vector<cuda::DeviceSample> gpu = sample_on_gpu(logits, vocab, requests);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const Request& q = requests[r];
+      if (q.score_token < 0) continue;
+      SCOPED_TRACE(::testing::Message() << "vocab " << vocab << " row " << r);
+      Sampler sampler(q.params);
+      const float* row = logits.data() + r * static_cast<size_t>(vocab);
+      const SampleResult cpu = sampler.score(row, vocab, q.score_token, q.params.prompt_logprobs);
+      EXPECT_EQ(sampler.step(), 0u);
+      const cuda::DeviceSample& g = gpu[r];
+      EXPECT_EQ(g.token, q.score_token);
+      EXPECT_EQ(g.rank, cpu.rank);
+      EXPECT_PRED2(near, g.logprob, cpu.logprob);
+      ASSERT_EQ(cpu.top_logprobs.size(), static_cast<size_t>(std::min(q.params.prompt_logprobs, vocab)));
+      for (size_t j = 0; j < cpu.top_logprobs.size(); ++j) {
+        EXPECT_EQ(g.top_tokens[j], cpu.top_logprobs[j].token) << "top " << j;
+        EXPECT_PRED2(near, g.top_logprobs[j], cpu.top_logprobs[j].logprob) << "top " << j;
+      }
+    }
+  }
+}
+
 TEST(CudaSamplingShapes, RejectsVocabOutOfRange) {
   EXPECT_THROW(cuda::sampling_workspace_bytes(1, 0), std::invalid_argument);
   EXPECT_THROW(cuda::sampling_workspace_bytes(1, cuda::kMaxSamplingVocab + 1), std::invalid_argument);

@@ -41,6 +41,17 @@ TEST(CheckRequest, EachRuleNamesItsParameter) {
       {"prompt filling the context", [](GenerationRequest& r) { r.prompt.assign(32, 1); }, "prompt",
        "context_length_exceeded", "maximum context length is 32 tokens, and the prompt has 32"},
       {"no max_tokens", [](GenerationRequest& r) { r.limits.max_tokens = 0; }, "max_tokens", "", "at least 1"},
+      {"negative max_tokens while scoring the prompt",
+       [](GenerationRequest& r) {
+         r.sampling.prompt_logprobs = 0;
+         r.limits.max_tokens = -1;
+       },
+       "max_tokens", "", "at least 0"},
+      {"prompt_logprobs past the limit",
+       [](GenerationRequest& r) { r.sampling.prompt_logprobs = kMaxTopLogprobs + 1; }, "prompt_logprobs", "",
+       "prompt_logprobs"},
+      {"prompt_logprobs below -1", [](GenerationRequest& r) { r.sampling.prompt_logprobs = -2; }, "prompt_logprobs",
+       "", "or -1 for none"},
       {"negative min_tokens", [](GenerationRequest& r) { r.limits.min_tokens = -1; }, "min_tokens", "", "at least 0"},
       {"min_tokens above max_tokens", [](GenerationRequest& r) { r.limits.min_tokens = 5; }, "min_tokens", "",
        "min_tokens (5) must not exceed max_tokens (4)"},
@@ -75,7 +86,13 @@ TEST(CheckRequest, RequestsAtEveryEdgePass) {
   edge.limits.min_tokens = 30;
   edge.sampling.top_logprobs = kMaxTopLogprobs;
   edge.sampling.logit_bias = {{0, -100}, {99, 100}};
+  edge.sampling.prompt_logprobs = kMaxTopLogprobs;
   EXPECT_FALSE(check_request(edge, kBounds));
+  // Scoring a prompt alone generates nothing.
+  GenerationRequest score = fine();
+  score.sampling.prompt_logprobs = 0;
+  score.limits.max_tokens = 0;
+  EXPECT_FALSE(check_request(score, kBounds));
 }
 
 TEST(CheckRequest, ThePromptIsNamedAsTheClientNamedIt) {

@@ -58,6 +58,7 @@ TEST_F(Protocol, GenerationRequestKeepsEveryField) {
   r.sampling.seed = 42;
   r.sampling.logprobs = true;
   r.sampling.top_logprobs = 3;
+  r.sampling.prompt_logprobs = 2;
   r.limits = GenerationLimits{10, 2, {7, 8}, true};
   r.priority = -4;
   const auto y = round_trip(sys, r);
@@ -75,6 +76,7 @@ TEST_F(Protocol, GenerationRequestKeepsEveryField) {
   EXPECT_EQ(y.sampling.seed, std::optional<uint64_t>{42});
   EXPECT_TRUE(y.sampling.logprobs);
   EXPECT_EQ(y.sampling.top_logprobs, 3);
+  EXPECT_EQ(y.sampling.prompt_logprobs, 2);
   EXPECT_EQ(y.limits.max_tokens, 10);
   EXPECT_EQ(y.limits.min_tokens, 2);
   EXPECT_EQ(y.limits.stop_token_ids, (std::vector<int32_t>{7, 8}));
@@ -128,14 +130,26 @@ TEST_F(Protocol, EndsAndChunksKeepEveryField) {
   EXPECT_EQ(g.error, ErrorCode::overloaded);
   EXPECT_EQ(g.message, "why");
   EXPECT_EQ(g.usage.cached_tokens, 3);
-  TextChunk t{"r", "héllo", {1, 2}, {f32{-1.5f}, f32{kAwkward[1]}}, {{TopLogprob{3, f32{-0.5f}}}, {}}};
+  TextChunk t{"r", "héllo", {1, 2}, {f32{-1.5f}, f32{kAwkward[1]}}, {{TopLogprob{3, f32{-0.5f}}}, {}},
+              {PromptTokenScore{1, 9, f32{kAwkward[2]}, 4, {TopLogprob{5, f32{-0.25f}}}}}};
   const auto u = round_trip(sys, t);
   EXPECT_EQ(u.text, "héllo");
   EXPECT_EQ(u.tokens, t.tokens);
   EXPECT_EQ(bits(u.logprobs[1].v), bits(kAwkward[1]));
   EXPECT_EQ(u.top_logprobs[0][0].token, 3);
-  StepResult r{4, {SampledToken{8, f32{kAwkward[0]}, {}}}};
-  EXPECT_EQ(bits(round_trip(sys, r).samples.at(0).logprob.v), bits(kAwkward[0]));
+  ASSERT_EQ(u.prompt_scores.size(), 1u);
+  EXPECT_EQ(u.prompt_scores[0].position, 1);
+  EXPECT_EQ(u.prompt_scores[0].token, 9);
+  EXPECT_EQ(bits(u.prompt_scores[0].logprob.v), bits(kAwkward[2]));
+  EXPECT_EQ(u.prompt_scores[0].rank, 4);
+  EXPECT_EQ(u.prompt_scores[0].top_logprobs.at(0).token, 5);
+  const auto scores = round_trip(sys, PromptScoresEvent{"r", t.prompt_scores});
+  EXPECT_EQ(scores.request_id, "r");
+  EXPECT_EQ(scores.scores.at(0).rank, 4);
+  StepResult r{4, {SampledToken{8, f32{kAwkward[0]}, {}, 7}}};
+  const auto back = round_trip(sys, r).samples.at(0);
+  EXPECT_EQ(bits(back.logprob.v), bits(kAwkward[0]));
+  EXPECT_EQ(back.rank, 7);
 }
 
 TEST_F(Protocol, JoinTermsAndWorkerInfoKeepEveryField) {

@@ -114,5 +114,47 @@ TEST(BatchSampler, RefusesUnknownSequencesAndForgetsReleasedOnes) {
   EXPECT_THROW(batch.sample(b, {1}, logits.data(), kVocab, out), std::invalid_argument);
 }
 
+// Rows that predict a prompt token score it (the token the prompt has there, not a draw);
+// the row that predicts past the prompt draws, and its draw is the one an unscored sequence
+// makes: scoring takes no step. Plans say the same for a device sampler.
+TEST(BatchSampler, RowsInsideThePromptScoreItsNextToken) {
+  std::mt19937 rng(9);
+  SamplingParams p = params(4);
+  p.prompt_logprobs = 2;
+  const std::vector<int32_t> prompt = {3, 4, 3, 9, 11};
+  BatchSampler batch;
+  batch.start(7, p, prompt);
+  ForwardBatch b;
+  b.block_tables = {{0}};
+  b.add_chunk_with_logits(0, prompt.data() + 1, 4, 1, 4);  // rows at positions 1..4
+  ASSERT_EQ(b.logit_rows, (std::vector<int32_t>{0, 1, 2, 3}));
+  auto logits = random_logits(rng, 4);
+  auto expected = logits;
+  std::vector<SampleResult> out;
+  batch.sample(b, {7}, logits.data(), kVocab, out);
+  ASSERT_EQ(out.size(), 4u);
+  Sampler own(p);
+  for (size_t i = 0; i < 3; ++i) {
+    const SampleResult e = own.score(expected.data() + i * kVocab, kVocab, prompt[i + 2], 2);
+    EXPECT_EQ(out[i].token, prompt[i + 2]) << i;
+    EXPECT_EQ(out[i].logprob, e.logprob) << i;
+    EXPECT_EQ(out[i].rank, e.rank) << i;
+    EXPECT_EQ(out[i].top_logprobs.size(), 2u) << i;
+  }
+  EXPECT_EQ(own.step(), 0u);
+  const SampleResult drawn = own.sample(expected.data() + 3 * kVocab, kVocab, prompt.data(), prompt.size());
+  EXPECT_EQ(out[3].token, drawn.token);
+  EXPECT_EQ(out[3].rank, 0);
+
+  BatchSampler planner;
+  planner.start(7, p, prompt);
+  std::vector<DrawPlan> plans;
+  planner.plan(b, {7}, plans);
+  ASSERT_EQ(plans.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(plans[i].score_token, prompt[i + 2]) << i;
+  EXPECT_EQ(plans[3].score_token, -1);
+  EXPECT_EQ(plans[3].step, 0u);
+}
+
 }  // namespace
 }  // namespace orzo

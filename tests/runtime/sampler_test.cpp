@@ -9,6 +9,7 @@
 #include <iterator>
 #include <numeric>
 #include <random>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -517,6 +518,37 @@ TEST(Sampler, TopLogprobsTiesListTheLowestIdFirst) {
   const int32_t order[] = {1, 3, 0, 2};
   for (size_t j = 0; j < 4; ++j) EXPECT_EQ(r.top_logprobs[j].token, order[j]);
   EXPECT_NEAR(r.logprob, std::log(std::exp(2.0) / (2 * std::exp(2.0) + 2 * std::exp(1.0))), 1e-6);
+}
+
+// Scoring a known token: its raw logprob whatever bias, penalties and temperature say, its
+// rank counting only strictly greater logits (a tie shares the better rank), the top
+// alternatives asked for, and no step taken from the random stream.
+TEST(Sampler, ScoreGivesTheRawLogprobAndRankOfAKnownToken) {
+  SamplingParams p = seeded(13);
+  p.temperature = 0.3f;
+  p.repetition_penalty = 2.0f;
+  p.logit_bias = {{5, 40.0f}};
+  Sampler sampler(p);
+  const std::vector<float> row = {1.0f, 3.0f, 2.0f, 3.0f, -std::numeric_limits<float>::infinity()};
+  double sum = 0;
+  for (float z : row) sum += std::exp(double{z} - 3.0);
+  const SampleResult tie = sampler.score(row.data(), 5, 3, 2);
+  EXPECT_EQ(tie.token, 3);
+  EXPECT_NEAR(tie.logprob, -std::log(sum), 1e-6);
+  EXPECT_EQ(tie.rank, 1);
+  ASSERT_EQ(tie.top_logprobs.size(), 2u);
+  EXPECT_EQ(tie.top_logprobs[0].token, 1);
+  EXPECT_EQ(tie.top_logprobs[1].token, 3);
+  const SampleResult low = sampler.score(row.data(), 5, 0, 0);
+  EXPECT_NEAR(low.logprob, 1.0 - 3.0 - std::log(sum), 1e-6);
+  EXPECT_EQ(low.rank, 4);
+  EXPECT_TRUE(low.top_logprobs.empty());
+  const SampleResult never = sampler.score(row.data(), 5, 4, 0);
+  EXPECT_EQ(never.logprob, -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(never.rank, 5);
+  EXPECT_EQ(sampler.step(), 0u);
+  EXPECT_THROW(sampler.score(row.data(), 5, 5, 0), std::invalid_argument);
+  EXPECT_THROW(sampler.score(row.data(), 5, -1, 0), std::invalid_argument);
 }
 
 TEST(Sampler, NoLogprobsUnlessAsked) {

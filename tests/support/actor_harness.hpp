@@ -26,6 +26,8 @@ inline caf::actor_system_config& test_config(caf::actor_system_config& cfg) {
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<std::vector<TopLogprob>> top_logprobs;  // per token, when the request asked
+  std::vector<PromptTokenScore> prompt_scores;        // when the request asked prompt_logprobs
+  int scores_after_tokens = 0;                        // chunks breaking "every score before any token"
   std::string text;
   std::vector<Completion> completions;  // exactly one when the contract holds
   int chunks_after_completion = 0;
@@ -39,6 +41,8 @@ class Collector {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& o = outcomes_[id];
       if (!o.completions.empty()) ++o.chunks_after_completion;
+      if (!chunk.prompt_scores.empty() && !o.tokens.empty()) ++o.scores_after_tokens;
+      o.prompt_scores.insert(o.prompt_scores.end(), chunk.prompt_scores.begin(), chunk.prompt_scores.end());
       o.tokens.insert(o.tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
       o.top_logprobs.insert(o.top_logprobs.end(), chunk.top_logprobs.begin(), chunk.top_logprobs.end());
       o.text += chunk.text;
