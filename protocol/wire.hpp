@@ -4,6 +4,8 @@
 // (fixed only in 0.18). Logprobs are -inf routinely, so every float that may cross a process
 // boundary travels as its bit pattern instead.
 
+#include <utility>  // before CAF's load_callback.hpp, which uses std::move without it
+
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/none.hpp>

@@ -24,9 +24,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Python tests' packages (PyPI): the openai client, gguf for the dequantizer reference, and
-# selenium for the chat page's browser test.
-python3 -c "import openai, gguf, selenium" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
+# The Python tests' packages (PyPI): the openai client, gguf for the dequantizer reference,
+# selenium for the chat page's browser test, lm_eval for the evaluation-harness test.
+python3 -c "import openai, gguf, selenium, lm_eval" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
 
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"}

@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace orzo {
@@ -89,6 +91,10 @@ void CompletionJob::cancel() {
 
 void CompletionJob::on_text(size_t index, TextChunk& chunk) {
   auto& c = choices_[index];
+  // They come before any token, and go out with the choice's first chunk or whole answer.
+  c.prompt_scores.insert(c.prompt_scores.end(), std::make_move_iterator(chunk.prompt_scores.begin()),
+                         std::make_move_iterator(chunk.prompt_scores.end()));
+  if (chunk.tokens.empty() && chunk.text.empty()) return;
   if (!chunk.tokens.empty()) {
     const auto now = std::chrono::steady_clock::now();
     if (c.got_token)
@@ -119,6 +125,7 @@ void CompletionJob::on_text(size_t index, TextChunk& chunk) {
   }
   // The echo goes out with the choice's first chunk.
   out.text = c.first_chunk ? c.text : chunk.text;
+  if (c.first_chunk) add_prompt_logprobs(index, out);
   if (out.text.empty() && out.logprobs.empty()) return;
   start_stream();
   send_chunk(index, std::move(out));
@@ -145,7 +152,11 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     ChoiceOutput last;
     last.index = static_cast<int32_t>(index);
     last.text_offset = c.chars;
-    if (c.first_chunk) last.text = c.text;  // an echo with nothing generated after it
+    if (c.first_chunk) {  // an echo with nothing generated after it
+      last.text = c.text;
+      last.has_logprobs = setup_.logprobs;
+      add_prompt_logprobs(index, last);
+    }
     last.finish_reason = finish_reason_name(result.reason);
     send_chunk(index, std::move(last));
     if (remaining_ > 0) return;
@@ -163,6 +174,8 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     out.text = std::move(choices_[i].text);
     out.has_logprobs = setup_.logprobs;
     out.logprobs = std::move(choices_[i].logprobs);
+    out.text_offset = code_points(setup_.echo.at(i / static_cast<size_t>(setup_.n)));
+    add_prompt_logprobs(i, out);
     out.finish_reason = finish_reason_name(choices_[i].completion.reason);
     outs.push_back(std::move(out));
   }
@@ -197,6 +210,31 @@ void CompletionJob::send_chunk(size_t index, ChoiceOutput out) {
   c.first_chunk = false;
 }
 
+void CompletionJob::add_prompt_logprobs(size_t index, ChoiceOutput& out) const {
+  const auto& scores = choices_[index].prompt_scores;
+  const auto& prompt = setup_.prompts.at(index / static_cast<size_t>(setup_.n));
+  const auto cut = [](std::vector<TopLogprob> top, int32_t k) {
+    top.resize(std::min(top.size(), static_cast<size_t>(std::max(k, 0))));
+    return top;
+  };
+  if (setup_.echo_logprobs && !prompt.empty()) {
+    out.echo_logprobs.push_back(ChoiceLogprob{prompt.front(), 0.0f, {}, false});
+    for (const auto& s : scores) {
+      ChoiceLogprob lp{s.token, s.logprob.v, {}};
+      for (const auto& t : cut(s.top_logprobs, setup_.top_logprobs)) lp.top.emplace_back(t.token, t.logprob.v);
+      out.echo_logprobs.push_back(std::move(lp));
+    }
+  }
+  if (setup_.prompt_logprobs) {
+    out.prompt_logprobs.emplace();
+    for (const auto& s : scores) {
+      PromptTokenScore shown = s;
+      shown.top_logprobs = cut(s.top_logprobs, *setup_.prompt_logprobs);
+      out.prompt_logprobs->push_back(std::move(shown));
+    }
+  }
+}
+
 const DecodeTable* CompletionJob::vocab() const { return tokenizer_ ? &tokenizer_->decode_table() : nullptr; }
 
 void CompletionJob::report_generation() {
@@ -210,7 +248,7 @@ void CompletionJob::report_generation() {
 
 ResponseUsage CompletionJob::usage() const {
   ResponseUsage u;
-  for (auto t : setup_.prompt_tokens) u.prompt_tokens += t;
+  for (const auto& p : setup_.prompts) u.prompt_tokens += static_cast<int32_t>(p.size());
   for (size_t i = 0; i < choices_.size(); ++i) {
     const auto& usage = choices_[i].completion.usage;
     u.completion_tokens += usage.generated_tokens;

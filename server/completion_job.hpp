@@ -30,8 +30,11 @@ struct JobSetup {
   bool stream = false;
   bool include_usage = false;
   bool logprobs = false;                  // choices carry logprobs
+  int32_t top_logprobs = 0;               // with this many alternatives per token
+  bool echo_logprobs = false;             // completions echo: the prompt's tokens lead each choice's logprobs
+  std::optional<int32_t> prompt_logprobs;  // vLLM's prompt_logprobs: listed with this many alternatives
   int32_t n = 1;                          // choices per prompt
-  std::vector<int32_t> prompt_tokens;     // per prompt
+  std::vector<std::vector<int32_t>> prompts;  // per prompt, its ids
   std::vector<std::string> echo;          // per prompt: text put before each of its choices (completions echo)
 };
 
@@ -50,6 +53,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::string text;                      // all of it so far (echo included)
     int32_t chars = 0;                     // code points in `text`: logprobs' text_offset counts these
     std::vector<ChoiceLogprob> logprobs;
+    std::vector<PromptTokenScore> prompt_scores;  // as the engine scored the prompt
     bool first_chunk = true;
     bool done = false;
     Completion completion;
@@ -62,6 +66,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void fail_before_start(const Completion& done);
   void start_stream();
   void send_chunk(size_t index, ChoiceOutput out);
+  // The prompt's scores as the request asked to see them (echo's logprobs, prompt_logprobs).
+  void add_prompt_logprobs(size_t index, ChoiceOutput& out) const;
   void end();
   void report_generation();  // the request's tokens and TTFT, for the access log
   ResponseUsage usage() const;

@@ -31,7 +31,8 @@ struct Route {
 
 constexpr Route kRoutes[] = {
     {"/v1/completions", "POST", true}, {"/v1/chat/completions", "POST", true}, {"/v1/models", "GET", true},
-    {"/tokenize", "POST", true},       {"/detokenize", "POST", true},          {"/health", "GET", false},
+    {"/tokenize", "POST", true},       {"/detokenize", "POST", true},          {"/tokenizer_info", "GET", true},
+    {"/health", "GET", false},
     {"/metrics", "GET", false},        {"/", "GET", false},  // the chat page asks for the key itself
 };
 
@@ -128,6 +129,7 @@ void OpenAIApi::handle(HttpRequest& request, std::shared_ptr<HttpExchange> excha
   if (path == "/v1/models") return models(*exchange);
   if (path == "/tokenize") return tokenize(request, *exchange);
   if (path == "/detokenize") return detokenize(request, *exchange);
+  if (path == "/tokenizer_info") return tokenizer_info(*exchange);
   completions(request, std::move(exchange), path == "/v1/chat/completions");
 }
 
@@ -175,6 +177,7 @@ std::string render_chat(const ChatTemplate* tmpl, const Tokenizer& tokenizer, co
 // that needs the model's limits.
 struct TokenizedRequest {
   GenerateParams params;
+  bool echo_logprobs = false;     // completions: the prompt's tokens lead the logprobs
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo;  // per prompt: the text each of its choices starts with
 };
@@ -192,11 +195,11 @@ TokenizedRequest tokenize_chat(std::string_view body, const ChatTemplate* tmpl, 
 
 TokenizedRequest tokenize_completion(std::string_view body, const Tokenizer& tokenizer) {
   CompletionRequest req = parse_completion_request(body);
-  if (req.echo && req.params.sampling.logprobs)
-    throw ApiError(400, "echo together with logprobs is not supported (prompt logprobs are not computed)",
-                   "invalid_request_error", "echo");
   TokenizedRequest out;
   out.params = std::move(req.params);
+  // Echo with logprobs lists the prompt's tokens first, as OpenAI's legacy API did; with
+  // max_tokens 0 the prompt is all there is.
+  out.echo_logprobs = req.echo && out.params.sampling.logprobs;
   const bool add_special = req.add_special_tokens.value_or(true);
   for (auto& p : req.prompts) {
     out.echo.push_back(!req.echo ? std::string() : p.is_ids ? tokenizer.decode(p.ids, false) : p.text);
@@ -207,13 +210,24 @@ TokenizedRequest tokenize_completion(std::string_view body, const Tokenizer& tok
 
 // One GenerationRequest per prompt, each held to check_request; the first rule broken is the
 // client's 400, before any session starts.
+// How many alternatives the engine scores each prompt token with: as many as either listing
+// shows (echo's logprobs, vLLM's prompt_logprobs); none (-1) when neither is asked, except
+// that a request generating nothing (max_tokens 0) still scores, which is what it is for.
+int32_t engine_prompt_logprobs(const GenerateParams& params, bool echo_logprobs) {
+  int32_t k = params.prompt_logprobs.value_or(-1);
+  if (echo_logprobs) k = std::max(k, params.sampling.top_logprobs);
+  if (params.max_tokens == 0) k = std::max(k, 0);
+  return k;
+}
+
 std::vector<GenerationRequest> checked_requests(std::vector<std::vector<int32_t>> prompts, const GenerateParams& params,
-                                                const RequestBounds& bounds, bool chat) {
+                                                bool echo_logprobs, const RequestBounds& bounds, bool chat) {
   std::vector<GenerationRequest> out;
   for (auto& prompt : prompts) {
     GenerationRequest g;
     g.prompt = std::move(prompt);
     g.sampling = params.sampling;
+    g.sampling.prompt_logprobs = engine_prompt_logprobs(params, echo_logprobs);
     // OpenAI's defaults: a chat may fill the context, a completion keeps GenerationLimits' 16.
     if (params.max_tokens)
       g.limits.max_tokens = *params.max_tokens;
@@ -253,7 +267,7 @@ std::vector<SessionRequest> sessions_for(const std::vector<GenerationRequest>& r
 }
 
 // What the job answers with: the response's shape, and each prompt's length and echo.
-JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& params,
+JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& params, bool echo_logprobs,
                    const std::vector<GenerationRequest>& requests, std::vector<std::string> echo) {
   JobSetup setup;
   setup.chat = chat;
@@ -261,8 +275,11 @@ JobSetup job_setup(ResponseHeader header, bool chat, const GenerateParams& param
   setup.stream = params.stream;
   setup.include_usage = params.include_usage;
   setup.logprobs = params.sampling.logprobs;
+  setup.top_logprobs = params.sampling.top_logprobs;
+  setup.echo_logprobs = echo_logprobs;
+  setup.prompt_logprobs = params.prompt_logprobs;
   setup.n = params.n;
-  for (const auto& g : requests) setup.prompt_tokens.push_back(static_cast<int32_t>(g.prompt.size()));
+  for (const auto& g : requests) setup.prompts.push_back(g.prompt);
   setup.echo = std::move(echo);
   return setup;
 }
@@ -279,14 +296,14 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
 
   TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer)
                               : tokenize_completion(request.body(), *tokenizer);
-  check_model(req.params.model);
-  const auto requests = checked_requests(std::move(req.prompts), req.params, eng.bounds(), chat);
+  if (!req.params.model.empty()) check_model(req.params.model);
+  const auto requests = checked_requests(std::move(req.prompts), req.params, req.echo_logprobs, eng.bounds(), chat);
 
   const std::string id = id_prefix_ + std::to_string(next_id_++);
   auto sessions = sessions_for(requests, req.params, id);
   ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
-  start_job(job_setup(std::move(header), chat, req.params, requests, std::move(req.echo)), std::move(exchange), eng,
-            std::move(sessions));
+  start_job(job_setup(std::move(header), chat, req.params, req.echo_logprobs, requests, std::move(req.echo)),
+            std::move(exchange), eng, std::move(sessions));
 }
 
 void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
@@ -326,6 +343,21 @@ void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
   if (!req.model.empty()) check_model(req.model);
   const auto& tokenizer = *eng.tokenizer();
   exchange.respond(200, json_text({{"prompt", tokenizer.decode(decodable(req.tokens, tokenizer), false)}}));
+}
+
+// vLLM's /tokenizer_info: what a client tokenizing on the server needs besides /tokenize and
+// /detokenize (lm-evaluation-harness's remote tokenizer reads the special tokens and template).
+void OpenAIApi::tokenizer_info(HttpExchange& exchange) const {
+  Engine& eng = engine();
+  const auto& tokenizer = *eng.tokenizer();
+  const auto or_null = [](const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); };
+  exchange.respond(200, json_text({{"tokenizer_class", "orzo"},
+                                   {"bos_token", or_null(tokenizer.bos_token())},
+                                   {"eos_token", or_null(tokenizer.eos_token())},
+                                   {"pad_token", nullptr},
+                                   {"chat_template", chat_template_ ? ordered_json(chat_template_->source()) : nullptr},
+                                   {"model_max_length", eng.bounds().max_model_len},
+                                   {"vocab_size", tokenizer.vocab_size()}}));
 }
 
 void OpenAIApi::models(HttpExchange& exchange) const {

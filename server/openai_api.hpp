@@ -2,7 +2,7 @@
 // The endpoints of `orzo serve`: routing, authentication, and the work of each route —
 // /v1/completions and /v1/chat/completions (prompts and chat templates tokenized here, each
 // prompt held to check_request, then one session per choice: see CompletionJob),
-// /v1/models, /tokenize, /detokenize, /health, /metrics, and the chat page at /. The API is
+// /v1/models, /tokenize, /detokenize, /tokenizer_info, /health, /metrics, and the chat page at /. The API is
 // up before the model: until serve() hands it an engine, /health says 503 and model routes
 // refuse.
 
@@ -58,6 +58,7 @@ class OpenAIApi {
                  std::vector<SessionRequest> sessions);
   void tokenize(const HttpRequest& request, HttpExchange& exchange);
   void detokenize(const HttpRequest& request, HttpExchange& exchange);
+  void tokenizer_info(HttpExchange& exchange) const;
   void models(HttpExchange& exchange) const;
   void health(std::shared_ptr<HttpExchange> exchange);
   void metrics(std::shared_ptr<HttpExchange> exchange);

@@ -236,7 +236,11 @@ std::vector<std::pair<int32_t, float>> read_logit_bias(const Json& v, const std:
 void add_generate_fields(FieldTable& t, GenerateParams& p, GenerateChecks& checks) {
   SamplingParams& s = p.sampling;
   t["model"] = [&p](const Json& v, const std::string& n) { p.model = read_string(v, n); };
-  t["max_tokens"] = [&p](const Json& v, const std::string& n) { p.max_tokens = read_integer<int32_t>(v, n, 1); };
+  // 0 only scores a prompt (completions with echo); finish_generate and the parsers hold that.
+  t["max_tokens"] = [&p](const Json& v, const std::string& n) { p.max_tokens = read_integer<int32_t>(v, n, 0); };
+  t["prompt_logprobs"] = [&p](const Json& v, const std::string& n) {
+    p.prompt_logprobs = read_integer<int32_t>(v, n, 0, kMaxTopLogprobs);
+  };
   t["min_tokens"] = [&p](const Json& v, const std::string& n) { p.min_tokens = read_integer<int32_t>(v, n, 0); };
   t["n"] = [&p](const Json& v, const std::string& n) { p.n = read_integer<int32_t>(v, n, 1, kMaxN); };
   t["best_of"] = [&checks](const Json& v, const std::string& n) { checks.best_of = read_integer<int32_t>(v, n, 1); };
@@ -272,8 +276,15 @@ void add_generate_fields(FieldTable& t, GenerateParams& p, GenerateChecks& check
   add_ignored_string(t, "user");
 }
 
-void finish_generate(const GenerateParams& p, const GenerateChecks& checks) {
+// `echo`: a completion's, which allows max_tokens 0 (the prompt scored, nothing generated);
+// absent for a chat.
+void finish_generate(const GenerateParams& p, const GenerateChecks& checks, std::optional<bool> echo = std::nullopt) {
   if (checks.stream_options && !p.stream) refuse("stream_options", "stream_options is only allowed when stream is true");
+  if (p.max_tokens == 0 && !echo) refuse("max_tokens", "max_tokens must be at least 1, got 0");
+  if (p.max_tokens == 0 && !*echo)
+    refuse("max_tokens", "max_tokens must be at least 1 (0 only with echo, which scores the prompt alone)");
+  // As vLLM: the prompt's logprobs come whole with the response, not in a stream.
+  if (p.prompt_logprobs && p.stream) refuse("prompt_logprobs", "prompt_logprobs is not available with stream");
   if (checks.best_of && *checks.best_of != p.n) {
     unsupported("best_of", "only best_of equal to n (orzo returns every candidate, it does not rank them)");
   }
@@ -417,9 +428,8 @@ CompletionRequest parse_completion_request(std::string_view body) {
   };
   t["suffix"] = [](const Json&, const std::string& n) { unsupported(n, ""); };
   read_fields(j, t);
-  require(j, "model");
   require(j, "prompt");
-  finish_generate(r.params, checks);
+  finish_generate(r.params, checks, r.echo);
   if (r.prompts.size() * static_cast<size_t>(r.params.n) > kMaxSequences) {
     refuse("prompt", std::to_string(r.prompts.size()) + " prompts x n = " + std::to_string(r.params.n) +
                          " asks for more than " + std::to_string(kMaxSequences) + " sequences in one request");
@@ -457,7 +467,6 @@ ChatRequest parse_chat_request(std::string_view body) {
   t["parallel_tool_calls"] = [](const Json& v, const std::string& n) { read_bool(v, n); };
   add_ignored_string(t, "service_tier");
   read_fields(j, t);
-  require(j, "model");
   require(j, "messages");
   if (max_completion_tokens) {
     if (r.params.max_tokens && *r.params.max_tokens != *max_completion_tokens) {

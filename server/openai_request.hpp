@@ -11,7 +11,8 @@
 //
 // Field names, types, ranges and defaults follow the OpenAI API, plus the extensions vLLM
 // users rely on (top_k, min_p, repetition_penalty, min_tokens, ignore_eos, stop_token_ids,
-// include_stop_str_in_output, skip_special_tokens, add_special_tokens). Unknown fields are
+// include_stop_str_in_output, skip_special_tokens, add_special_tokens, prompt_logprobs). A
+// request without `model` asks for the served model, as vLLM and llama.cpp's server take it. Unknown fields are
 // refused, as OpenAI does, so a misspelt parameter is not silently ignored; fields a client
 // library sends that change nothing (user, metadata, ...) are accepted. Fields whose meaning
 // orzo does not implement (tools, response_format other than text, best_of > n, suffix, ...)
@@ -38,11 +39,12 @@ struct PromptInput {
 };
 
 struct GenerateParams {
-  std::string model;                       // as given; the handler checks it
+  std::string model;                       // as given, empty when absent (the served model); the handler checks it
   int32_t n = 1;                           // choices per prompt, 1..128
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
-  std::optional<int32_t> max_tokens;       // absent: completions 16, chat up to the context
+  std::optional<int32_t> max_tokens;       // absent: completions 16, chat up to the context; 0: echo only
+  std::optional<int32_t> prompt_logprobs;  // vLLM's: the response lists the prompt's logprobs, this many alternatives
   int32_t min_tokens = 0;
   SamplingParams sampling;                 // temperature, top_p, top_k, min_p, penalties, logit_bias, seed, logprobs
   std::vector<std::string> stop;           // at most 16, none empty

@@ -2,6 +2,7 @@
 
 #include "server/json_text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -60,29 +61,62 @@ Json completion_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
   if (!c.has_logprobs || vocab == nullptr) return nullptr;
   Json tokens = Json::array(), token_logprobs = Json::array(), top_logprobs = Json::array(),
        text_offset = Json::array();
-  int32_t offset = c.text_offset;
-  for (const ChoiceLogprob& t : c.logprobs) {
-    const std::string& text = token_text(*vocab, t.token);
-    tokens.push_back(text);
-    token_logprobs.push_back(logprob_number(t.logprob));
-    Json top = Json::object();
-    // Two ids can share a text; the first (likelier) one keeps the key.
-    for (const auto& [id, logprob] : t.top) top.emplace(token_text(*vocab, id), logprob_number(logprob));
-    top_logprobs.push_back(std::move(top));
-    text_offset.push_back(offset);
-    offset += char_count(text);
-  }
+  const auto list = [&](const std::vector<ChoiceLogprob>& entries, int32_t offset) {
+    for (const ChoiceLogprob& t : entries) {
+      const std::string& text = token_text(*vocab, t.token);
+      tokens.push_back(text);
+      text_offset.push_back(std::max(offset, 0));
+      offset += char_count(text);
+      if (!t.scored) {
+        token_logprobs.push_back(nullptr);
+        top_logprobs.push_back(nullptr);
+        continue;
+      }
+      token_logprobs.push_back(logprob_number(t.logprob));
+      Json top = Json::object();
+      // Two ids can share a text; the first (likelier) one keeps the key.
+      for (const auto& [id, logprob] : t.top) top.emplace(token_text(*vocab, id), logprob_number(logprob));
+      top_logprobs.push_back(std::move(top));
+    }
+  };
+  // The echo's tokens end where the generated ones begin: counted back from there, each
+  // offset is where the token's text sits in the prompt (a BOS, absent from the text, gets 0).
+  int32_t echo_chars = 0;
+  for (const ChoiceLogprob& t : c.echo_logprobs) echo_chars += char_count(token_text(*vocab, t.token));
+  list(c.echo_logprobs, c.text_offset - echo_chars);
+  list(c.logprobs, c.text_offset);
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(top_logprobs)},
           {"text_offset", std::move(text_offset)}};
 }
 
+Json prompt_logprobs_json(const std::vector<PromptTokenScore>& scores, const DecodeTable* vocab) {
+  static const DecodeTable kNoVocab;
+  const DecodeTable& table = vocab ? *vocab : kNoVocab;
+  const auto entry = [&](int32_t id, float logprob, int32_t rank) {
+    return Json{{"logprob", logprob_number(logprob)}, {"rank", rank}, {"decoded_token", token_text(table, id)}};
+  };
+  Json out = Json::array({nullptr});
+  for (const PromptTokenScore& s : scores) {
+    Json position = Json::object();
+    position[std::to_string(s.token)] = entry(s.token, s.logprob.v, s.rank);
+    for (size_t j = 0; j < s.top_logprobs.size(); ++j) {
+      const TopLogprob& t = s.top_logprobs[j];
+      if (t.token != s.token) position[std::to_string(t.token)] = entry(t.token, t.logprob.v, static_cast<int32_t>(j + 1));
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
 Json completion_choice(const ChoiceOutput& c, const DecodeTable* vocab) {
-  return {{"index", c.index},
-          {"text", c.text},
-          {"logprobs", completion_logprobs(c, vocab)},
-          {"finish_reason", or_null(c.finish_reason)}};
+  Json choice = {{"index", c.index},
+                 {"text", c.text},
+                 {"logprobs", completion_logprobs(c, vocab)},
+                 {"finish_reason", or_null(c.finish_reason)}};
+  if (c.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(*c.prompt_logprobs, vocab);
+  return choice;
 }
 
 Json chat_token(const DecodeTable& vocab, int32_t id, float logprob) {
@@ -130,6 +164,8 @@ std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutpu
                                {"logprobs", chat_logprobs(c, vocab)},
                                {"finish_reason", or_null(c.finish_reason)}});
   }
+  if (!choices.empty() && choices.front().prompt_logprobs)
+    body["prompt_logprobs"] = prompt_logprobs_json(*choices.front().prompt_logprobs, vocab);
   body["usage"] = usage_json(usage);
   return json_text(body);
 }

@@ -4,6 +4,7 @@
 // decides what goes in, these write it out. Strings are dumped with invalid UTF-8 replaced
 // (a token's bytes may be part of a character), never throwing.
 
+#include "protocol/prompt_scores.hpp"
 #include "text/decode_table.hpp"
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct ChoiceLogprob {
   int32_t token = 0;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;  // most likely first
+  bool scored = true;  // false for a prompt's first token, which nothing precedes: null logprob and top
 };
 
 // What one choice produced so far (a chunk) or in all (a whole response).
@@ -31,6 +33,13 @@ struct ChoiceOutput {
   std::string text;
   std::vector<ChoiceLogprob> logprobs;     // empty unless asked for
   bool has_logprobs = false;              // asked for: write "logprobs": {...} even when empty
+  // Completions echo with logprobs: the prompt's tokens, listed before `logprobs`; their
+  // text_offsets end at text_offset, where the echo ends.
+  std::vector<ChoiceLogprob> echo_logprobs;
+  // vLLM's prompt_logprobs, when asked: null for the first token, then per prompt token
+  // {id: {logprob, rank, decoded_token}} for the token and its alternatives (cut to the count
+  // asked). Chat writes the first choice's at the top level, as vLLM does.
+  std::optional<std::vector<PromptTokenScore>> prompt_logprobs;
   // Completions logprobs: where `text` starts in the choice's whole text, in characters
   // (Unicode code points, as OpenAI and Python count); each token's text_offset follows on.
   int32_t text_offset = 0;

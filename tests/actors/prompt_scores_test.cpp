@@ -13,8 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 
 namespace orzo {
@@ -201,6 +204,47 @@ TEST_F(PromptScores, TheCacheServesOnlyRequestsThatDoNotScore) {
     }
   }
   EXPECT_GT(testing::stats_of(sys, engine->batcher()).prefix_hit_tokens, 0u);
+}
+
+// Against transformers: the committed float32 logits of every prompt position (tests/fixtures,
+// tools/make_fixtures.py) on a random-weight Llama fixture and on stories260K.
+TEST_F(PromptScores, MatchTransformersOnTheFixtures) {
+  const std::string fixtures = ORZO_FIXTURES_DIR;
+  for (const auto& [dir, model] : std::vector<std::pair<std::string, std::string>>{
+           {fixtures + "/llama", fixtures + "/llama/model-f32.gguf"}, {fixtures + "/stories260K", kModel}}) {
+    SCOPED_TRACE(dir);
+    std::ifstream in(dir + "/expected.json");
+    const auto expected = nlohmann::json::parse(in);
+    const std::vector<float> logits = testing::read_f32_file(dir + "/" + expected["logits_file"].get<std::string>());
+    const auto vocab = expected["vocab_size"].get<size_t>();
+    EngineOptions o;
+    o.model = model;
+    o.backend.threads = 1;
+    o.kv_blocks = 64;
+    o.load_tokenizer = false;  // the fixture has none; scores are token ids
+    auto engine = Engine::start(sys, o);
+    testing::Collector c;
+    const auto prompts = expected["prompts"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t i = 0; i < prompts.size(); ++i)
+      engine->generate(scoring("r" + std::to_string(i), prompts[i], 0), c.callbacks("r" + std::to_string(i)));
+    ASSERT_TRUE(c.wait(prompts.size()));
+    auto all = c.outcomes();
+    size_t row = 0;  // the prompts' logits lie back to back
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto& scores = all["r" + std::to_string(i)].prompt_scores;
+      ASSERT_EQ(scores.size(), prompts[i].size() - 1);
+      for (size_t p = 0; p + 1 < prompts[i].size(); ++p) {
+        const float* z = logits.data() + (row + p) * vocab;
+        const double max = *std::max_element(z, z + vocab);
+        double sum = 0;
+        for (size_t t = 0; t < vocab; ++t) sum += std::exp(double{z[t]} - max);
+        EXPECT_NEAR(scores[p].logprob.v, double{z[prompts[i][p + 1]]} - max - std::log(sum), 1e-4)
+            << "prompt " << i << " position " << p + 1;
+      }
+      row += prompts[i].size();
+    }
+    engine->shutdown();
+  }
 }
 
 }  // namespace

@@ -69,8 +69,7 @@ std::vector<BadCase> bad_cases() {
       // required fields
       {C, R"({"model":"m"})", "prompt"},
       {C, R"({"model":"m","prompt":null})", "prompt"},
-      {C, R"({"prompt":"hi"})", "model"},
-      {C, R"({"model":null,"prompt":"hi"})", "model"},
+      {C, R"({"model":5,"prompt":"hi"})", "model"},
       {C, R"({"model":5,"prompt":"hi"})", "model"},
       // prompt shapes
       {C, R"({"model":"m","prompt":""})", "prompt"},
@@ -92,6 +91,12 @@ std::vector<BadCase> bad_cases() {
       {C, R"({"model":"m","prompt":5})", "prompt"},
       // sampling numbers: range, type, bools and strings are not numbers
       {C, completion(R"("max_tokens":0)"), "max_tokens"},
+      {C, completion(R"("max_tokens":0,"echo":false)"), "max_tokens"},
+      {C, completion(R"("max_tokens":-1,"echo":true)"), "max_tokens"},
+      {C, completion(R"("prompt_logprobs":21)"), "prompt_logprobs"},
+      {C, completion(R"("prompt_logprobs":-1)"), "prompt_logprobs"},
+      {C, completion(R"("prompt_logprobs":true)"), "prompt_logprobs"},
+      {C, completion(R"("prompt_logprobs":1,"stream":true)"), "prompt_logprobs"},
       {C, completion(R"("max_tokens":-1)"), "max_tokens"},
       {C, completion(R"("max_tokens":1.5)"), "max_tokens"},
       {C, completion(R"("max_tokens":"5")"), "max_tokens"},
@@ -185,7 +190,8 @@ std::vector<BadCase> bad_cases() {
       {C, completion(R"("tools":[])"), "tools"},
       // chat: messages
       {H, R"({"model":"m"})", "messages"},
-      {H, R"({"messages":[{"role":"user","content":"hi"}]})", "model"},
+      {H, chat(R"("max_tokens":0)"), "max_tokens"},
+      {H, chat(R"("prompt_logprobs":1,"stream":true)"), "prompt_logprobs"},
       {H, chat_messages("[]"), "messages"},
       {H, chat_messages("\"hi\""), "messages"},
       {H, chat_messages("{}"), "messages"},
@@ -345,6 +351,19 @@ TEST(OpenAIRequest, MinimalCompletionKeepsTheDefaults) {
   EXPECT_FALSE(s.seed.has_value());
   EXPECT_FALSE(s.logprobs);
   EXPECT_EQ(s.top_logprobs, 0);
+  EXPECT_FALSE(r.params.prompt_logprobs.has_value());
+}
+
+// Without `model` a request asks for the served model (vLLM, llama.cpp's server, TGI); the
+// handler then checks nothing. Scoring: echo with max_tokens 0, and vLLM's prompt_logprobs.
+TEST(OpenAIRequest, ModelMayBeLeftOutAndPromptsScored) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"hi"})").params.model, "");
+  EXPECT_EQ(parse_completion_request(R"({"model":null,"prompt":"hi"})").params.model, "");
+  EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}]})").params.model, "");
+  const auto r = parse_completion_request(R"({"prompt":"hi","echo":true,"max_tokens":0,"logprobs":2,"prompt_logprobs":20})");
+  EXPECT_EQ(r.params.max_tokens, 0);
+  EXPECT_EQ(r.params.prompt_logprobs, 20);
+  EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":0})").params.prompt_logprobs, 0);
 }
 
 TEST(OpenAIRequest, EveryCompletionFieldLandsInPlace) {
