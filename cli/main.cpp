@@ -8,6 +8,7 @@
 #include "cli/chat_command.hpp"
 #include "cli/generate_command.hpp"
 #include "cli/info_command.hpp"
+#include "cli/perplexity_command.hpp"
 #include "cli/quantize_command.hpp"
 #include "cli/serve_command.hpp"
 #include "cli/worker_command.hpp"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   orzo::cli::add_worker_command(app);
   orzo::cli::add_quantize_command(app);
   orzo::cli::add_info_command(app);
+  orzo::cli::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
@@ -30,7 +32,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and succeeds; a command's own failure (RuntimeError) has said why already;
+    // a bad flag is one line, like every other error.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) || e.get_name() == "RuntimeError")
+      return app.exit(e);
+    std::fprintf(stderr, "orzo: error: %s\n", e.what());
+    return e.get_exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "orzo: error: %s\n", e.what());
     return 1;

@@ -22,7 +22,9 @@ std::optional<RequestProblem> check_request(const GenerationRequest& request, co
     if (!in_vocabulary(id, bounds)) return RequestProblem{prompt, outside_vocabulary("prompt", id, bounds), {}};
   // Checked before max_tokens: a chat's default max_tokens is what the prompt leaves of the
   // context, so a prompt that fills it is the prompt's fault.
-  if (length >= bounds.max_model_len)
+  // A prompt that is only scored may fill the context; one that generates must leave room.
+  const bool only_scores = limits.max_tokens == 0 && request.sampling.prompt_logprobs >= 0;
+  if (length + (only_scores ? 0 : 1) > bounds.max_model_len)
     return RequestProblem{prompt,
                           "this model's maximum context length is " + std::to_string(bounds.max_model_len) +
                               " tokens, and the prompt has " + std::to_string(length),

@@ -1,7 +1,8 @@
 """Perplexity of SmolLM2-135M-Instruct (Q4_1, as downloaded) over a 2,000-token English
 text: orzo's CPU forward pass (tests/support/score_tokens) against transformers loading
 the same GGUF file (it dequantizes it with the gguf package, so both run the same weights).
-Perplexity must agree within 1% and the top-1 token at >= 98% of positions.
+Perplexity must agree within 1% and the top-1 token at >= 98% of positions; and `orzo
+perplexity` (the actor runtime, sliding windows) within 0.1% of the same windows in transformers.
 
 Needs torch and transformers (tools/requirements.txt); exits 77, which ctest reports as a
 skip, when they or the model file are missing."""
@@ -52,6 +53,23 @@ def score(test, *mode):
     return ppl_orzo / ppl_ref, agree
 
 
+def hf_windowed_perplexity(model, ids, ctx, stride):
+    """Hugging Face's "perplexity of fixed-length models" loop, token by token."""
+    nll, count, prev_end = 0.0, 0, 0
+    for begin in range(0, len(ids), stride):
+        end = min(begin + ctx, len(ids))
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([ids[begin:end]])).logits[0].double(), dim=-1)
+        for j in range(1, end - begin):
+            if begin + j >= prev_end:
+                nll -= logp[j - 1, ids[begin + j]].item()
+                count += 1
+        prev_end = end
+        if end == len(ids):
+            break
+    return math.exp(nll / count), count
+
+
 class Perplexity(unittest.TestCase):
     def test_smollm2_q4_1_matches_transformers(self):
         # The default arithmetic: f32 activations, or two int8 digits where the CPU has VNNI
@@ -60,6 +78,25 @@ class Perplexity(unittest.TestCase):
         ratio, agree = score(self)
         self.assertLess(abs(ratio - 1), 0.01)
         self.assertGreaterEqual(agree, 0.98)
+
+    def test_orzo_perplexity_matches_transformers_windowing(self):
+        # `orzo perplexity` (the actor runtime, windows batched together) against the same
+        # sliding windows run through transformers: within 0.1%.
+        score(self)  # loads the reference model
+        ids = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(MODEL), str(TEXT)], check=True,
+                                        capture_output=True, text=True).stdout)["ids"]
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(MODEL.parent), gguf_file=MODEL.name,
+                                                                  dtype=torch.float32)
+        model.eval()
+        for ctx, stride in ((512, 512), (512, 256)):
+            want, count = hf_windowed_perplexity(model, ids, ctx, stride)
+            run = subprocess.run([os.environ["ORZO"], "perplexity", "-m", str(MODEL), "-f", str(TEXT), "--ctx", str(ctx),
+                                  "--stride", str(stride)], check=True, capture_output=True, text=True)
+            got, scored = run.stdout.split()[1], int(run.stdout.split()[3])
+            print(f"ctx {ctx} stride {stride}: orzo perplexity {got} over {scored} tokens, transformers {want:.6f} "
+                  f"over {count}; {run.stderr.strip()}")
+            self.assertEqual(scored, count)
+            self.assertLess(abs(float(got) / want - 1), 0.001)
 
     def test_int8_activations_stay_close(self):
         # Rounding every activation row to 8 bits moves each logit by ~2% of its spread
