@@ -13,6 +13,7 @@ Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks) : config_(con
   require(config.max_num_seqs, "max_num_seqs");
   require(config.max_num_batched_tokens, "max_num_batched_tokens");
   require(config.max_waiting, "max_waiting");
+  require(config.max_scored_rows, "max_scored_rows");
   running_.reserve(static_cast<size_t>(config.max_num_seqs));
 }
 
@@ -89,10 +90,20 @@ bool Scheduler::reserve(Sequence& seq, int32_t num_tokens, StepPlan& plan, int32
   return true;
 }
 
+int32_t Scheduler::scored_rows(const Sequence& seq, int32_t first, int32_t count) {
+  return std::max(0, first + count - std::max(first, seq.cacheable));
+}
+
+int32_t Scheduler::chunk_limit(const Sequence& seq, int32_t first, int32_t left, int32_t budget, int32_t scored_budget) {
+  const int64_t free_rows = std::max(0, seq.cacheable - first);
+  return static_cast<int32_t>(std::min<int64_t>({left, budget, free_rows + scored_budget}));
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   plan.chunks.reserve(std::min(running_.size() + waiting_.size(), static_cast<size_t>(config_.max_num_seqs)));
   int32_t budget = config_.max_num_batched_tokens;
+  int32_t scored_budget = config_.max_scored_rows;
   // Preemption edits running_, so both phases walk a copy and skip what left it.
   snapshot_.assign(running_.begin(), running_.end());
   for (Sequence* seq : snapshot_) {
@@ -106,10 +117,12 @@ StepPlan Scheduler::schedule() {
     if (budget == 0) break;
     const int32_t left = seq->num_tokens() - seq->num_computed;
     if (seq->state != Sequence::State::running || left < 2) continue;
-    const int32_t count = std::min(left, budget);
+    const int32_t count = chunk_limit(*seq, seq->num_computed, left, budget, scored_budget);
+    if (count == 0) continue;
     if (!reserve(*seq, seq->num_computed + count, plan, budget)) continue;
     plan.chunks.push_back({seq, seq->num_computed, count, count == left});
     budget -= count;
+    scored_budget -= scored_rows(*seq, seq->num_computed, count);
   }
   // A step that had to preempt has no blocks to spare for newcomers (and must not readmit
   // its own victims).
@@ -119,8 +132,8 @@ StepPlan Scheduler::schedule() {
     // Up to `cacheable` tokens: the blocks lying inside [0, cacheable) (see cached_prefix_tokens).
     const int32_t lookup = seq.cacheable < seq.num_tokens() ? seq.cacheable + 1 : seq.num_tokens();
     const int32_t cached = seq.cacheable > 0 ? blocks_.take_cached_prefix(seq.blocks, seq.tokens.data(), lookup) : 0;
-    const int32_t count = std::min(seq.num_tokens() - cached, budget);
-    if (!blocks_.allocate(seq.blocks, cached + count)) {
+    const int32_t count = chunk_limit(seq, cached, seq.num_tokens() - cached, budget, scored_budget);
+    if (count == 0 || !blocks_.allocate(seq.blocks, cached + count)) {
       blocks_.release(seq.blocks);
       break;
     }
@@ -131,6 +144,7 @@ StepPlan Scheduler::schedule() {
     running_.push_back(&seq);
     plan.chunks.push_back({&seq, cached, count, cached + count == seq.num_tokens()});
     budget -= count;
+    scored_budget -= scored_rows(seq, cached, count);
   }
   plan.num_tokens = config_.max_num_batched_tokens - budget;
   return plan;

@@ -21,6 +21,9 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running sequences at most
   int32_t max_num_batched_tokens = 2048;  // rows per step at most
   int32_t max_waiting = 1024;             // add() refuses beyond this many waiting (free running slots aside)
+  // Rows per step at most that need their logits to score a prompt (those at or past a
+  // sequence's `cacheable`): the logits of a step take rows x vocabulary floats.
+  int32_t max_scored_rows = 256;
   bool priority = false;                  // false: FCFS (priority ignored); true: by (priority, arrival)
 };
 
@@ -61,7 +64,8 @@ class Scheduler {
   //     cannot get a block for it preempts the running sequence served last (see below) and
   //     retries; when that victim is the sequence itself, it is the one preempted.
   //  2. running sequences still prefilling: a chunk of min(tokens left, budget), with the
-  //     same preemption rule.
+  //     same preemption rule; rows of a prompt being scored also count against
+  //     max_scored_rows, and a sequence left no row by it waits for the next step.
   //  3. only when nothing was preempted (the pool is tight), waiting sequences in queue order
   //     while fewer than max_num_seqs run and budget remains: the prefix cache serves what
   //     it can (never past seq.cacheable tokens; not asked at all when that is 0), then a
@@ -96,6 +100,9 @@ class Scheduler {
   // Grows seq's blocks to `num_tokens` positions, preempting as schedule() describes.
   // False when seq itself had to be preempted.
   bool reserve(Sequence& seq, int32_t num_tokens, StepPlan& plan, int32_t& budget);
+  // The longest chunk of seq from `first` that the token budget and the scored-row budget allow.
+  static int32_t chunk_limit(const Sequence& seq, int32_t first, int32_t left, int32_t budget, int32_t scored_budget);
+  static int32_t scored_rows(const Sequence& seq, int32_t first, int32_t count);
   Sequence& choose_victim() const;
   void preempt(Sequence& victim, StepPlan& plan, int32_t& budget);
   void enqueue(Sequence& seq, bool front);

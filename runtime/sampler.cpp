@@ -11,6 +11,7 @@
 
 #include "core/exp_nonpositive.hpp"
 #include "core/philox.hpp"
+#include "kernels/cpu/exp_rows.hpp"
 
 namespace orzo {
 namespace {
@@ -182,7 +183,7 @@ double Sampler::compute_logprobs(const float* logits, int32_t vocab, int32_t top
   // of a typical logprob. NaN logits weigh 0.
   weights_.resize(static_cast<size_t>(vocab));
   float* const exps = weights_.data();
-  for (int32_t i = 0; i < vocab; ++i) exps[i] = exp_nonpositive(logits[i] - max);
+  cpu::exp_rows(logits, vocab, max, 1.0f, exps);
   constexpr int32_t kLanes = 8;
   std::array<double, kLanes> lanes{};
   int32_t i = 0;
@@ -266,14 +267,12 @@ bool Sampler::gather_all(const float* logits, int32_t vocab) {
   // own pointers alone, and would reload them for every token.
   float* const weights = weights_.data();
   uint16_t* const bucket_of = bucket_of_.data();
+  cpu::exp_rows(logits, vocab, max, temperature, weights);
   for (int32_t i = 0; i < vocab; ++i) {
     const float z = logits[i];
-    const float scaled = (z - max) / temperature;
-    const float weight = exp_nonpositive(scaled);
-    const float depth = -scaled * kBucketsPerNat;
+    const float depth = -((z - max) / temperature) * kBucketsPerNat;
     const auto b = static_cast<uint16_t>(static_cast<int32_t>(depth < kDeepest ? depth : kDeepest));
-    weights[i] = weight;
-    bucket_of[i] = is_nan(z) ? kNoBucket : weight > 0 ? b : kZeroBucket;
+    bucket_of[i] = is_nan(z) ? kNoBucket : weights[i] > 0 ? b : kZeroBucket;
   }
   // Interleaved partial tables: neighbouring tokens often share a bucket, and with a single
   // table every update would wait on the store of the one before. NaN logits (weight 0) have a

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <numeric>
 #include <stdexcept>
+#include <limits>
 #include <vector>
 
 #include "batching/block_manager.hpp"
@@ -323,6 +324,43 @@ TEST(Scheduler, TheCacheServesNoMoreThanASequenceAllows) {
     sched.remove(b);
     bm.check(sched.live_blocks());
   }
+}
+
+// Rows that score a prompt need logits: at most max_scored_rows of them per step, whatever
+// the token budget leaves; rows below `cacheable` (already scored) and other sequences' rows
+// do not count.
+TEST(Scheduler, ScoredRowsAreCappedPerStep) {
+  BlockManager bm(256, 4);
+  SchedulerConfig c = config(8, 1000);
+  c.max_scored_rows = 100;
+  Scheduler sched(c, bm);
+  Sequence a = make_seq(1, 150), b = make_seq(2, 60), plain = make_seq(3, 40);
+  a.cacheable = 0;
+  b.cacheable = 0;
+  ASSERT_TRUE(sched.add(a));
+  ASSERT_TRUE(sched.add(b));
+  ASSERT_TRUE(sched.add(plain));
+  StepPlan p = sched.schedule();
+  // a takes the whole scored budget; b, next in line, waits, and so does plain behind it (FCFS).
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 0, 100, false}}));
+  finish_step(sched, p);
+  a.cacheable = 99;  // the batcher marks what it scored
+  p = sched.schedule();
+  // plain needs no logits but the sampled row's: the token budget alone holds it.
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 100, 50, true}, {&b, 0, 50, false}, {&plain, 0, 40, true}}));
+  finish_step(sched, p);
+  a.cacheable = std::numeric_limits<int32_t>::max();
+  b.cacheable = 49;
+  p = sched.schedule();
+  EXPECT_EQ(rows(p), (std::vector<Row>{{&a, 150, 1, true}, {&plain, 40, 1, true}, {&b, 50, 10, true}}));
+  bm.check(sched.live_blocks());
+}
+
+TEST(Scheduler, RefusesAZeroScoredRowBudget) {
+  BlockManager bm(16, 4);
+  SchedulerConfig c = config(8, 100);
+  c.max_scored_rows = 0;
+  EXPECT_THROW(Scheduler(c, bm), std::invalid_argument);
 }
 
 }  // namespace

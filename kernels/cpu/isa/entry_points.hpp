@@ -30,6 +30,7 @@ static_assert(kTileLanes <= kMaxTileLanes);
 void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
 void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
+void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out);
 
 const KernelTable& kernel_table();
 #if ORZO_SIMD_BF16_DOT

@@ -1,0 +1,50 @@
+// exp_rows on every level this CPU runs: bit for bit the scalar exp_nonpositive the CUDA
+// sampler shares (core/exp_nonpositive.hpp), so that vectorizing the sampler changes no draw.
+
+#include "kernels/cpu/exp_rows.hpp"
+
+#include "core/exp_nonpositive.hpp"
+#include "tests/support/each_isa.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace orzo {
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+TEST(ExpRows, EveryLevelGivesTheScalarBits) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 30.0f);
+  std::vector<float> x(4099);  // not a multiple of any vector width
+  for (auto& v : x) v = normal(rng);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-40f, -1e-40f,
+                            -87.0f, -86.99999f, -87.00001f, 88.0f, -1e30f, 3.4e38f};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials; ++i) x[i * 7] = specials[i];
+  testing::for_each_isa([&] {
+    for (const auto& [shift, divisor] : std::vector<std::pair<float, float>>{{0.0f, 1.0f}, {12.5f, 1.0f}, {3.0f, 0.7f},
+                                                                             {-inf, 1.0f}, {40.0f, 1e-3f}}) {
+      SCOPED_TRACE(::testing::Message() << "shift " << shift << " divisor " << divisor);
+      for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{17}, x.size()}) {
+        std::vector<float> out(x.size(), 1234.0f);
+        cpu::exp_rows(x.data(), static_cast<int64_t>(n), shift, divisor, out.data());
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(bits(out[i]), bits(exp_nonpositive((x[i] - shift) / divisor))) << "x " << x[i] << " at " << i;
+        for (size_t i = n; i < x.size(); ++i) ASSERT_EQ(out[i], 1234.0f) << "written past n at " << i;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace orzo
