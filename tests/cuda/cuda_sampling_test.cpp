@@ -449,6 +449,7 @@ TEST(CudaSampling, DrawsFollowTheExactDistribution) {
 // against it) and the alternatives equal Sampler::score's, mixed in one launch with draws and
 // with bias and penalties that a score must ignore.
 TEST(CudaSampling, ScoredRowsMatchCpuScore) {
+  ORZO_REQUIRE_GPU();
   for (const int32_t vocab : {7, 1000, 49152}) {
     std::mt19937 rng(static_cast<uint32_t>(vocab));
     std::normal_distribution<float> normal(0.0f, 3.0f);

@@ -35,10 +35,13 @@ void check_sampling(const orzo::SamplingParams& s) {
   }
 }
 
-void check_generate(const orzo::GenerateParams& p) {
+// `echo`: a completion's; a chat has none and never allows max_tokens 0.
+void check_generate(const orzo::GenerateParams& p, bool echo = false) {
   check(p.n >= 1 && p.n <= 128);
   check(!p.include_usage || p.stream);
-  check(!p.max_tokens || *p.max_tokens >= 1);
+  check(!p.max_tokens || *p.max_tokens >= (echo ? 0 : 1));
+  check(!p.prompt_logprobs || (*p.prompt_logprobs >= 0 && *p.prompt_logprobs <= orzo::kMaxTopLogprobs));
+  check(!p.prompt_logprobs || !p.stream);
   check(p.min_tokens >= 0);
   check(p.stop.size() <= 16);
   for (const std::string& s : p.stop) check(!s.empty());
@@ -75,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   run(orzo::parse_completion_request,
       [](const orzo::CompletionRequest& r) {
-        check_generate(r.params);
+        check_generate(r.params, r.echo);
         check(!r.prompts.empty() && r.prompts.size() * static_cast<size_t>(r.params.n) <= 256);
         for (const orzo::PromptInput& p : r.prompts) {
           check(p.is_ids ? !p.ids.empty() && p.text.empty() : !p.text.empty() && p.ids.empty());
