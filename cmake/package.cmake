@@ -10,7 +10,7 @@ set(ORZO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/orzo)
 
 # Every part the actors link goes into the export, each under its folder's name (orzo::core,
 # orzo::runtime, ...); an application links orzo::actors and gets the rest through it.
-set(ORZO_EXPORTED orzo_core orzo_kernels_cpu orzo_formats orzo_batching orzo_text orzo_runtime orzo_stages
+set(ORZO_EXPORTED orzo_core orzo_kernels_cpu orzo_formats orzo_grammar orzo_batching orzo_text orzo_runtime orzo_stages
     orzo_protocol orzo_actors)
 # A CUDA build's stage factory makes CUDA stages, so the CUDA backend and its kernels join the
 # export, and the package then needs the CUDA toolkit too.

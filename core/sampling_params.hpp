@@ -14,6 +14,22 @@ namespace orzo {
 // fixed arrays of this size per row (kernels/cuda/sampling.hpp), and OpenAI allows as many.
 inline constexpr int32_t kMaxTopLogprobs = 20;
 
+// What the output must match (structured outputs, grammar/constraint.hpp). What `text` holds
+// follows the kind.
+struct OutputConstraint {
+  enum class Kind : int32_t {
+    none,
+    regex,        // a regular expression the whole output matches (Python's re.fullmatch)
+    json_schema,  // a JSON schema the output, a JSON text, satisfies
+    json_object,  // any JSON object (text unused)
+    choice,       // one of a list of strings: text is the list as a JSON array
+    grammar,      // a GBNF grammar (llama.cpp's), from its rule `root`
+  };
+  Kind kind = Kind::none;
+  std::string text;
+  bool strict = false;  // json_schema: OpenAI's strict mode (every object closed, every property required)
+};
+
 struct SamplingParams {
   float temperature = 1.0f;          // 0 means greedy (argmax)
   int32_t top_k = 0;                 // <= 0: off
@@ -31,6 +47,7 @@ struct SamplingParams {
   // tokens before it, its rank, and this many most likely alternatives (0..kMaxTopLogprobs).
   // -1: off. Scoring needs the logits of every prompt row, so the prefix cache cannot serve it.
   int32_t prompt_logprobs = -1;
+  OutputConstraint constraint;       // masks the tokens that would break it; none: off
 };
 
 // A field the sampler cannot run with: its name (also the OpenAI parameter's, where the API

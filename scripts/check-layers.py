@@ -22,8 +22,9 @@ PARTS = {
     'formats': ['core'],
     'batching': ['core'],
     'chat_template': ['core'],
+    'grammar': ['core'],
     'text': ['core', 'formats'],
-    'runtime': ['core', 'kernels/cpu', 'formats'],
+    'runtime': ['core', 'kernels/cpu', 'formats', 'grammar'],
     'runtime/cuda': ['runtime', 'kernels/cuda'],
     # The CUDA emulator, test-only: it stands in for the toolkit and includes nothing of ours.
     'kernels/cuda_cpu': [],

@@ -1,0 +1,127 @@
+#include "grammar/constraint.hpp"
+
+#include "grammar/gbnf.hpp"
+#include "grammar/grammar_error.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar/regex_parser.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace orzo::grammar {
+namespace {
+
+RegexPtr choice_regex(const std::string& text) {
+  nlohmann::json list;
+  try {
+    list = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw GrammarError("choice: not a JSON list of strings");
+  }
+  if (!list.is_array() || list.empty()) throw GrammarError("choice: the list of choices must not be empty");
+  std::vector<RegexPtr> options;
+  for (const auto& item : list) {
+    if (!item.is_string()) throw GrammarError("choice: every choice must be a string");
+    options.push_back(literal(item.get<std::string>()));
+  }
+  return alt(std::move(options));
+}
+
+}  // namespace
+
+ByteDfa compile_automaton(const OutputConstraint& c) {
+  switch (c.kind) {
+    case OutputConstraint::Kind::regex: return ByteDfa::compile(parse_regex(c.text));
+    case OutputConstraint::Kind::json_schema: return ByteDfa::compile(json_schema_regex(c.text, c.strict));
+    case OutputConstraint::Kind::json_object: return ByteDfa::compile(json_object_regex());
+    case OutputConstraint::Kind::choice: return ByteDfa::compile(choice_regex(c.text));
+    case OutputConstraint::Kind::grammar: return ByteDfa::compile(parse_gbnf(c.text));
+    case OutputConstraint::Kind::none: break;
+  }
+  throw GrammarError("no constraint to compile");
+}
+
+CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const Vocabulary> vocab)
+    : dfa_(std::move(dfa)), vocab_(std::move(vocab)) {}
+
+std::shared_ptr<const TokenMask> CompiledConstraint::mask(int32_t state) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = masks_.find(state); it != masks_.end()) return it->second;
+  }
+  std::shared_ptr<const TokenMask> built = build(state);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return masks_.emplace(state, std::move(built)).first->second;
+}
+
+std::shared_ptr<TokenMask> CompiledConstraint::build(int32_t state) const {
+  auto m = std::make_shared<TokenMask>();
+  m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
+  const auto set = [&](int32_t id) { m->words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
+  if (state == ByteDfa::kDead) return m;
+  const auto& nodes = vocab_->nodes();
+  const auto& tokens = vocab_->node_tokens();
+  // Depth first through the trie, each node with the state its path leaves: a dead state
+  // prunes everything spelled after it.
+  std::vector<std::pair<int32_t, int32_t>> stack{{0, state}};
+  while (!stack.empty()) {
+    const auto [node, at] = stack.back();
+    stack.pop_back();
+    const auto& n = nodes[static_cast<size_t>(node)];
+    for (int32_t c = n.child_begin; c < n.child_end; ++c) {
+      const auto& child = nodes[static_cast<size_t>(c)];
+      const int32_t next = dfa_.step(at, child.byte);
+      if (next == ByteDfa::kDead) continue;
+      for (int32_t t = child.token_begin; t < child.token_end; ++t) set(tokens[static_cast<size_t>(t)]);
+      if (child.child_begin < child.child_end) stack.emplace_back(c, next);
+    }
+  }
+  if (dfa_.accepting(state))
+    for (int32_t id : vocab_->eos())
+      if (id >= 0 && id < vocab_->size()) set(id);
+  for (uint64_t w : m->words) m->allowed += __builtin_popcountll(w);
+  return m;
+}
+
+bool CompiledConstraint::is_eos(int32_t token) const {
+  const auto& eos = vocab_->eos();
+  return std::find(eos.begin(), eos.end(), token) != eos.end();
+}
+
+int32_t CompiledConstraint::advance(int32_t state, int32_t token) const {
+  if (state == ByteDfa::kDead) return state;
+  if (is_eos(token)) return dfa_.accepting(state) ? state : ByteDfa::kDead;
+  if (!vocab_->constrainable(token)) return ByteDfa::kDead;
+  return dfa_.walk(state, vocab_->bytes(token));
+}
+
+std::shared_ptr<const CompiledConstraint> ConstraintCache::get(const OutputConstraint& constraint) {
+  const std::string key =
+      std::to_string(static_cast<int>(constraint.kind)) + (constraint.strict ? "s:" : ":") + constraint.text;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      it->second.used = ++clock_;
+      return it->second.compiled;
+    }
+  }
+  auto compiled = std::make_shared<const CompiledConstraint>(compile_automaton(constraint), vocab_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.size() >= capacity_) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    entries_.erase(oldest);
+  }
+  auto& entry = entries_[key];
+  if (!entry.compiled) entry.compiled = std::move(compiled);
+  entry.used = ++clock_;
+  return entry.compiled;
+}
+
+bool ConstraintMatcher::advance(int32_t token) {
+  state_ = compiled_->advance(state_, token);
+  return state_ != ByteDfa::kDead;
+}
+
+}  // namespace orzo::grammar

@@ -1,0 +1,93 @@
+#pragma once
+// What an output must match, compiled against a model's vocabulary into the set of tokens
+// allowed after each prefix: the sampler masks every other token (runtime/sampler.hpp).
+//
+// A constraint is a byte automaton (byte_dfa.hpp) over the output's bytes. After a prefix
+// the automaton is in some state; the tokens allowed there are those whose bytes keep it
+// alive, found by walking the vocabulary's trie, once per state and then cached; EOS is
+// allowed exactly where the output may end. Since every live state can still reach an end,
+// a masked draw never paints itself into a corner.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/sampling_params.hpp"
+#include "grammar/byte_dfa.hpp"
+#include "grammar/vocabulary.hpp"
+
+namespace orzo::grammar {
+
+// The language a constraint describes (GrammarError when it cannot be compiled): the
+// automaton alone, as a front end checks a request before anything starts.
+ByteDfa compile_automaton(const OutputConstraint& constraint);
+
+// Allowed tokens as bits: id i is allowed when bit i % 64 of word i / 64 is set.
+struct TokenMask {
+  std::vector<uint64_t> words;
+  int32_t allowed = 0;
+  bool allows(int32_t id) const { return (words[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
+};
+
+class CompiledConstraint {
+ public:
+  CompiledConstraint(ByteDfa dfa, std::shared_ptr<const Vocabulary> vocab);
+
+  int32_t start() const { return dfa_.start(); }
+  // The tokens allowed in `state` (a state advance() returned). Safe from many threads.
+  std::shared_ptr<const TokenMask> mask(int32_t state) const;
+  // The state after `token`; ByteDfa::kDead for a token the mask did not allow. EOS keeps the
+  // state (the output has ended).
+  int32_t advance(int32_t state, int32_t token) const;
+  bool is_eos(int32_t token) const;
+  const Vocabulary& vocabulary() const { return *vocab_; }
+  const ByteDfa& dfa() const { return dfa_; }
+
+ private:
+  std::shared_ptr<TokenMask> build(int32_t state) const;
+
+  ByteDfa dfa_;
+  std::shared_ptr<const Vocabulary> vocab_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
+};
+
+// Compiled constraints by their text, so that a schema many requests share is compiled once
+// (least recently used evicted past `capacity`). Safe from many threads.
+class ConstraintCache {
+ public:
+  explicit ConstraintCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 64)
+      : vocab_(std::move(vocab)), capacity_(capacity) {}
+  // GrammarError when the constraint cannot be compiled.
+  std::shared_ptr<const CompiledConstraint> get(const OutputConstraint& constraint);
+  const std::shared_ptr<const Vocabulary>& vocabulary() const { return vocab_; }
+
+ private:
+  std::shared_ptr<const Vocabulary> vocab_;
+  size_t capacity_;
+  std::mutex mutex_;
+  uint64_t clock_ = 0;
+  struct Entry {
+    std::shared_ptr<const CompiledConstraint> compiled;
+    uint64_t used = 0;
+  };
+  std::unordered_map<std::string, Entry> entries_;
+};
+
+// A sequence's progress through its constraint: the state its output so far leaves.
+class ConstraintMatcher {
+ public:
+  explicit ConstraintMatcher(std::shared_ptr<const CompiledConstraint> compiled)
+      : compiled_(std::move(compiled)), state_(compiled_->start()) {}
+  std::shared_ptr<const TokenMask> mask() const { return compiled_->mask(state_); }
+  // False when the token breaks the constraint (it was not allowed).
+  bool advance(int32_t token);
+
+ private:
+  std::shared_ptr<const CompiledConstraint> compiled_;
+  int32_t state_;
+};
+
+}  // namespace orzo::grammar

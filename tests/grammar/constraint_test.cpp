@@ -1,0 +1,90 @@
+// Token masks: the tokens a constraint allows in a state are exactly those whose bytes keep
+// its automaton alive (checked against a brute-force walk), EOS exactly where it may end;
+// compiled constraints are cached by their text.
+
+#include "grammar/constraint.hpp"
+#include "grammar/grammar_error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace orzo::grammar {
+namespace {
+
+std::shared_ptr<const Vocabulary> vocabulary() {
+  // Every byte alone, then pieces of JSON and words, a multi-byte character split over two
+  // tokens, a duplicate spelling, a special token and EOS.
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
+  for (const char* piece : {"{\"", "\":", "\"}", "true", "false", "null", "12", "345", ", ", "\"name", "é", "\xC3",
+                            "\xA9x", "ab", "ab", "abc", "<|special|>", "</s>"})
+    bytes.emplace_back(piece);
+  std::vector<uint8_t> special(bytes.size(), 0);
+  special[bytes.size() - 2] = special[bytes.size() - 1] = 1;
+  return std::make_shared<Vocabulary>(bytes, special, std::vector<int32_t>{static_cast<int32_t>(bytes.size() - 1)},
+                                      static_cast<int32_t>(bytes.size()) + 5);
+}
+
+OutputConstraint regex(const std::string& pattern) { return {OutputConstraint::Kind::regex, pattern, false}; }
+
+TEST(Constraint, MasksAreExactlyTheTokensThatKeepItAlive) {
+  const auto vocab = vocabulary();
+  ConstraintCache cache(vocab);
+  for (const auto& c : {regex("(ab|é)+c?"), regex("[0-9]{1,5}"), OutputConstraint{OutputConstraint::Kind::json_object, "", false},
+                        OutputConstraint{OutputConstraint::Kind::choice, R"(["true","false","ab c"])", false}}) {
+    SCOPED_TRACE(c.text);
+    const auto compiled = cache.get(c);
+    std::mt19937 rng(1);
+    int32_t state = compiled->start();
+    for (int step = 0; step < 12; ++step) {
+      const auto mask = compiled->mask(state);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab->size(); ++id) {
+        bool ok = false;
+        if (compiled->is_eos(id)) {
+          ok = compiled->dfa().accepting(state);
+        } else if (vocab->constrainable(id)) {
+          ok = compiled->dfa().walk(state, vocab->bytes(id)) != ByteDfa::kDead;
+        }
+        EXPECT_EQ(mask->allows(id), ok) << "token " << id << " at step " << step;
+        if (ok) allowed.push_back(id);
+      }
+      EXPECT_EQ(mask->allowed, static_cast<int32_t>(allowed.size()));
+      ASSERT_FALSE(allowed.empty());
+      const int32_t token = allowed[rng() % allowed.size()];
+      if (compiled->is_eos(token)) break;
+      state = compiled->advance(state, token);
+      ASSERT_NE(state, ByteDfa::kDead);
+    }
+  }
+}
+
+TEST(Constraint, SpecialAndOutOfTokenizerIdsAreNeverAllowedAndBreakTheMatch) {
+  const auto vocab = vocabulary();
+  const auto compiled = ConstraintCache(vocab).get(regex(".*"));
+  const auto mask = compiled->mask(compiled->start());
+  const auto special = vocab->size() - 5 - 2;
+  EXPECT_FALSE(mask->allows(special));
+  EXPECT_FALSE(mask->allows(vocab->size() - 1));
+  EXPECT_TRUE(mask->allows(vocab->size() - 5 - 1));  // EOS: .* may end anywhere
+  ConstraintMatcher m(compiled);
+  EXPECT_FALSE(m.advance(special));
+  EXPECT_EQ(m.mask()->allowed, 0);
+}
+
+TEST(Constraint, TheCacheCompilesEachTextOnceAndEvictsTheOldest) {
+  ConstraintCache cache(vocabulary(), 2);
+  const auto a = cache.get(regex("a+"));
+  EXPECT_EQ(cache.get(regex("a+")), a);
+  cache.get(regex("b+"));
+  cache.get(regex("a+"));  // a is now the most recent
+  cache.get(regex("c+"));  // evicts b
+  EXPECT_EQ(cache.get(regex("a+")), a);
+  EXPECT_THROW(cache.get(regex("(")), GrammarError);
+  EXPECT_THROW(cache.get(OutputConstraint{OutputConstraint::Kind::choice, "[]", false}), GrammarError);
+  EXPECT_THROW(cache.get(OutputConstraint{OutputConstraint::Kind::choice, "[1]", false}), GrammarError);
+}
+
+}  // namespace
+}  // namespace orzo::grammar

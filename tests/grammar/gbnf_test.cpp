@@ -1,0 +1,97 @@
+// GBNF grammars (llama.cpp's format) to byte automata, recursion unrolled to a depth.
+
+#include "grammar/byte_dfa.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/grammar_error.hpp"
+
+#include <gtest/gtest.h>
+
+namespace orzo::grammar {
+namespace {
+
+ByteDfa gbnf(const std::string& g) { return ByteDfa::compile(parse_gbnf(g)); }
+
+TEST(Gbnf, RulesClassesAndRepetitions) {
+  const ByteDfa dfa = gbnf(R"(
+# a comment
+root ::= greeting ", " name ("!" | "?")?
+greeting ::= "hello" | "hi"   # trailing comment
+name ::= [A-Z] [a-z]{1,8}
+)");
+  for (const char* yes : {"hello, Bob", "hi, Alice!", "hi, Zo?"}) EXPECT_TRUE(dfa.matches(yes)) << yes;
+  for (const char* no : {"hello, bob", "hey, Bob", "hi, B", "hi, Bobbobbobb"}) EXPECT_FALSE(dfa.matches(no)) << no;
+}
+
+TEST(Gbnf, AlternativesContinueAfterABarAndInsideParentheses) {
+  const ByteDfa dfa = gbnf("root ::= \"a\" |\n  \"b\" | (\n \"c\"\n \"d\" )\nother ::= \"x\"");
+  for (const char* yes : {"a", "b", "cd"}) EXPECT_TRUE(dfa.matches(yes)) << yes;
+  EXPECT_FALSE(dfa.matches("x"));
+}
+
+TEST(Gbnf, EscapesAndAnyCharacter) {
+  const ByteDfa dfa = gbnf(R"(root ::= "\"" [^"\\\n]* "\"" "\x41\u00e9" . [\]\-]+)");
+  EXPECT_TRUE(dfa.matches("\"ab c\"Aé😀]-"));
+  EXPECT_FALSE(dfa.matches("\"a\"b\"Aé!]"));
+}
+
+TEST(Gbnf, RecursionUnrolledToItsDepth) {
+  const ByteDfa dfa = gbnf(R"(root ::= value
+value ::= "[" (value ("," value)*)? "]" | "0")");
+  EXPECT_TRUE(dfa.matches("[0,[0,[]],[]]"));
+  std::string deep = "0";
+  for (int d = 0; d < kMaxRuleDepth - 1; ++d) deep = "[" + deep + "]";
+  EXPECT_TRUE(dfa.matches(deep));
+  EXPECT_FALSE(dfa.matches("[" + deep + "]"));  // one level past the unrolling
+  EXPECT_FALSE(dfa.matches("[0,]"));
+}
+
+TEST(Gbnf, RefusesByNameAndLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"start ::= \"a\"", "no rule 'root'"},
+      {"root ::= item\n", "'item' is used (line 1) but never defined"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+      {"root ::= \"a", "unterminated"},
+      {"root ::= (\"a\"", "without its ')'"},
+      {"root ::= [a-", "without its ']'"},
+      {"root \"a\"", "'::=' was expected"},
+      {"root ::= \"a\"{3,1}", "n < m"},
+      {"root ::= \"\\q\"", "escape \\q"},
+      {"root ::= x\nx ::= x \"a\"", "matches nothing"},  // only infinite recursion
+  };
+  for (const auto& [text, says] : cases) {
+    SCOPED_TRACE(text);
+    try {
+      gbnf(text);
+      ADD_FAILURE() << "accepted";
+    } catch (const GrammarError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace orzo::grammar
+
+namespace orzo::grammar {
+namespace {
+
+// A JSON grammar written as people write them, lists as `x ("," x)*`: compiled within the
+// automaton's limits, and matching JSON.
+TEST(Gbnf, AJsonGrammarCompilesAndMatches) {
+  const ByteDfa dfa = gbnf(R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]+)? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)");
+  EXPECT_LT(dfa.states(), 20000u);
+  for (const char* yes : {"{}", R"({"a": [1, 2.5, {"b": null}], "c": "d\n"})", "{\"x\":\n  true}"})
+    EXPECT_TRUE(dfa.matches(yes)) << yes;
+  for (const char* no : {"[]", R"({"a":})", R"({"a":1,})"}) EXPECT_FALSE(dfa.matches(no)) << no;
+}
+
+}  // namespace
+}  // namespace orzo::grammar
