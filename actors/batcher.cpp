@@ -222,6 +222,12 @@ void deliver(batcher_pointer self, const StepResult& result) {
       continue;
     }
     const auto& s = result.samples[next - 1];
+    if (s.token < 0) {
+      finish(self, id, FinishReason::error, ErrorCode::invalid_request,
+             "the output constraint allows no token of this model's vocabulary here (or the sampling worker has no "
+             "tokenizer to apply it)");
+      continue;
+    }
     l.seq.tokens.push_back(s.token);
     ++st.stats.generated_tokens;
     self->send(l.session, TokenEvent{l.request.id, s.token, generated(l) - 1, s.logprob, s.top_logprobs});

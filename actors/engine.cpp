@@ -1,5 +1,6 @@
 #include "actors/engine.hpp"
 
+#include "actors/output_constraints.hpp"
 #include "actors/worker.hpp"
 #include "runtime/model.hpp"
 #include "stages/placement.hpp"
@@ -29,13 +30,14 @@ WorkerThread resolve(WorkerThread choice, caf::actor_system& sys, const std::str
 // when that one is local too. A stage without a backend waits for a worker to join.
 std::vector<PipelineStage> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
                                           const std::vector<LayerRange>& layers, const std::vector<std::string>& devices,
-                                          WorkerThread choice) {
+                                          WorkerThread choice, const std::shared_ptr<grammar::ConstraintCache>& constraints) {
   std::vector<PipelineStage> stages(backends.size());
   worker_actor next;
   for (size_t i = backends.size(); i-- > 0;) {
     stages[i].layers = layers[i];
     if (backends[i])
-      stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, resolve(choice, sys, devices[i]));
+      stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, resolve(choice, sys, devices[i]),
+                                      i + 1 == backends.size() ? constraints : nullptr);
     next = stages[i].worker;
   }
   return stages;
@@ -85,7 +87,9 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
                          b.max_model_len};
   auto made = make_pipeline_backends(engine->model_, stages, terms, options.backend);
   b.kv_blocks = made.kv_blocks;
-  auto pipeline = spawn_pipeline(sys, std::move(made.backends), layers, devices, options.worker_thread);
+  const auto constraints =
+      engine->tokenizer_ ? output_constraints(*engine->tokenizer_, engine->model_->config()) : nullptr;
+  auto pipeline = spawn_pipeline(sys, std::move(made.backends), layers, devices, options.worker_thread, constraints);
   engine->workers_ = local_workers(pipeline);
   engine->bounds_ = RequestBounds{b.max_model_len, b.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
@@ -101,7 +105,7 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
     devices.push_back("stage " + std::to_string(i));
     layers.push_back(stages[i]->range());
   }
-  auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread);
+  auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread, nullptr);
   engine->workers_ = local_workers(pipeline);
   engine->bounds_ = RequestBounds{options.max_model_len, options.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));

@@ -54,6 +54,7 @@ StepResult last_step(WorkerState& st, StepRequest& req) {
   if (st.backend->samples()) {
     st.sampler.plan(req.batch, req.seq_ids, st.plans);
     st.backend->forward_and_sample(req.batch, req.hidden, st.plans, st.samples);
+    st.sampler.commit(st.samples);
   } else {
     st.backend->forward(req.batch, req.hidden, st.logits);
     if (!req.batch.logit_rows.empty()) {
@@ -65,7 +66,8 @@ StepResult last_step(WorkerState& st, StepRequest& req) {
 }
 
 worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBackend> backend, std::string device,
-                                   worker_actor next) {
+                                   worker_actor next, std::shared_ptr<grammar::ConstraintCache> constraints) {
+  self->state.sampler = BatchSampler(std::move(constraints));
   self->state.backend = std::move(backend);
   self->state.device = std::move(device);
   self->state.next = std::move(next);
@@ -102,10 +104,11 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
 }  // namespace
 
 worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
-                          worker_actor next, WorkerThread thread) {
+                          worker_actor next, WorkerThread thread, std::shared_ptr<grammar::ConstraintCache> constraints) {
   std::shared_ptr<LayerBackend> shared(std::move(backend));
-  if (thread == WorkerThread::scheduler) return sys.spawn(worker, std::move(shared), std::move(device), std::move(next));
-  return sys.spawn<caf::detached>(worker, std::move(shared), std::move(device), std::move(next));
+  if (thread == WorkerThread::scheduler)
+    return sys.spawn(worker, std::move(shared), std::move(device), std::move(next), std::move(constraints));
+  return sys.spawn<caf::detached>(worker, std::move(shared), std::move(device), std::move(next), std::move(constraints));
 }
 
 }  // namespace orzo

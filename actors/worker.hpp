@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "grammar/constraint.hpp"
+
 namespace caf {
 class actor_system;
 }
@@ -27,8 +29,11 @@ enum class WorkerThread { automatic, own, scheduler };
 // Spawns a worker over `backend`. `next` is the following stage, or an invalid handle when
 // this worker is the last (its backend produces logits: it samples) or when the following
 // stage is still to join (the batcher then sends `chain`). The worker owns the backend. `thread` is own or
-// scheduler (automatic is the Engine's to resolve; here it means own).
+// scheduler (automatic is the Engine's to resolve; here it means own). `constraints`: the
+// last stage's means of holding outputs to their constraints (actors/output_constraints.hpp);
+// without it a constrained request fails.
 worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<LayerBackend> backend, std::string device,
-                          worker_actor next, WorkerThread thread);
+                          worker_actor next, WorkerThread thread,
+                          std::shared_ptr<grammar::ConstraintCache> constraints = nullptr);
 
 }  // namespace orzo

@@ -1,12 +1,15 @@
 #include "cli/worker_command.hpp"
 
 #include "actors/engine.hpp"
+#include "actors/output_constraints.hpp"
 #include "actors/worker.hpp"
 #include "cli/cpu_kernels_flag.hpp"
 #include "cli/middleman_flags.hpp"
+#include "core/load_error.hpp"
 #include "protocol/errors.hpp"
 #include "runtime/model.hpp"
 #include "stages/stage_factory.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -137,7 +140,18 @@ int run_worker(const WorkerFlags& flags) {
   // On the scheduler's threads, which this process has to itself: a detached actor's thread
   // waits for the actor to be destroyed, and once its handle has crossed to the batcher's
   // node, the middleman holds it until after that wait, so shutdown would hang.
-  auto worker = spawn_worker(sys, std::move(backend), device, worker_actor{}, WorkerThread::scheduler);
+  // The last stage samples, and so holds outputs to their constraints, with the model's tokenizer.
+  std::shared_ptr<grammar::ConstraintCache> constraints;
+  if (range.end == static_cast<int64_t>(model->config().num_layers)) {
+    try {
+      constraints = output_constraints(Tokenizer::for_model(flags.model), model->config());
+    } catch (const LoadError&) {
+      // No tokenizer: constrained requests fail, as the worker's log says.
+      std::fprintf(stderr, "orzo worker: %s has no tokenizer: requests with an output constraint will fail\n",
+                   flags.model.c_str());
+    }
+  }
+  auto worker = spawn_worker(sys, std::move(backend), device, worker_actor{}, WorkerThread::scheduler, constraints);
   try {
     ask<caf::ok_atom>(self, batcher, "the batcher at " + at + " refused the worker", join_atom::value, worker, info);
   } catch (...) {

@@ -19,6 +19,9 @@ struct DrawPlan {
   // >= 0: draw nothing, score this token (a prompt token) as Sampler::score does, with
   // params->prompt_logprobs alternatives.
   int32_t score_token = -1;
+  // An output constraint's mask: token i may be drawn when bit i % 64 of word i / 64 is set;
+  // null: any token. Valid until the draws are committed (runtime/batch_sampler.hpp).
+  const uint64_t* allowed = nullptr;
 };
 
 }  // namespace orzo

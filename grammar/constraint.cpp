@@ -42,6 +42,28 @@ ByteDfa compile_automaton(const OutputConstraint& c) {
   throw GrammarError("no constraint to compile");
 }
 
+std::optional<std::string> constraint_problem(const OutputConstraint& constraint) {
+  if (constraint.kind == OutputConstraint::Kind::none) return std::nullopt;
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::optional<std::string>> verdicts;
+  constexpr size_t kRemembered = 256;
+  const std::string key = std::to_string(static_cast<int>(constraint.kind)) + (constraint.strict ? "s:" : ":") + constraint.text;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = verdicts.find(key); it != verdicts.end()) return it->second;
+  }
+  std::optional<std::string> problem;
+  try {
+    compile_automaton(constraint);
+  } catch (const GrammarError& e) {
+    problem = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (verdicts.size() >= kRemembered) verdicts.clear();
+  verdicts.emplace(key, problem);
+  return problem;
+}
+
 CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const Vocabulary> vocab)
     : dfa_(std::move(dfa)), vocab_(std::move(vocab)) {}
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,11 @@ namespace orzo::grammar {
 // The language a constraint describes (GrammarError when it cannot be compiled): the
 // automaton alone, as a front end checks a request before anything starts.
 ByteDfa compile_automaton(const OutputConstraint& constraint);
+
+// Why the constraint cannot be compiled (GrammarError's message), or none: what a request is
+// held to before it starts (protocol/generation_request.hpp). Verdicts on recent texts are
+// remembered, so a schema sent with every request is compiled once. Safe from many threads.
+std::optional<std::string> constraint_problem(const OutputConstraint& constraint);
 
 // Allowed tokens as bits: id i is allowed when bit i % 64 of word i / 64 is set.
 struct TokenMask {

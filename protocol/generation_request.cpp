@@ -1,5 +1,7 @@
 #include "protocol/generation_request.hpp"
 
+#include "grammar/constraint.hpp"
+
 namespace orzo {
 namespace {
 
@@ -53,6 +55,7 @@ std::optional<RequestProblem> check_request(const GenerationRequest& request, co
   for (const auto& bias : request.sampling.logit_bias)
     if (!in_vocabulary(bias.first, bounds))
       return RequestProblem{"logit_bias", outside_vocabulary("logit_bias", bias.first, bounds), {}};
+  if (auto why = grammar::constraint_problem(request.sampling.constraint)) return RequestProblem{"constraint", *why, {}};
   return std::nullopt;
 }
 

@@ -47,12 +47,23 @@ struct RequestProblem {
 // vocabulary and that leaves room in the context; max_tokens >= 1 (0 for a request that only
 // scores its prompt: sampling.prompt_logprobs >= 0); min_tokens in [0,
 // max_tokens]; prompt + max_tokens inside the context; sampling the sampler can run
-// (sampling_problem) with logit_bias ids in the vocabulary. The one owner of these rules:
+// (sampling_problem) with logit_bias ids in the vocabulary; an output constraint that
+// compiles (grammar::constraint_problem). The one owner of these rules:
 // front ends call it before they start anything (the HTTP server's 400), and the batcher
 // calls it for every client. `prompt_param` is what the client called the prompt
 // ("messages" for a chat).
 std::optional<RequestProblem> check_request(const GenerationRequest& request, const RequestBounds& bounds,
                                             std::string_view prompt_param = "prompt");
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, OutputConstraint& x) {
+  auto kind = static_cast<int32_t>(x.kind);
+  return f(caf::meta::type_name("output_constraint"), kind, x.text, x.strict, caf::meta::load_callback([&]() -> caf::error {
+             if (kind < 0 || kind > static_cast<int32_t>(OutputConstraint::Kind::grammar)) return caf::sec::invalid_argument;
+             x.kind = static_cast<OutputConstraint::Kind>(kind);
+             return caf::none;
+           }));
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
@@ -72,7 +83,7 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   }
   return f(caf::meta::type_name("sampling_params"), temperature, x.top_k, top_p, min_p, repetition,
            frequency, presence, x.penalty_window, bias_tokens, bias_values, has_seed, seed, x.logprobs,
-           x.top_logprobs, x.prompt_logprobs, caf::meta::load_callback([&]() -> caf::error {
+           x.top_logprobs, x.prompt_logprobs, x.constraint, caf::meta::load_callback([&]() -> caf::error {
              if (bias_tokens.size() != bias_values.size()) return caf::sec::invalid_argument;
              x.logit_bias.clear();
              for (size_t i = 0; i < bias_tokens.size(); ++i) x.logit_bias.emplace_back(bias_tokens[i], bias_values[i].v);

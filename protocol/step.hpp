@@ -32,6 +32,7 @@ struct StepRequest {
 };
 
 // A drawn token, or for a row that scores its prompt's next token, that token (rank set).
+// Token -1: the sequence's output constraint left no token to draw; the batcher ends it.
 struct SampledToken {
   int32_t token = 0;
   f32 logprob;

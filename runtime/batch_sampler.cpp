@@ -1,5 +1,7 @@
 #include "runtime/batch_sampler.hpp"
 
+#include "grammar/grammar_error.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -9,7 +11,25 @@ namespace orzo {
 
 void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt) {
   const size_t prompt_len = prompt.size();
-  seqs_.insert_or_assign(seq, Entry{Sampler(params), std::move(prompt), prompt_len});
+  Entry e{Sampler(params), std::move(prompt), prompt_len, std::nullopt, false};
+  if (params.constraint.kind != OutputConstraint::Kind::none) {
+    // Front ends have compiled the constraint already (check_request), so failing here means
+    // this stage has no vocabulary, or the constraint needs one it lacks.
+    try {
+      if (constraints_) e.matcher.emplace(constraints_->get(params.constraint));
+    } catch (const grammar::GrammarError&) {
+    }
+    e.unusable = !e.matcher;
+  }
+  seqs_.insert_or_assign(seq, std::move(e));
+}
+
+std::shared_ptr<const grammar::TokenMask> BatchSampler::mask_for(Entry& e, bool& refuse) const {
+  refuse = e.unusable;
+  if (!e.matcher || refuse) return nullptr;
+  auto mask = e.matcher->mask();
+  refuse = mask->allowed == 0;
+  return mask;
 }
 
 void BatchSampler::release(uint64_t seq) { seqs_.erase(seq); }
@@ -49,16 +69,27 @@ void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
     auto [e, seen] = logit_row(batch, seq_ids, i);
     float* const row = logits + i * static_cast<size_t>(vocab);
-    if (scores(*e, seen))
+    if (scores(*e, seen)) {
       out.push_back(e->sampler.score(row, vocab, e->history[seen], std::max(e->sampler.params().prompt_logprobs, 0)));
-    else
-      out.push_back(e->sampler.sample(row, vocab, e->history.data(), seen));
+      continue;
+    }
+    bool refuse = false;
+    const auto mask = mask_for(*e, refuse);
+    if (refuse) {
+      e->sampler.take_step();  // the step is spent all the same: later draws stay where they were
+      out.push_back(SampleResult{kNoToken, 0.0f, {}, 0});
+      continue;
+    }
+    out.push_back(e->sampler.sample(row, vocab, e->history.data(), seen, mask.get()));
+    if (e->matcher && !e->matcher->advance(out.back().token)) e->unusable = true;
   }
 }
 
 void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, std::vector<DrawPlan>& out) {
   record(batch, seq_ids);
   out.clear();
+  planned_.clear();
+  plan_masks_.clear();
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
     auto [e, seen] = logit_row(batch, seq_ids, i);
     const SamplingParams& p = e->sampler.params();
@@ -67,8 +98,29 @@ void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& 
       continue;
     }
     const size_t window = std::min(seen, static_cast<size_t>(std::max(p.penalty_window, 0)));
-    out.push_back(DrawPlan{&p, e->sampler.seed(), e->sampler.take_step(), e->history.data() + (seen - window), window});
+    DrawPlan draw{&p, e->sampler.seed(), e->sampler.take_step(), e->history.data() + (seen - window), window};
+    if (e->matcher || e->unusable) {
+      bool refuse = false;
+      auto mask = mask_for(*e, refuse);
+      if (mask) draw.allowed = mask->words.data();
+      planned_.push_back({out.size(), e, refuse});
+      plan_masks_.push_back(std::move(mask));
+    }
+    out.push_back(draw);
   }
+}
+
+void BatchSampler::commit(std::vector<SampleResult>& drawn) {
+  for (const Planned& p : planned_) {
+    SampleResult& r = drawn.at(p.row);
+    if (p.refuse) {
+      r = SampleResult{kNoToken, 0.0f, {}, 0};
+    } else if (!p.entry->matcher->advance(r.token)) {
+      p.entry->unusable = true;
+    }
+  }
+  planned_.clear();
+  plan_masks_.clear();
 }
 
 }  // namespace orzo

@@ -6,9 +6,12 @@
 #include "core/draw_plan.hpp"
 #include "core/forward_batch.hpp"
 #include "core/sampling_params.hpp"
+#include "grammar/constraint.hpp"
 #include "runtime/sampler.hpp"
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -16,6 +19,11 @@ namespace orzo {
 
 class BatchSampler {
  public:
+  // `constraints` compiles the sequences' output constraints against the model's vocabulary;
+  // without it (a stage that has no tokenizer) a constrained sequence draws no token.
+  explicit BatchSampler(std::shared_ptr<grammar::ConstraintCache> constraints = nullptr)
+      : constraints_(std::move(constraints)) {}
+
   // Throws std::invalid_argument for params the Sampler cannot run (see sampling_problem).
   void start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt);
   void release(uint64_t seq);
@@ -24,22 +32,34 @@ class BatchSampler {
   // Records each row's token at its position in its sequence's history, then answers each
   // logit row from `logits` ([logit_rows, vocab], used as scratch): a row whose next position
   // still lies in its prompt scores that prompt token (Sampler::score, with the sequence's
-  // prompt_logprobs alternatives); any other row draws the next token. seq_ids names the
-  // sequence of each block table. Throws std::invalid_argument for a sequence never started.
+  // prompt_logprobs alternatives); any other row draws the next token, within its output
+  // constraint's mask when it has one. A constrained row that the constraint leaves no token
+  // answers token kNoToken. seq_ids names the sequence of each block table. Throws
+  // std::invalid_argument for a sequence never started.
   void sample(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, float* logits, int32_t vocab,
               std::vector<SampleResult>& out);
 
   // The same bookkeeping as sample, for a sampler that draws elsewhere (on a GPU): records the
   // rows' tokens, then gives each logit row its plan: a score row names its prompt token
-  // (DrawPlan::score_token), a draw advances its sequence's step.
+  // (DrawPlan::score_token), a draw advances its sequence's step and carries its constraint's
+  // mask. The plans' masks stay valid until commit(), which must follow the draws: it moves
+  // the constraints on by the tokens drawn (kNoToken where a constraint allowed none).
   void plan(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, std::vector<DrawPlan>& out);
+  void commit(std::vector<SampleResult>& drawn);
+
+  // The token answered for a draw its output constraint allows nothing for.
+  static constexpr int32_t kNoToken = -1;
 
  private:
   struct Entry {
     Sampler sampler;
     std::vector<int32_t> history;  // prompt then generated, by position
     size_t prompt_len = 0;
+    std::optional<grammar::ConstraintMatcher> matcher;  // when the output is constrained
+    bool unusable = false;  // constrained, but the constraint could not be compiled here
   };
+  // A constrained draw's mask; null with `refuse` when the draw must answer kNoToken.
+  std::shared_ptr<const grammar::TokenMask> mask_for(Entry& e, bool& refuse) const;
   Entry& entry(uint64_t seq);
   void record(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
   // The sequence of logit row i, and how many of its tokens precede the token it predicts.
@@ -48,6 +68,14 @@ class BatchSampler {
   static bool scores(const Entry& e, size_t seen) { return seen < e.prompt_len; }
 
   std::unordered_map<uint64_t, Entry> seqs_;
+  std::shared_ptr<grammar::ConstraintCache> constraints_;
+  struct Planned {
+    size_t row;  // index into the plans
+    Entry* entry;
+    bool refuse;
+  };
+  std::vector<Planned> planned_;  // plan()'s constrained draws, for commit()
+  std::vector<std::shared_ptr<const grammar::TokenMask>> plan_masks_;
 };
 
 }  // namespace orzo

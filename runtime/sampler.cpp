@@ -138,7 +138,19 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
   }
 }
 
-SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent) {
+void apply_mask(const grammar::TokenMask& mask, float* logits, int32_t vocab) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  for (int32_t base = 0; base < vocab; base += 64) {
+    const uint64_t word = mask.words[static_cast<size_t>(base) >> 6];
+    if (word == ~uint64_t{0}) continue;
+    const int32_t end = std::min(vocab - base, 64);
+    for (int32_t i = 0; i < end; ++i)
+      if (!((word >> i) & 1)) logits[base + i] = kMinusInf;
+  }
+}
+
+SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent,
+                             const grammar::TokenMask* mask) {
   if (vocab <= 0) throw std::invalid_argument("Sampler::sample: vocab must be positive");
   SampleResult result{};
   const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
@@ -148,6 +160,7 @@ SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent
     remember_raw_logits(logits, vocab, recent, n_recent);
   }
 
+  if (mask) apply_mask(*mask, logits, vocab);
   apply_bias(logits, vocab);
   apply_penalties(params_, logits, vocab, recent, n_recent, penalty_scratch_);
 

@@ -2,6 +2,8 @@
 // Turns one row of logits into the next token of one request.
 //
 // The stages, in order (vLLM / llama.cpp conventions):
+//   0. an output constraint's mask (grammar/constraint.hpp), when given: every token it does
+//      not allow gets -inf, so nothing below can bring it back.
 //   1. logit_bias: each entry adds its value to its token's logit; entries add up; ids outside
 //      [0, vocab) are skipped (check_request refuses them, against the model's vocab).
 //   2. penalties over the last penalty_window tokens of `recent` (see apply_penalties).
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "core/sampling_params.hpp"
+#include "grammar/constraint.hpp"
 
 namespace orzo {
 
@@ -52,6 +55,9 @@ struct SampleResult {
 void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
                      const int32_t* recent, size_t n_recent, std::vector<int32_t>& scratch);
 
+// Stage 0 alone, in place: -inf for every token `mask` does not allow.
+void apply_mask(const grammar::TokenMask& mask, float* logits, int32_t vocab);
+
 // exp(x) for x <= 0 (x > 0 gives 1), within 8e-8 relative (checked for every float in
 // (-87, 0)); 0 below -87 and for NaN.
 // The candidates' weights, exp((logit - max logit) / temperature), come from this function:
@@ -66,9 +72,11 @@ class Sampler {
   // params it cannot run; without params.seed, the seed comes from std::random_device.
   explicit Sampler(SamplingParams params);
 
-  // `logits`: one row of `vocab` floats, used as scratch (biased and penalized in place).
-  // `recent`: the request's tokens so far, prompt then generated, oldest first.
-  SampleResult sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent);
+  // `logits`: one row of `vocab` floats, used as scratch (masked, biased and penalized in
+  // place). `recent`: the request's tokens so far, prompt then generated, oldest first.
+  // `mask`: the tokens an output constraint allows (at least one), or null.
+  SampleResult sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent,
+                      const grammar::TokenMask* mask = nullptr);
 
   // Scores a token already known (the next prompt token) instead of drawing one: its logprob
   // and rank in the raw distribution, and the `top` most likely alternatives. No step is

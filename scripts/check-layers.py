@@ -29,7 +29,7 @@ PARTS = {
     # The CUDA emulator, test-only: it stands in for the toolkit and includes nothing of ours.
     'kernels/cuda_cpu': [],
     'stages': ['runtime', 'runtime/cuda'],
-    'protocol': ['core'],
+    'protocol': ['core', 'grammar'],
     'actors': ['protocol', 'stages', 'batching', 'text'],
     'server': ['actors', 'chat_template'],
     # The top floor: programs and tests, which nothing includes.

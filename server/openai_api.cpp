@@ -7,6 +7,7 @@
 #include "server/completion_job.hpp"
 #include "server/json_text.hpp"
 #include "server/openai_request.hpp"
+#include "grammar/constraint.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
@@ -222,6 +223,9 @@ int32_t engine_prompt_logprobs(const GenerateParams& params, bool echo_logprobs)
 
 std::vector<GenerationRequest> checked_requests(std::vector<std::vector<int32_t>> prompts, const GenerateParams& params,
                                                 bool echo_logprobs, const RequestBounds& bounds, bool chat) {
+  // The constraint's 400 names the field it came from (check_request would say "constraint").
+  if (auto why = grammar::constraint_problem(params.sampling.constraint))
+    throw ApiError(400, std::move(*why), "invalid_request_error", params.constraint_param);
   std::vector<GenerationRequest> out;
   for (auto& prompt : prompts) {
     GenerationRequest g;

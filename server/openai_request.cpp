@@ -278,6 +278,104 @@ void add_generate_fields(FieldTable& t, GenerateParams& p, GenerateChecks& check
 
 // `echo`: a completion's, which allows max_tokens 0 (the prompt scored, nothing generated);
 // absent for a chat.
+// ---- structured outputs ----
+
+// Sets the request's one output constraint, refusing a second.
+void constrain(GenerateParams& p, const std::string& param, OutputConstraint::Kind kind, std::string text,
+               bool strict = false) {
+  if (p.sampling.constraint.kind != OutputConstraint::Kind::none)
+    refuse(param, param + " constrains the output, and so does " + p.constraint_param + ": give one of them");
+  p.sampling.constraint = OutputConstraint{kind, std::move(text), strict};
+  p.constraint_param = param;
+}
+
+// A schema given as a JSON object or as its text.
+std::string schema_text(const Json& v, const Where& at) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  refuse(at, "must be a JSON schema (an object, or its text), got " + type_name(v));
+}
+
+std::string choice_text(const Json& v, const Where& at) {
+  if (!v.is_array() || v.empty()) refuse(at, "must be a non-empty array of strings");
+  for (size_t i = 0; i < v.size(); ++i) read_string(v[i], {at.param, element(at.label, i)});
+  return v.dump();
+}
+
+void read_response_format(const Json& v, const std::string& n, GenerateParams& p) {
+  const Json& format = read_object(v, n);
+  if (!format.contains("type")) refuse(n, n + ".type is required");
+  const std::string type = read_string(format["type"], {n, n + ".type"});
+  for (const auto& [key, value] : format.items())
+    if (key != "type" && !(type == "json_schema" && key == "json_schema"))
+      refuse(n, "Unrecognized request argument supplied: " + n + "." + key);
+  if (type == "text") return;
+  if (type == "json_object") return constrain(p, n, OutputConstraint::Kind::json_object, "");
+  if (type != "json_schema")
+    refuse(n, n + ".type must be one of 'text', 'json_object', 'json_schema', got " + shown(format["type"]));
+  if (!format.contains("json_schema")) refuse(n, n + ".json_schema is required for type 'json_schema'");
+  const std::string at = n + ".json_schema";
+  const Json& spec = read_object(format["json_schema"], {n, at});
+  bool strict = false;
+  for (const auto& [key, value] : spec.items()) {
+    if (key == "name" || key == "description") {
+      read_string(value, {n, at + "." + key});
+    } else if (key == "strict") {
+      if (!value.is_null()) strict = read_bool(value, {n, at + ".strict"});
+    } else if (key != "schema") {
+      refuse(n, "Unrecognized request argument supplied: " + at + "." + key);
+    }
+  }
+  if (!spec.contains("name")) refuse(n, at + ".name is required");
+  const std::string schema = spec.contains("schema") ? schema_text(spec["schema"], {n, at + ".schema"}) : "{}";
+  constrain(p, n, OutputConstraint::Kind::json_schema, schema, strict);
+}
+
+void read_structured_outputs(const Json& v, const std::string& n, GenerateParams& p) {
+  for (const auto& [key, value] : read_object(v, n).items()) {
+    const std::string at = n + "." + key;
+    if (value.is_null()) continue;
+    if (key == "json") {
+      constrain(p, n, OutputConstraint::Kind::json_schema, schema_text(value, {n, at}));
+    } else if (key == "regex") {
+      constrain(p, n, OutputConstraint::Kind::regex, read_string(value, {n, at}));
+    } else if (key == "choice") {
+      constrain(p, n, OutputConstraint::Kind::choice, choice_text(value, {n, at}));
+    } else if (key == "grammar") {
+      constrain(p, n, OutputConstraint::Kind::grammar, read_string(value, {n, at}));
+    } else if (key == "json_object") {
+      if (read_bool(value, {n, at})) constrain(p, n, OutputConstraint::Kind::json_object, "");
+    } else if (key == "disable_fallback" || key == "disable_any_whitespace" || key == "disable_additional_properties") {
+      read_bool(value, {n, at});
+    } else {
+      refuse(n, "Unrecognized request argument supplied: " + at);
+    }
+  }
+}
+
+void add_constraint_fields(FieldTable& t, GenerateParams& p) {
+  t["response_format"] = [&p](const Json& v, const std::string& n) { read_response_format(v, n, p); };
+  t["structured_outputs"] = [&p](const Json& v, const std::string& n) { read_structured_outputs(v, n, p); };
+  t["guided_json"] = [&p](const Json& v, const std::string& n) {
+    constrain(p, n, OutputConstraint::Kind::json_schema, schema_text(v, n));
+  };
+  t["json_schema"] = t["guided_json"];  // llama.cpp's
+  t["guided_regex"] = [&p](const Json& v, const std::string& n) {
+    constrain(p, n, OutputConstraint::Kind::regex, read_string(v, n));
+  };
+  t["guided_choice"] = [&p](const Json& v, const std::string& n) {
+    constrain(p, n, OutputConstraint::Kind::choice, choice_text(v, n));
+  };
+  t["guided_grammar"] = [&p](const Json& v, const std::string& n) {
+    constrain(p, n, OutputConstraint::Kind::grammar, read_string(v, n));
+  };
+  t["grammar"] = t["guided_grammar"];  // llama.cpp's
+  t["guided_decoding_backend"] = [](const Json& v, const std::string& n) { read_string(v, n); };
+  t["guided_whitespace_pattern"] = [](const Json&, const std::string& n) {
+    unsupported(n, "orzo writes JSON with at most one space after ':' and ','");
+  };
+}
+
 void finish_generate(const GenerateParams& p, const GenerateChecks& checks, std::optional<bool> echo = std::nullopt) {
   if (checks.stream_options && !p.stream) refuse("stream_options", "stream_options is only allowed when stream is true");
   if (p.max_tokens == 0 && !echo) refuse("max_tokens", "max_tokens must be at least 1, got 0");
@@ -419,6 +517,7 @@ CompletionRequest parse_completion_request(std::string_view body) {
   GenerateChecks checks;
   FieldTable t;
   add_generate_fields(t, r.params, checks);
+  add_constraint_fields(t, r.params);
   t["prompt"] = [&r](const Json& v, const std::string& n) { r.prompts = read_prompts(v, n); };
   t["echo"] = [&r](const Json& v, const std::string& n) { r.echo = read_bool(v, n); };
   t["add_special_tokens"] = [&r](const Json& v, const std::string& n) { r.add_special_tokens = read_bool(v, n); };
@@ -444,6 +543,7 @@ ChatRequest parse_chat_request(std::string_view body) {
   std::optional<int32_t> max_completion_tokens;
   FieldTable t;
   add_generate_fields(t, r.params, checks);
+  add_constraint_fields(t, r.params);
   add_tool_fields(t);
   SamplingParams& s = r.params.sampling;
   t["messages"] = [&r](const Json& v, const std::string& n) { r.messages = read_messages(v, n); };
@@ -458,9 +558,6 @@ ChatRequest parse_chat_request(std::string_view body) {
   t["continue_final_message"] = [&r](const Json& v, const std::string& n) { r.continue_final_message = read_bool(v, n); };
   t["chat_template_kwargs"] = [&r](const Json& v, const std::string& n) { r.template_kwargs = read_object(v, n); };
   t["add_special_tokens"] = [&r](const Json& v, const std::string& n) { r.add_special_tokens = read_bool(v, n); };
-  t["response_format"] = [](const Json& v, const std::string& n) {
-    if (!(read_object(v, n) == Json{{"type", "text"}})) unsupported(n, "only {\"type\": \"text\"}");
-  };
   t["reasoning_effort"] = [](const Json&, const std::string& n) { unsupported(n, ""); };
   t["metadata"] = [](const Json& v, const std::string& n) { read_object(v, n); };
   t["store"] = [](const Json& v, const std::string& n) { read_bool(v, n); };

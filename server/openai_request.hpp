@@ -15,8 +15,15 @@
 // request without `model` asks for the served model, as vLLM and llama.cpp's server take it. Unknown fields are
 // refused, as OpenAI does, so a misspelt parameter is not silently ignored; fields a client
 // library sends that change nothing (user, metadata, ...) are accepted. Fields whose meaning
-// orzo does not implement (tools, response_format other than text, best_of > n, suffix, ...)
-// are refused by name rather than ignored.
+// orzo does not implement (tools, best_of > n, suffix, ...) are refused by name rather than
+// ignored.
+//
+// Structured outputs, one per request (a second is refused by name): `response_format` (text,
+// json_object, json_schema with its schema and strict) on both endpoints; vLLM's
+// `structured_outputs` (json, regex, choice, grammar, json_object) and its older
+// `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`; llama.cpp's `grammar`
+// and `json_schema`. Whether the schema, pattern or grammar compiles is the handler's check
+// (grammar/constraint.hpp), which names the field.
 
 #include "core/sampling_params.hpp"
 #include "server/api_error.hpp"
@@ -52,6 +59,9 @@ struct GenerateParams {
   bool include_stop = false;               // include_stop_str_in_output
   bool ignore_eos = false;
   bool skip_special_tokens = true;
+  // sampling.constraint came from this field (response_format, structured_outputs.json,
+  // guided_regex, grammar, json_schema, ...): a constraint that does not compile is its 400.
+  std::string constraint_param;
 };
 
 struct CompletionRequest {

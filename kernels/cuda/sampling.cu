@@ -448,7 +448,8 @@ __device__ int32_t draw_searched(const float* row, int32_t vocab, int32_t k, flo
 
 __global__ void __launch_bounds__(kThreads)
     sample_rows_kernel(float* logits, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
-                       const int32_t* bias_tokens, const float* bias_values, float* raw_rows, DeviceSample* out) {
+                       const int32_t* bias_tokens, const float* bias_values, const uint64_t* masks, float* raw_rows,
+                       DeviceSample* out) {
   __shared__ Shared s;
   const auto r = static_cast<size_t>(blockIdx.x);
   float* const row = logits + r * static_cast<size_t>(vocab);
@@ -491,6 +492,12 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
 
+  if (d.mask_offset >= 0) {
+    const uint64_t* mask = masks + d.mask_offset;
+    for (int32_t i = static_cast<int32_t>(threadIdx.x); i < vocab; i += kThreads)
+      if (!((mask[i >> 6] >> (i & 63)) & 1)) row[i] = -INFINITY;
+    __syncthreads();
+  }
   if (d.bias_count > 0) {
     apply_bias(row, vocab, bias_tokens + d.bias_offset, bias_values + d.bias_offset, d.bias_count);
     __syncthreads();
@@ -555,12 +562,12 @@ size_t sampling_workspace_bytes(int32_t rows, int32_t vocab) {
 }
 
 void sample_rows(float* logits, int32_t rows, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
-                 const int32_t* bias_tokens, const float* bias_values, void* workspace, DeviceSample* out,
-                 cudaStream_t stream) {
+                 const int32_t* bias_tokens, const float* bias_values, const uint64_t* masks, void* workspace,
+                 DeviceSample* out, cudaStream_t stream) {
   check_shape("sample_rows", rows, vocab);
   if (rows == 0) return;
   sample_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, vocab, draws, recent, bias_tokens, bias_values, static_cast<float*>(workspace), out);
+      logits, vocab, draws, recent, bias_tokens, bias_values, masks, static_cast<float*>(workspace), out);
   check_launch("sample_rows");
 }
 

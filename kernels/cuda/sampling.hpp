@@ -45,6 +45,9 @@ struct DeviceDraw {
   // >= 0: draw nothing; answer this token (a prompt token being scored) with its logprob and
   // rank, as Sampler::score does. Bias, penalties and the uniform are then unused.
   int32_t score_token = -1;
+  // >= 0: an output constraint's mask starts at masks[mask_offset] (one bit per token, 64 to a
+  // word): every token it does not allow gets -inf before bias and penalties. -1: none.
+  int32_t mask_offset = -1;
 };
 
 struct DeviceSample {
@@ -64,10 +67,11 @@ size_t sampling_workspace_bytes(int32_t rows, int32_t vocab);
 // logits: [rows, vocab] f32 in device memory, used as scratch; vocab in [1, kMaxSamplingVocab]
 // (std::invalid_argument otherwise). draws: [rows]. recent: the tokens the penalties count
 // (already cut to each row's window). bias_tokens are inside [0, vocab) (the host drops the
-// others, as the CPU sampler skips them). out: [rows].
+// others, as the CPU sampler skips them). masks: the rows' constraint masks, back to back
+// (null when no row has one). out: [rows].
 void sample_rows(float* logits, int32_t rows, int32_t vocab, const DeviceDraw* draws, const int32_t* recent,
-                 const int32_t* bias_tokens, const float* bias_values, void* workspace, DeviceSample* out,
-                 cudaStream_t stream);
+                 const int32_t* bias_tokens, const float* bias_values, const uint64_t* masks, void* workspace,
+                 DeviceSample* out, cudaStream_t stream);
 
 // The kernel's own sampling_weight and philox_uniform, elementwise over device arrays, so that
 // the tests can hold them to their host twins bit for bit: out[i] = sampling_weight(x[i]),

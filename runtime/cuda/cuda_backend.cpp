@@ -377,7 +377,8 @@ void CudaBackend::forward_and_sample(const ForwardBatch& b, std::vector<float>& 
     const auto vocab = static_cast<int32_t>(cfg_.vocab_size);
     packed_.pack(plans, vocab);
     const size_t needed = packed_.draws.size() * sizeof(DeviceDraw) + packed_.recent.size() * sizeof(int32_t) +
-                          packed_.bias_tokens.size() * (sizeof(int32_t) + sizeof(float)) + 4 * 16;
+                          packed_.bias_tokens.size() * (sizeof(int32_t) + sizeof(float)) +
+                          packed_.masks.size() * sizeof(uint64_t) + 5 * 16;
     if (needed > draws_in_->capacity())
       draws_in_ = std::make_unique<StagedUpload>(2 * needed, name_ + " sampling inputs");
     draws_in_->reset();
@@ -385,9 +386,10 @@ void CudaBackend::forward_and_sample(const ForwardBatch& b, std::vector<float>& 
     const int32_t* recent = draws_in_->add_copy(packed_.recent.data(), packed_.recent.size());
     const int32_t* bias_tokens = draws_in_->add_copy(packed_.bias_tokens.data(), packed_.bias_tokens.size());
     const float* bias_values = draws_in_->add_copy(packed_.bias_values.data(), packed_.bias_values.size());
+    const uint64_t* masks = draws_in_->add_copy(packed_.masks.data(), packed_.masks.size());
     draws_in_->flush(stream_);
     // Decode graphs leave each row's logits at its row, which is its logit row's index.
-    sample_rows(logits_, n, vocab, draws, recent, bias_tokens, bias_values, sampling_ws_, samples_, stream_);
+    sample_rows(logits_, n, vocab, draws, recent, bias_tokens, bias_values, masks, sampling_ws_, samples_, stream_);
     check(cudaMemcpyAsync(host_samples_, samples_, static_cast<size_t>(n) * sizeof(DeviceSample),
                           cudaMemcpyDeviceToHost, stream_),
           "samples download");

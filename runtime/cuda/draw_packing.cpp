@@ -9,6 +9,8 @@ void PackedDraws::pack(const std::vector<DrawPlan>& plans, int32_t vocab) {
   recent.clear();
   bias_tokens.clear();
   bias_values.clear();
+  masks.clear();
+  const size_t mask_words = (static_cast<size_t>(vocab) + 63) / 64;
   for (const auto& plan : plans) {
     const SamplingParams& p = *plan.params;
     DeviceDraw d;
@@ -43,6 +45,10 @@ void PackedDraws::pack(const std::vector<DrawPlan>& plans, int32_t vocab) {
     d.bias_count = static_cast<int32_t>(bias_tokens.size()) - d.bias_offset;
     d.logprobs = p.logprobs ? 1 : 0;
     d.top_logprobs = p.top_logprobs;
+    if (plan.allowed) {
+      d.mask_offset = static_cast<int32_t>(masks.size());
+      masks.insert(masks.end(), plan.allowed, plan.allowed + mask_words);
+    }
     draws.push_back(d);
   }
 }

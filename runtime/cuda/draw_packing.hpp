@@ -16,6 +16,7 @@ struct PackedDraws {
   std::vector<int32_t> recent;       // every row's penalty window, back to back
   std::vector<int32_t> bias_tokens;  // every row's logit bias inside [0, vocab), back to back
   std::vector<float> bias_values;
+  std::vector<uint64_t> masks;       // every constrained row's mask, back to back
 
   void pack(const std::vector<DrawPlan>& plans, int32_t vocab);
 };
