@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include <exception>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -56,7 +57,12 @@ StepResult last_step(WorkerState& st, StepRequest& req) {
     st.backend->forward_and_sample(req.batch, req.hidden, st.plans, st.samples);
     st.sampler.commit(st.samples);
   } else {
+    // Masks not built yet are built beside the forward pass, not after it.
+    std::future<void> masks;
+    if (!st.sampler.masks_ready(req.batch, req.seq_ids))
+      masks = std::async(std::launch::async, [&st, &req] { st.sampler.build_masks(req.batch, req.seq_ids); });
     st.backend->forward(req.batch, req.hidden, st.logits);
+    if (masks.valid()) masks.get();
     if (!req.batch.logit_rows.empty()) {
       const auto vocab = static_cast<int32_t>(st.logits.size() / req.batch.logit_rows.size());
       st.sampler.sample(req.batch, req.seq_ids, st.logits.data(), vocab, st.samples);

@@ -77,6 +77,11 @@ std::shared_ptr<const TokenMask> CompiledConstraint::mask(int32_t state) const {
   return masks_.emplace(state, std::move(built)).first->second;
 }
 
+bool CompiledConstraint::has_mask(int32_t state) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return masks_.count(state) > 0;
+}
+
 std::shared_ptr<TokenMask> CompiledConstraint::build(int32_t state) const {
   auto m = std::make_shared<TokenMask>();
   m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);

@@ -44,6 +44,7 @@ class CompiledConstraint {
   int32_t start() const { return dfa_.start(); }
   // The tokens allowed in `state` (a state advance() returned). Safe from many threads.
   std::shared_ptr<const TokenMask> mask(int32_t state) const;
+  bool has_mask(int32_t state) const;  // mask(state) is built already: a lookup
   // The state after `token`; ByteDfa::kDead for a token the mask did not allow. EOS keeps the
   // state (the output has ended).
   int32_t advance(int32_t state, int32_t token) const;
@@ -88,6 +89,7 @@ class ConstraintMatcher {
   explicit ConstraintMatcher(std::shared_ptr<const CompiledConstraint> compiled)
       : compiled_(std::move(compiled)), state_(compiled_->start()) {}
   std::shared_ptr<const TokenMask> mask() const { return compiled_->mask(state_); }
+  bool mask_ready() const { return compiled_->has_mask(state_); }
   // False when the token breaks the constraint (it was not allowed).
   bool advance(int32_t token);
 

@@ -110,6 +110,24 @@ void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& 
   }
 }
 
+template <class Visit>
+void BatchSampler::for_constrained_draws(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, Visit visit) {
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    auto [e, seen] = logit_row(batch, seq_ids, i);
+    if (!scores(*e, seen) && e->matcher && !e->unusable) visit(*e->matcher);
+  }
+}
+
+bool BatchSampler::masks_ready(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
+  bool ready = true;
+  for_constrained_draws(batch, seq_ids, [&](const grammar::ConstraintMatcher& m) { ready = ready && m.mask_ready(); });
+  return ready;
+}
+
+void BatchSampler::build_masks(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
+  for_constrained_draws(batch, seq_ids, [](const grammar::ConstraintMatcher& m) { m.mask(); });
+}
+
 void BatchSampler::commit(std::vector<SampleResult>& drawn) {
   for (const Planned& p : planned_) {
     SampleResult& r = drawn.at(p.row);

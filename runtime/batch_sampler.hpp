@@ -47,6 +47,13 @@ class BatchSampler {
   void plan(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, std::vector<DrawPlan>& out);
   void commit(std::vector<SampleResult>& drawn);
 
+  // Whether every constrained draw of the step finds its mask built. When not, a worker
+  // builds them with build_masks on another thread while the forward pass runs: the first
+  // visit of a constraint state walks the vocabulary's trie. build_masks touches no state but
+  // the constraints' caches, so it may run beside anything but start and release.
+  bool masks_ready(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
+  void build_masks(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
+
   // The token answered for a draw its output constraint allows nothing for.
   static constexpr int32_t kNoToken = -1;
 
@@ -58,6 +65,9 @@ class BatchSampler {
     std::optional<grammar::ConstraintMatcher> matcher;  // when the output is constrained
     bool unusable = false;  // constrained, but the constraint could not be compiled here
   };
+  // The constrained draws of a step: the sequence of each logit row that draws under a matcher.
+  template <class Visit>
+  void for_constrained_draws(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, Visit visit);
   // A constrained draw's mask; null with `refuse` when the draw must answer kNoToken.
   std::shared_ptr<const grammar::TokenMask> mask_for(Entry& e, bool& refuse) const;
   Entry& entry(uint64_t seq);

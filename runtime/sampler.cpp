@@ -11,7 +11,7 @@
 
 #include "core/exp_nonpositive.hpp"
 #include "core/philox.hpp"
-#include "kernels/cpu/exp_rows.hpp"
+#include "kernels/cpu/sampler_rows.hpp"
 
 namespace orzo {
 namespace {
@@ -139,14 +139,7 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
 }
 
 void apply_mask(const grammar::TokenMask& mask, float* logits, int32_t vocab) {
-  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  for (int32_t base = 0; base < vocab; base += 64) {
-    const uint64_t word = mask.words[static_cast<size_t>(base) >> 6];
-    if (word == ~uint64_t{0}) continue;
-    const int32_t end = std::min(vocab - base, 64);
-    for (int32_t i = 0; i < end; ++i)
-      if (!((word >> i) & 1)) logits[base + i] = kMinusInf;
-  }
+  cpu::mask_row(mask.words.data(), logits, vocab);
 }
 
 SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent,

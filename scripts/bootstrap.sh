@@ -25,8 +25,9 @@ if ((${#missing[@]})); then
 fi
 
 # The Python tests' packages (PyPI): the openai client, gguf for the dequantizer reference,
-# selenium for the chat page's browser test, lm_eval for the evaluation-harness test.
-python3 -c "import openai, gguf, selenium, lm_eval" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
+# selenium for the chat page's browser test, lm_eval for the evaluation-harness test,
+# jsonschema for the structured-output test.
+python3 -c "import openai, gguf, selenium, lm_eval, jsonschema" 2>/dev/null || python3 -m pip install -q -r tests/requirements.txt
 
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"}

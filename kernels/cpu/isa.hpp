@@ -69,7 +69,9 @@ struct KernelTable {
   // F16/BF16 rows to and from f32 (convert.hpp), t being one of the two.
   void (*half_row_to_f32)(DType t, const uint8_t* src, int64_t n, float* dst);
   void (*f32_row_to_half)(DType t, const float* src, int64_t n, uint8_t* dst);
-  void (*exp_rows)(const float* x, int64_t n, float shift, float divisor, float* out);  // exp_rows.hpp
+  // sampler_rows.hpp
+  void (*exp_rows)(const float* x, int64_t n, float shift, float divisor, float* out);
+  void (*mask_row)(const uint64_t* allowed, float* logits, int64_t n);
 };
 
 // The active level's table. Until use_isa() is called it is the best runnable level, or the

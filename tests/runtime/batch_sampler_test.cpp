@@ -156,5 +156,97 @@ TEST(BatchSampler, RowsInsideThePromptScoreItsNextToken) {
   EXPECT_EQ(plans[3].step, 0u);
 }
 
+// A constrained sequence draws only what its constraint allows, step after step, and ends
+// where it may (EOS); the device path's plans carry the same masks and commit() moves the
+// constraint on. A constraint that leaves nothing, or that no stage could compile, answers
+// kNoToken; an unconstrained neighbour is untouched.
+std::shared_ptr<grammar::ConstraintCache> digits_vocabulary() {
+  std::vector<std::string> bytes;
+  for (int i = 0; i < kVocab - 1; ++i) bytes.push_back(i < 10 ? std::string(1, static_cast<char>('0' + i)) : "x" + std::to_string(i));
+  bytes.push_back("</s>");
+  std::vector<uint8_t> special(bytes.size(), 0);
+  special.back() = 1;
+  return std::make_shared<grammar::ConstraintCache>(
+      std::make_shared<grammar::Vocabulary>(bytes, special, std::vector<int32_t>{kVocab - 1}, kVocab));
+}
+
+TEST(BatchSampler, ConstrainedDrawsStayInsideTheirConstraint) {
+  std::mt19937 rng(21);
+  for (const bool device : {false, true}) {
+    SCOPED_TRACE(device ? "plans" : "CPU");
+    BatchSampler batch(digits_vocabulary());
+    SamplingParams constrained = params(3);
+    constrained.constraint = {OutputConstraint::Kind::regex, "[0-3]{2,4}", false};
+    batch.start(1, constrained, {12, 13});
+    batch.start(2, params(4), {12});
+    std::string out;
+    std::vector<int32_t> plain;
+    for (int step = 0; step < 8; ++step) {
+      ForwardBatch b;
+      b.block_tables = {{0}, {1}};
+      const int32_t t1 = out.empty() ? 13 : static_cast<int32_t>(out.back() - '0');
+      b.add_chunk(0, &t1, 1, 1 + static_cast<int32_t>(out.size()), true);
+      const int32_t t2 = 12;
+      b.add_chunk(1, &t2, 1, step, true);
+      auto logits = random_logits(rng, 2);
+      std::vector<SampleResult> r;
+      if (device) {
+        std::vector<DrawPlan> plans;
+        batch.plan(b, {1, 2}, plans);
+        ASSERT_NE(plans[0].allowed, nullptr);
+        EXPECT_EQ(plans[1].allowed, nullptr);
+        // Stand in for the GPU: the CPU sampler over the same masks.
+        for (size_t i = 0; i < plans.size(); ++i) {
+          Sampler s(*plans[i].params);
+          while (s.step() < plans[i].step) s.take_step();
+          grammar::TokenMask m;
+          if (plans[i].allowed) m.words.assign(plans[i].allowed, plans[i].allowed + 1);
+          r.push_back(s.sample(logits.data() + i * kVocab, kVocab, nullptr, 0, plans[i].allowed ? &m : nullptr));
+        }
+        batch.commit(r);
+      } else {
+        batch.sample(b, {1, 2}, logits.data(), kVocab, r);
+      }
+      ASSERT_EQ(r.size(), 2u);
+      if (r[0].token == kVocab - 1) break;  // EOS: allowed only once the output may end
+      ASSERT_GE(r[0].token, 0);
+      ASSERT_LE(r[0].token, 3) << step;
+      out += static_cast<char>('0' + r[0].token);
+      ASSERT_LE(out.size(), 4u);
+      plain.push_back(r[1].token);
+    }
+    EXPECT_GE(out.size(), 2u);
+  }
+}
+
+TEST(BatchSampler, AConstraintThatLeavesNothingAnswersNoToken) {
+  for (const bool device : {false, true}) {
+    BatchSampler batch(digits_vocabulary());
+    SamplingParams p = params(3);
+    p.constraint = {OutputConstraint::Kind::regex, "é", false};  // no token spells it
+    batch.start(1, p, {12});
+    BatchSampler no_vocab;  // a stage without a tokenizer
+    no_vocab.start(1, p, {12});
+    for (BatchSampler* s : {&batch, &no_vocab}) {
+      ForwardBatch b;
+      b.block_tables = {{0}};
+      const int32_t t = 12;
+      b.add_chunk(0, &t, 1, 0, true);
+      std::vector<float> logits(kVocab, 0.0f);
+      std::vector<SampleResult> r;
+      if (device) {
+        std::vector<DrawPlan> plans;
+        s->plan(b, {1}, plans);
+        r.push_back(SampleResult{5, 0.0f, {}, 0});
+        s->commit(r);
+      } else {
+        s->sample(b, {1}, logits.data(), kVocab, r);
+      }
+      ASSERT_EQ(r.size(), 1u);
+      EXPECT_EQ(r[0].token, BatchSampler::kNoToken);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace orzo

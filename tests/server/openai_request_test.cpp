@@ -243,7 +243,20 @@ std::vector<BadCase> bad_cases() {
       {H, chat(R"("tool_choice":{"type":"function"})"), "tool_choice"},
       {H, chat(R"("functions":[{"name":"f"}])"), "functions"},
       {H, chat(R"("function_call":"auto")"), "function_call"},
-      {H, chat(R"("response_format":{"type":"json_object"})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"xml"})"), "response_format"},
+      {H, chat(R"("response_format":{})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"json_schema"})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"json_schema","json_schema":{"schema":{}}})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":3}})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"n","strict":"yes"}})"), "response_format"},
+      {H, chat(R"("response_format":{"type":"json_object"},"guided_regex":"a")"), "guided_regex"},
+      {C, completion(R"("structured_outputs":{"regex":"a","choice":["b"]})"), "structured_outputs"},
+      {C, completion(R"("structured_outputs":{"yaml":"a"})"), "structured_outputs"},
+      {C, completion(R"("guided_choice":[])"), "guided_choice"},
+      {C, completion(R"("guided_choice":["a",1])"), "guided_choice"},
+      {C, completion(R"("guided_regex":5)"), "guided_regex"},
+      {C, completion(R"("grammar":"root ::= \"a\"","json_schema":{})"), "json_schema"},
+      {C, completion(R"("guided_whitespace_pattern":" ")"), "guided_whitespace_pattern"},
       {H, chat(R"("response_format":{"type":"text","extra":1})"), "response_format"},
       {H, chat(R"("response_format":"text")"), "response_format"},
       {H, chat(R"("reasoning_effort":"low")"), "reasoning_effort"},
@@ -364,6 +377,38 @@ TEST(OpenAIRequest, ModelMayBeLeftOutAndPromptsScored) {
   EXPECT_EQ(r.params.max_tokens, 0);
   EXPECT_EQ(r.params.prompt_logprobs, 20);
   EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":0})").params.prompt_logprobs, 0);
+}
+
+// Each structured-output field lands as one constraint of its kind, its text the schema,
+// pattern, list or grammar as given, and names itself for the handler's 400.
+TEST(OpenAIRequest, StructuredOutputFieldsBecomeOneConstraint) {
+  using K = OutputConstraint::Kind;
+  const std::vector<std::tuple<std::string, K, std::string, bool, std::string>> cases = {
+      {R"("response_format":{"type":"json_object"})", K::json_object, "", false, "response_format"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"integer"},"strict":true}})",
+       K::json_schema, R"({"type":"integer"})", true, "response_format"},
+      {R"("response_format":{"type":"text"})", K::none, "", false, ""},
+      {R"("structured_outputs":{"json":{"type":"string"}})", K::json_schema, R"({"type":"string"})", false, "structured_outputs"},
+      {R"("structured_outputs":{"regex":"a+","disable_fallback":true})", K::regex, "a+", false, "structured_outputs"},
+      {R"("structured_outputs":{"choice":["x","y"]})", K::choice, R"(["x","y"])", false, "structured_outputs"},
+      {R"("structured_outputs":{"grammar":"root ::= \"a\""})", K::grammar, "root ::= \"a\"", false, "structured_outputs"},
+      {R"("guided_json":"{\"type\":\"null\"}")", K::json_schema, R"({"type":"null"})", false, "guided_json"},
+      {R"("guided_regex":"[0-9]+","guided_decoding_backend":"xgrammar")", K::regex, "[0-9]+", false, "guided_regex"},
+      {R"("guided_choice":["a"])", K::choice, R"(["a"])", false, "guided_choice"},
+      {R"("guided_grammar":"root ::= \"b\"")", K::grammar, "root ::= \"b\"", false, "guided_grammar"},
+      {R"("grammar":"root ::= \"c\"")", K::grammar, "root ::= \"c\"", false, "grammar"},
+      {R"("json_schema":{"type":"boolean"})", K::json_schema, R"({"type":"boolean"})", false, "json_schema"},
+  };
+  for (const auto& [fields, kind, text, strict, param] : cases) {
+    SCOPED_TRACE(fields);
+    const auto r = parse_completion_request(R"({"prompt":"hi",)" + fields + "}");
+    EXPECT_EQ(r.params.sampling.constraint.kind, kind);
+    EXPECT_EQ(r.params.sampling.constraint.text, text);
+    EXPECT_EQ(r.params.sampling.constraint.strict, strict);
+    EXPECT_EQ(r.params.constraint_param, param);
+    EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],)" + fields + "}").params.sampling.constraint.kind,
+              kind);
+  }
 }
 
 TEST(OpenAIRequest, EveryCompletionFieldLandsInPlace) {

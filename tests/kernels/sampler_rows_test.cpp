@@ -1,7 +1,8 @@
-// exp_rows on every level this CPU runs: bit for bit the scalar exp_nonpositive the CUDA
-// sampler shares (core/exp_nonpositive.hpp), so that vectorizing the sampler changes no draw.
+// The sampler's row passes on every level this CPU runs: exp_rows bit for bit the scalar
+// exp_nonpositive the CUDA sampler shares (core/exp_nonpositive.hpp), so that vectorizing the
+// sampler changes no draw; mask_row exactly the bits it is given.
 
-#include "kernels/cpu/exp_rows.hpp"
+#include "kernels/cpu/sampler_rows.hpp"
 
 #include "core/exp_nonpositive.hpp"
 #include "tests/support/each_isa.hpp"
@@ -41,6 +42,25 @@ TEST(ExpRows, EveryLevelGivesTheScalarBits) {
         for (size_t i = 0; i < n; ++i)
           ASSERT_EQ(bits(out[i]), bits(exp_nonpositive((x[i] - shift) / divisor))) << "x " << x[i] << " at " << i;
         for (size_t i = n; i < x.size(); ++i) ASSERT_EQ(out[i], 1234.0f) << "written past n at " << i;
+      }
+    }
+  });
+}
+
+TEST(MaskRow, EveryLevelClearsExactlyTheTokensNotAllowed) {
+  std::mt19937_64 rng(9);
+  testing::for_each_isa([&] {
+    for (const int64_t n : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{100}, int64_t{151936}}) {
+      std::vector<uint64_t> words((static_cast<size_t>(n) + 63) / 64);
+      for (size_t w = 0; w < words.size(); ++w) words[w] = w % 5 == 0 ? ~uint64_t{0} : w % 7 == 0 ? 0 : rng();
+      std::vector<float> row(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = static_cast<float>(i % 97) - 40.0f;
+      std::vector<float> out = row;
+      cpu::mask_row(words.data(), out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool allowed = (words[static_cast<size_t>(i) >> 6] >> (i & 63)) & 1;
+        ASSERT_EQ(out[static_cast<size_t>(i)], allowed ? row[static_cast<size_t>(i)] : -std::numeric_limits<float>::infinity())
+            << "n " << n << " token " << i;
       }
     }
   });

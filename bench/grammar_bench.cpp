@@ -1,0 +1,135 @@
+// What an output constraint costs the sampler, per token of one sequence, at the Qwen
+// vocabulary (151,936 ids) and at SmolLM2's (49,152), for a 10-property JSON schema:
+//   mask/...:         looking up the state's mask and applying it to a row of logits (the
+//                     per-token cost once a state's mask is built: the median token);
+//   first_visit/...:  building a state's mask, a walk of the vocabulary's trie (the first time
+//                     any sequence reaches that state of that constraint);
+//   sample/... and sample_masked/...: a whole temperature-1 draw without and with the mask,
+//                     so the mask's share of a draw shows beside it.
+// The tokens walked are a fixed random path through the schema (allowed tokens, seeded).
+//
+//   grammar_bench [--shared=../shared] [benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/output_constraints.hpp"
+#include "runtime/model_config.hpp"
+#include "runtime/sampler.hpp"
+#include "text/tokenizer/tokenizer.hpp"
+
+namespace {
+
+using namespace orzo;
+
+const char* kSchema = R"({"type":"object","properties":{
+  "name":{"type":"string","maxLength":24},"age":{"type":"integer","minimum":0,"maximum":130},
+  "email":{"type":"string","format":"email"},"active":{"type":"boolean"},"score":{"type":"number"},
+  "tags":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":4},
+  "city":{"type":"string","maxLength":20},"zip":{"type":"string","pattern":"^[0-9]{5}$"},
+  "kind":{"enum":["user","admin","guest"]},"note":{"type":["string","null"],"maxLength":40}},
+  "required":["name","age","email","active","score","tags","city","zip","kind","note"],"additionalProperties":false})";
+
+struct Vocab {
+  std::string name;
+  std::shared_ptr<grammar::ConstraintCache> cache;
+  int32_t size = 0;
+  std::shared_ptr<const grammar::CompiledConstraint> schema;
+  std::vector<int32_t> states;  // a random path's states, token after token
+};
+
+std::vector<Vocab>& vocabularies() {
+  static std::vector<Vocab> v;
+  return v;
+}
+
+Vocab load(const std::string& name, const std::string& tokenizer_path, int32_t model_vocab) {
+  const Tokenizer tok = Tokenizer::for_model(tokenizer_path);
+  ModelConfig cfg;
+  cfg.vocab_size = model_vocab;
+  cfg.eos_token_ids = tok.eos_ids();
+  Vocab v{name, output_constraints(tok, cfg), model_vocab, nullptr, {}};
+  v.schema = v.cache->get(OutputConstraint{OutputConstraint::Kind::json_schema, kSchema, false});
+  std::mt19937 rng(7);
+  int32_t state = v.schema->start();
+  for (int step = 0; step < 400; ++step) {
+    v.states.push_back(state);
+    const auto mask = v.schema->mask(state);
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < model_vocab; ++id)
+      if (mask->allows(id) && !v.schema->is_eos(id)) allowed.push_back(id);
+    if (allowed.empty()) break;
+    state = v.schema->advance(state, allowed[rng() % allowed.size()]);
+  }
+  return v;
+}
+
+void mask(benchmark::State& s, const Vocab& v) {
+  std::vector<float> row(static_cast<size_t>(v.size), 0.5f);
+  size_t i = 0;
+  for (auto _ : s) {
+    const auto m = v.schema->mask(v.states[i++ % v.states.size()]);
+    apply_mask(*m, row.data(), v.size);
+    benchmark::DoNotOptimize(row.data());
+  }
+  s.counters["states"] = static_cast<double>(v.states.size());
+}
+
+void first_visit(benchmark::State& s, const Vocab& v) {
+  size_t i = 0;
+  for (auto _ : s) {
+    // A fresh compilation each time, so every mask is built, not found.
+    s.PauseTiming();
+    auto fresh = std::make_shared<grammar::CompiledConstraint>(v.schema->dfa(), v.cache->vocabulary());
+    const int32_t state = v.states[i++ % v.states.size()];
+    s.ResumeTiming();
+    benchmark::DoNotOptimize(fresh->mask(state));
+  }
+}
+
+void sample(benchmark::State& s, const Vocab& v, bool masked) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(v.size));
+  for (auto& x : logits) x = normal(rng);
+  std::vector<float> row(logits.size());
+  SamplingParams p;
+  p.seed = 1;
+  Sampler sampler(p);
+  size_t i = 0;
+  for (auto _ : s) {
+    std::memcpy(row.data(), logits.data(), logits.size() * sizeof(float));
+    const auto m = masked ? v.schema->mask(v.states[i++ % v.states.size()]) : nullptr;
+    benchmark::DoNotOptimize(sampler.sample(row.data(), v.size, nullptr, 0, m.get()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shared = "../shared";
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--shared=", 9) == 0)
+      shared = argv[i] + 9;
+    else
+      rest.push_back(argv[i]);
+  }
+  auto& vocabs = vocabularies();
+  vocabs.push_back(load("qwen", shared + "/models/tokenizers/qwen3", 151936));
+  vocabs.push_back(load("smollm2", shared + "/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf", 49152));
+  for (const auto& v : vocabs) {
+    benchmark::RegisterBenchmark(("mask/" + v.name).c_str(), [&v](benchmark::State& s) { mask(s, v); });
+    benchmark::RegisterBenchmark(("first_visit/" + v.name).c_str(), [&v](benchmark::State& s) { first_visit(s, v); });
+    benchmark::RegisterBenchmark(("sample/" + v.name).c_str(), [&v](benchmark::State& s) { sample(s, v, false); });
+    benchmark::RegisterBenchmark(("sample_masked/" + v.name).c_str(), [&v](benchmark::State& s) { sample(s, v, true); });
+  }
+  int count = static_cast<int>(rest.size());
+  benchmark::Initialize(&count, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
