@@ -34,6 +34,7 @@ struct ServeFlags {
   std::string api_key;
   std::string served_model_name;
   std::string chat_template;  // a file
+  std::string tool_call_parser;
   int32_t max_queue = 1024;
   int publish = 0;
   std::string publish_host = "127.0.0.1";
@@ -119,6 +120,7 @@ int run_serve(ServeFlags& f) {
     if (const char* key = std::getenv("ORZO_API_KEY")) api_options.api_key = key;
   if (!f.chat_template.empty()) api_options.chat_template = read_file(f.chat_template);
   api_options.webui = !f.no_webui;
+  api_options.tool_call_parser = f.tool_call_parser;
   f.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.http_timeout * 1000));
   const LogFormat log_format = f.log_format == "json" ? LogFormat::json : LogFormat::text;
   f.http.access_log = [log_format](const AccessRecord& record) { write_log_line(access_line(record, log_format)); };
@@ -200,6 +202,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on model routes (or ORZO_API_KEY)");
   cmd->add_option("--served-model-name", f->served_model_name, "The model name requests use (default: -m as given)");
   cmd->add_option("--chat-template", f->chat_template, "A Jinja chat template file, instead of the model's");
+  cmd->add_option("--tool-call-parser", f->tool_call_parser,
+                  "How the model writes tool calls: hermes (<tool_call> JSON, Qwen), llama3_json or mistral "
+                  "(default: what the chat template shows, else hermes)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral"}));
   cmd->add_flag("--no-webui", f->no_webui, "No chat page at / (it is one static page inside the binary)");
   cmd->add_option("--max-queue", f->max_queue, "Waiting requests at most; beyond, 429")
       ->check(CLI::Range(1, 1 << 20))

@@ -24,6 +24,7 @@ struct OutputConstraint {
     json_object,  // any JSON object (text unused)
     choice,       // one of a list of strings: text is the list as a JSON array
     grammar,      // a GBNF grammar (llama.cpp's), from its rule `root`
+    tool_calls,   // calls to offered functions in a chat template's format (grammar/tool_calls.hpp)
   };
   Kind kind = Kind::none;
   std::string text;

@@ -4,6 +4,7 @@
 #include "grammar/grammar_error.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/regex_parser.hpp"
+#include "grammar/tool_calls.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,7 @@ ByteDfa compile_automaton(const OutputConstraint& c) {
     case OutputConstraint::Kind::json_object: return ByteDfa::compile(json_object_regex());
     case OutputConstraint::Kind::choice: return ByteDfa::compile(choice_regex(c.text));
     case OutputConstraint::Kind::grammar: return ByteDfa::compile(parse_gbnf(c.text));
+    case OutputConstraint::Kind::tool_calls: return ByteDfa::compile(tool_calls_regex(c.text));
     case OutputConstraint::Kind::none: break;
   }
   throw GrammarError("no constraint to compile");

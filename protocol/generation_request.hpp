@@ -59,7 +59,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, OutputConstraint& x) {
   auto kind = static_cast<int32_t>(x.kind);
   return f(caf::meta::type_name("output_constraint"), kind, x.text, x.strict, caf::meta::load_callback([&]() -> caf::error {
-             if (kind < 0 || kind > static_cast<int32_t>(OutputConstraint::Kind::grammar)) return caf::sec::invalid_argument;
+             if (kind < 0 || kind > static_cast<int32_t>(OutputConstraint::Kind::tool_calls)) return caf::sec::invalid_argument;
              x.kind = static_cast<OutputConstraint::Kind>(kind);
              return caf::none;
            }));

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <random>
 #include <utility>
 
 namespace orzo {
@@ -56,7 +57,7 @@ int http_status(ErrorCode code) {
 CompletionJob::CompletionJob(JobSetup setup, std::shared_ptr<HttpExchange> exchange, std::shared_ptr<ServerMetrics> metrics,
                              std::shared_ptr<const Tokenizer> tokenizer, std::function<void(CompletionJob*)> on_end)
     : setup_(std::move(setup)), exchange_(std::move(exchange)), metrics_(std::move(metrics)), tokenizer_(std::move(tokenizer)),
-      on_end_(std::move(on_end)) {}
+      on_end_(std::move(on_end)), call_ids_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {}
 
 void CompletionJob::start(Engine& engine, std::vector<SessionRequest> requests) {
   choices_.resize(requests.size());
@@ -64,6 +65,7 @@ void CompletionJob::start(Engine& engine, std::vector<SessionRequest> requests) 
   for (size_t i = 0; i < requests.size(); ++i) {
     choices_[i].text = setup_.echo.at(i / static_cast<size_t>(setup_.n));
     choices_[i].chars = code_points(choices_[i].text);
+    if (setup_.tool_format && setup_.stream) choices_[i].tool_stream.emplace(*setup_.tool_format);
   }
   // The job lives while any session can still call back.
   auto self = shared_from_this();
@@ -125,8 +127,13 @@ void CompletionJob::on_text(size_t index, TextChunk& chunk) {
   }
   // The echo goes out with the choice's first chunk.
   out.text = c.first_chunk ? c.text : chunk.text;
+  if (c.tool_stream) {
+    ToolCallSplit split = c.tool_stream->feed(chunk.text);
+    out.text = std::move(split.content);
+    add_tool_calls(c, std::move(split.calls), out);
+  }
   if (c.first_chunk) add_prompt_logprobs(index, out);
-  if (out.text.empty() && out.logprobs.empty()) return;
+  if (out.text.empty() && out.logprobs.empty() && out.tool_calls.empty()) return;
   start_stream();
   send_chunk(index, std::move(out));
 }
@@ -157,7 +164,12 @@ void CompletionJob::on_done(size_t index, Completion& done) {
       last.has_logprobs = setup_.logprobs;
       add_prompt_logprobs(index, last);
     }
-    last.finish_reason = finish_reason_name(result.reason);
+    if (c.tool_stream) {  // what was held back: a call cut short, or text that looked like one
+      ToolCallSplit rest = c.tool_stream->finish();
+      last.text = std::move(rest.content);
+      add_tool_calls(c, std::move(rest.calls), last);
+    }
+    last.finish_reason = finish_reason(c);
     send_chunk(index, std::move(last));
     if (remaining_ > 0) return;
     if (setup_.include_usage) exchange_->write(sse_event(usage_chunk(setup_.header, setup_.chat, usage())));
@@ -176,7 +188,12 @@ void CompletionJob::on_done(size_t index, Completion& done) {
     out.logprobs = std::move(choices_[i].logprobs);
     out.text_offset = code_points(setup_.echo.at(i / static_cast<size_t>(setup_.n)));
     add_prompt_logprobs(i, out);
-    out.finish_reason = finish_reason_name(choices_[i].completion.reason);
+    if (setup_.tool_format) {
+      ToolCallSplit split = split_tool_calls(*setup_.tool_format, out.text);
+      out.text = std::move(split.content);
+      add_tool_calls(choices_[i], std::move(split.calls), out);
+    }
+    out.finish_reason = finish_reason(choices_[i]);
     outs.push_back(std::move(out));
   }
   report_generation();
@@ -208,6 +225,22 @@ void CompletionJob::send_chunk(size_t index, ChoiceOutput out) {
   exchange_->write(sse_event(setup_.chat ? chat_chunk(setup_.header, out, c.first_chunk, vocab())
                                          : completion_chunk(setup_.header, out, vocab())));
   c.first_chunk = false;
+}
+
+void CompletionJob::add_tool_calls(Choice& c, std::vector<ParsedToolCall> calls, ChoiceOutput& out) {
+  static const char* hex = "0123456789abcdef";
+  for (auto& call : calls) {
+    std::string id = "call_";
+    for (uint64_t v = call_ids_++, k = 0; k < 16; ++k, v >>= 4) id += hex[v & 0xF];
+    out.tool_calls.push_back(ToolCallOutput{c.tool_calls_sent++, std::move(id), std::move(call.name), std::move(call.arguments)});
+  }
+}
+
+// "tool_calls" for an output that ended (not cut short) calling functions.
+const char* CompletionJob::finish_reason(const Choice& c) const {
+  const FinishReason reason = c.completion.reason;
+  if (c.tool_calls_sent > 0 && (reason == FinishReason::eos || reason == FinishReason::stop)) return "tool_calls";
+  return finish_reason_name(reason);
 }
 
 void CompletionJob::add_prompt_logprobs(size_t index, ChoiceOutput& out) const {

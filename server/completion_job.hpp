@@ -12,6 +12,7 @@
 #include "server/http_server.hpp"
 #include "server/openai_request.hpp"
 #include "server/openai_response.hpp"
+#include "server/tool_call_parser.hpp"
 
 #include <chrono>
 #include <functional>
@@ -35,6 +36,7 @@ struct JobSetup {
   std::optional<int32_t> prompt_logprobs;  // vLLM's prompt_logprobs: listed with this many alternatives
   int32_t n = 1;                          // choices per prompt
   std::vector<std::vector<int32_t>> prompts;  // per prompt, its ids
+  std::optional<grammar::ToolCallFormat> tool_format;  // chat with tools: outputs are read for calls
   std::vector<std::string> echo;          // per prompt: text put before each of its choices (completions echo)
 };
 
@@ -54,6 +56,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     int32_t chars = 0;                     // code points in `text`: logprobs' text_offset counts these
     std::vector<ChoiceLogprob> logprobs;
     std::vector<PromptTokenScore> prompt_scores;  // as the engine scored the prompt
+    std::string generated;                        // the text generated (no echo), for tool calls
+    std::optional<ToolCallStream> tool_stream;    // streaming with tools: calls held back, sent whole
+    int32_t tool_calls_sent = 0;
     bool first_chunk = true;
     bool done = false;
     Completion completion;
@@ -68,6 +73,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void send_chunk(size_t index, ChoiceOutput out);
   // The prompt's scores as the request asked to see them (echo's logprobs, prompt_logprobs).
   void add_prompt_logprobs(size_t index, ChoiceOutput& out) const;
+  // Calls read from a choice's output, numbered on from those it has sent.
+  void add_tool_calls(Choice& c, std::vector<ParsedToolCall> calls, ChoiceOutput& out);
+  const char* finish_reason(const Choice& c) const;
   void end();
   void report_generation();  // the request's tokens and TTFT, for the access log
   ResponseUsage usage() const;
@@ -85,6 +93,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   size_t remaining_ = 0;
   bool streaming_ = false;  // the 200 and the stream's headers went out
   bool answered_ = false;   // an error status went out instead; later events change nothing
+  uint64_t call_ids_;       // the next tool call's id, from a random start
 };
 
 // The HTTP status a refused or failed request gets.

@@ -90,6 +90,12 @@ void OpenAIApi::serve(Engine& engine) {
   const std::string& source =
       options_.chat_template.empty() && engine.tokenizer() ? engine.tokenizer()->chat_template() : options_.chat_template;
   if (!source.empty()) chat_template_ = std::make_unique<ChatTemplate>(source);
+  tool_format_ = grammar::tool_call_format_of_template(source);
+  if (!options_.tool_call_parser.empty()) {
+    const auto chosen = grammar::parse_tool_call_format(options_.tool_call_parser);
+    if (!chosen) throw std::invalid_argument("unknown tool call parser '" + options_.tool_call_parser + "'");
+    tool_format_ = *chosen;
+  }
   engine_ = &engine;
 }
 
@@ -178,17 +184,45 @@ std::string render_chat(const ChatTemplate* tmpl, const Tokenizer& tokenizer, co
 // that needs the model's limits.
 struct TokenizedRequest {
   GenerateParams params;
+  std::optional<grammar::ToolCallFormat> tool_format;  // chat with tools it may call: outputs are parsed for calls
   bool echo_logprobs = false;     // completions: the prompt's tokens lead the logprobs
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo;  // per prompt: the text each of its choices starts with
 };
 
-TokenizedRequest tokenize_chat(std::string_view body, const ChatTemplate* tmpl, const Tokenizer& tokenizer) {
+// `required` and a named function are enforced: the output must be calls in the template's
+// format to the functions allowed, their arguments fitting the parameters' schemas.
+OutputConstraint tool_call_constraint(const ChatRequest& req, grammar::ToolCallFormat format) {
+  nlohmann::ordered_json functions = nlohmann::ordered_json::array();
+  for (const auto& tool : req.tools) {
+    const auto& f = tool["function"];
+    if (req.tool_choice.mode == ToolChoice::Mode::named && f["name"] != req.tool_choice.name) continue;
+    nlohmann::ordered_json spec = {{"name", f["name"]}};
+    if (f.contains("parameters")) spec["parameters"] = f["parameters"];
+    functions.push_back(std::move(spec));
+  }
+  const bool parallel = req.parallel_tool_calls && req.tool_choice.mode == ToolChoice::Mode::required;
+  const nlohmann::ordered_json spec = {
+      {"format", grammar::tool_call_format_name(format)}, {"parallel", parallel}, {"functions", std::move(functions)}};
+  return OutputConstraint{OutputConstraint::Kind::tool_calls, spec.dump(), false};
+}
+
+TokenizedRequest tokenize_chat(std::string_view body, const ChatTemplate* tmpl, const Tokenizer& tokenizer,
+                               grammar::ToolCallFormat tool_format) {
   ChatRequest req = parse_chat_request(body);
   TokenizedRequest out;
-  out.params = std::move(req.params);
+  if (!req.tools.empty()) req.template_kwargs["tools"] = req.tools;
   const std::string text = render_chat(tmpl, tokenizer, req.messages, req.add_generation_prompt,
                                        req.continue_final_message, req.template_kwargs);
+  if (req.tool_choice.mode == ToolChoice::Mode::required || req.tool_choice.mode == ToolChoice::Mode::named) {
+    if (req.params.sampling.constraint.kind != OutputConstraint::Kind::none)
+      throw ApiError(400, "tool_choice requires a call, and " + req.params.constraint_param + " constrains the output too: give one of them",
+                     "invalid_request_error", "tool_choice");
+    req.params.sampling.constraint = tool_call_constraint(req, tool_format);
+    req.params.constraint_param = "tools";
+  }
+  if (req.tool_choice.mode != ToolChoice::Mode::none) out.tool_format = tool_format;
+  out.params = std::move(req.params);
   out.prompts.push_back(tokenizer.encode(text, req.add_special_tokens));
   out.echo.emplace_back();
   return out;
@@ -298,7 +332,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
   const auto tokenizer = eng.tokenizer();
   if (!tokenizer) throw ApiError(500, "this server has no tokenizer", "server_error");
 
-  TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer)
+  TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer, tool_format_)
                               : tokenize_completion(request.body(), *tokenizer);
   if (!req.params.model.empty()) check_model(req.params.model);
   const auto requests = checked_requests(std::move(req.prompts), req.params, req.echo_logprobs, eng.bounds(), chat);
@@ -306,8 +340,9 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
   const std::string id = id_prefix_ + std::to_string(next_id_++);
   auto sessions = sessions_for(requests, req.params, id);
   ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + id, unix_seconds(), options_.served_model_name};
-  start_job(job_setup(std::move(header), chat, req.params, req.echo_logprobs, requests, std::move(req.echo)),
-            std::move(exchange), eng, std::move(sessions));
+  JobSetup setup = job_setup(std::move(header), chat, req.params, req.echo_logprobs, requests, std::move(req.echo));
+  setup.tool_format = req.tool_format;
+  start_job(std::move(setup), std::move(exchange), eng, std::move(sessions));
 }
 
 void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
@@ -335,7 +370,7 @@ void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
   else
     ids = tokenizer->encode(
         render_chat(chat_template_.get(), *tokenizer, req.messages, req.add_generation_prompt, false,
-                    ordered_json::object()),
+                    req.tools.empty() ? ordered_json::object() : ordered_json{{"tools", req.tools}}),
         false);
   ordered_json body = {{"count", ids.size()}, {"max_model_len", eng.bounds().max_model_len}, {"tokens", ids}};
   exchange.respond(200, json_text(body));

@@ -6,6 +6,7 @@
 // up before the model: until serve() hands it an engine, /health says 503 and model routes
 // refuse.
 
+#include "grammar/tool_calls.hpp"
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
 
@@ -35,6 +36,7 @@ struct ApiOptions {
   std::string api_key;            // empty: no authentication
   std::string chat_template;      // overrides the model's; empty: the model's own
   bool webui = true;              // the chat page at /
+  std::string tool_call_parser;   // hermes, llama3_json or mistral; empty: what the chat template teaches
 };
 
 class OpenAIApi {
@@ -77,6 +79,7 @@ class OpenAIApi {
   std::shared_ptr<ServerMetrics> metrics_;
   std::atomic<Engine*> engine_{nullptr};
   std::unique_ptr<ChatTemplate> chat_template_;
+  grammar::ToolCallFormat tool_format_ = grammar::ToolCallFormat::hermes;
   int64_t created_;
   std::string id_prefix_;
   std::atomic<uint64_t> next_id_{0};

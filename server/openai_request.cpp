@@ -4,6 +4,8 @@
 #include "text/stop_matcher.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -447,6 +449,26 @@ std::string read_content_parts(const Json& parts, const std::string& name) {
   return text;
 }
 
+// An assistant's earlier calls, each `arguments` JSON text turned into its object, as chat
+// templates (and transformers) expect them; arguments that are no JSON stay the text.
+Json read_tool_calls(const Json& v, const std::string& at) {
+  read_array(v, at);
+  Json calls = Json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string path = element(at, i);
+    Json call = read_object(v[i], path);
+    if (!call.contains("function") || !call["function"].is_object() || !call["function"].contains("name") ||
+        !call["function"]["name"].is_string())
+      refuse(path, path + ".function.name is required");
+    if (call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
+      Json args = Json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+      if (!args.is_discarded()) call["function"]["arguments"] = std::move(args);
+    }
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
 Json read_message(const Json& m, const std::string& at) {
   read_object(m, at);
   const auto role = m.find("role");
@@ -475,8 +497,13 @@ Json read_message(const Json& m, const std::string& at) {
     } else if (key == "name" || key == "tool_call_id" || key == "reasoning_content" || key == "reasoning" ||
                key == "thinking") {
       if (!value.is_null()) message[key] = read_string(value, path);
-    } else if (key == "tool_calls" || key == "function_call") {
-      if (!value.is_null() && !(value.is_array() && value.empty())) unsupported(path, "orzo does not call tools");
+    } else if (key == "tool_calls") {
+      if (!value.is_null() && !(value.is_array() && value.empty())) {
+        if (!assistant) refuse(path, path + " is only for assistant messages");
+        message[key] = read_tool_calls(value, path);
+      }
+    } else if (key == "function_call") {
+      if (!value.is_null()) unsupported(path, "use tool_calls");
     } else if (key == "refusal") {
       if (!value.is_null()) unsupported(path, "");
     } else {
@@ -495,18 +522,93 @@ Json read_messages(const Json& v, const std::string& name) {
   return messages;
 }
 
-// Tool use is not implemented: an empty list or "none" asks for nothing and is accepted.
-void add_tool_fields(FieldTable& t) {
-  const auto no_list = [](const Json& v, const std::string& n) {
-    if (!(v.is_array() && v.empty())) unsupported(n, "orzo does not call tools");
+// OpenAI's function names: letters, digits, '_' and '-', at most 64.
+bool function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+Json read_tools(const Json& v, const std::string& n) {
+  read_array(v, n);
+  Json tools = Json::array();
+  std::set<std::string> names;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = element(n, i);
+    const Json& tool = read_object(v[i], {n, at});
+    if (!tool.contains("type") || !tool["type"].is_string() || tool["type"] != "function")
+      refuse(n, at + ".type must be \"function\"");
+    if (!tool.contains("function")) refuse(n, at + ".function is required");
+    const Json& f = read_object(tool["function"], {n, at + ".function"});
+    for (const auto& [key, value] : f.items()) {
+      const std::string path = at + ".function." + key;
+      if (key == "name" || key == "description") {
+        read_string(value, {n, path});
+      } else if (key == "parameters") {
+        if (!value.is_object()) refuse(n, path + " must be a JSON schema object");
+      } else if (key == "strict") {
+        if (!value.is_null()) read_bool(value, {n, path});
+      } else {
+        refuse(n, "Unrecognized request argument supplied: " + path);
+      }
+    }
+    if (!f.contains("name") || !function_name(f["name"].get<std::string>()))
+      refuse(n, at + ".function.name is required: letters, digits, '_' and '-', at most 64");
+    if (!names.insert(f["name"].get<std::string>()).second) refuse(n, at + ".function.name repeats '" + f["name"].get<std::string>() + "'");
+    for (const auto& [key, value] : tool.items())
+      if (key != "type" && key != "function") refuse(n, "Unrecognized request argument supplied: " + at + "." + key);
+    tools.push_back(tool);
+  }
+  return tools;
+}
+
+ToolChoice read_tool_choice(const Json& v, const std::string& n) {
+  ToolChoice c;
+  if (v.is_string()) {
+    const std::string mode = v.get<std::string>();
+    if (mode == "none") c.mode = ToolChoice::Mode::none;
+    else if (mode == "auto") c.mode = ToolChoice::Mode::automatic;
+    else if (mode == "required") c.mode = ToolChoice::Mode::required;
+    else refuse(n, n + " must be \"none\", \"auto\", \"required\" or a named function, got " + shown(v));
+    return c;
+  }
+  const Json& o = read_object(v, n);
+  if (!o.contains("type") || o["type"] != "function" || !o.contains("function") || !o["function"].is_object() ||
+      !o["function"].contains("name") || !o["function"]["name"].is_string())
+    refuse(n, n + " must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  c.mode = ToolChoice::Mode::named;
+  c.name = o["function"]["name"].get<std::string>();
+  return c;
+}
+
+// Chat tools. The deprecated functions/function_call are refused unless they ask for nothing.
+void add_tool_fields(FieldTable& t, ChatRequest& r, bool& choice_given) {
+  t["tools"] = [&r](const Json& v, const std::string& n) { r.tools = read_tools(v, n); };
+  t["tool_choice"] = [&r, &choice_given](const Json& v, const std::string& n) {
+    r.tool_choice = read_tool_choice(v, n);
+    choice_given = true;
   };
-  const auto no_choice = [](const Json& v, const std::string& n) {
-    if (!(v.is_string() && v.get_ref<const std::string&>() == "none")) unsupported(n, "orzo does not call tools");
+  t["parallel_tool_calls"] = [&r](const Json& v, const std::string& n) { r.parallel_tool_calls = read_bool(v, n); };
+  t["functions"] = [](const Json& v, const std::string& n) {
+    if (!(v.is_array() && v.empty())) unsupported(n, "use tools");
   };
-  t["tools"] = no_list;
-  t["functions"] = no_list;
-  t["tool_choice"] = no_choice;
-  t["function_call"] = no_choice;
+  t["function_call"] = [](const Json& v, const std::string& n) {
+    if (!(v.is_string() && v.get_ref<const std::string&>() == "none")) unsupported(n, "use tool_choice");
+  };
+}
+
+// The tool choice against the tools: a named function must be one of them, and nothing can
+// be required of no tools.
+void check_tool_choice(ChatRequest& r, bool choice_given) {
+  if (!choice_given) r.tool_choice.mode = r.tools.empty() ? ToolChoice::Mode::none : ToolChoice::Mode::automatic;
+  if (r.tool_choice.mode != ToolChoice::Mode::none && r.tools.empty())
+    refuse("tool_choice", "tool_choice other than \"none\" needs tools");
+  if (r.tool_choice.mode == ToolChoice::Mode::named) {
+    bool found = false;
+    for (const auto& tool : r.tools) found = found || tool["function"]["name"] == r.tool_choice.name;
+    if (!found) refuse("tool_choice", "tool_choice names the function '" + r.tool_choice.name + "', which is not among the tools");
+  }
 }
 
 }  // namespace
@@ -544,7 +646,8 @@ ChatRequest parse_chat_request(std::string_view body) {
   FieldTable t;
   add_generate_fields(t, r.params, checks);
   add_constraint_fields(t, r.params);
-  add_tool_fields(t);
+  bool tool_choice_given = false;
+  add_tool_fields(t, r, tool_choice_given);
   SamplingParams& s = r.params.sampling;
   t["messages"] = [&r](const Json& v, const std::string& n) { r.messages = read_messages(v, n); };
   t["max_completion_tokens"] = [&max_completion_tokens](const Json& v, const std::string& n) {
@@ -561,7 +664,6 @@ ChatRequest parse_chat_request(std::string_view body) {
   t["reasoning_effort"] = [](const Json&, const std::string& n) { unsupported(n, ""); };
   t["metadata"] = [](const Json& v, const std::string& n) { read_object(v, n); };
   t["store"] = [](const Json& v, const std::string& n) { read_bool(v, n); };
-  t["parallel_tool_calls"] = [](const Json& v, const std::string& n) { read_bool(v, n); };
   add_ignored_string(t, "service_tier");
   read_fields(j, t);
   require(j, "messages");
@@ -573,6 +675,7 @@ ChatRequest parse_chat_request(std::string_view body) {
   }
   finish_generate(r.params, checks);
   if (s.top_logprobs > 0 && !s.logprobs) refuse("top_logprobs", "top_logprobs requires logprobs to be true");
+  check_tool_choice(r, tool_choice_given);
   if (r.add_generation_prompt && r.continue_final_message) {
     refuse("continue_final_message", "continue_final_message requires add_generation_prompt to be false");
   }
@@ -591,8 +694,10 @@ TokenizeRequest parse_tokenize_request(std::string_view body) {
     add_special_tokens = read_bool(v, n);
   };
   t["add_generation_prompt"] = [&r](const Json& v, const std::string& n) { r.add_generation_prompt = read_bool(v, n); };
+  t["tools"] = [&r](const Json& v, const std::string& n) { r.tools = read_tools(v, n); };
   read_fields(j, t);
   const bool has_messages = !r.messages.is_null();
+  if (!r.tools.empty() && !has_messages) refuse("tools", "tools go with messages");
   if (r.prompt.has_value() == has_messages) refuse("prompt", "give exactly one of prompt and messages");
   // The chat template writes BOS itself, so messages default to no added special tokens.
   r.add_special_tokens = add_special_tokens.value_or(!has_messages);

@@ -15,8 +15,8 @@
 // request without `model` asks for the served model, as vLLM and llama.cpp's server take it. Unknown fields are
 // refused, as OpenAI does, so a misspelt parameter is not silently ignored; fields a client
 // library sends that change nothing (user, metadata, ...) are accepted. Fields whose meaning
-// orzo does not implement (tools, best_of > n, suffix, ...) are refused by name rather than
-// ignored.
+// orzo does not implement (functions/function_call, best_of > n, suffix, ...) are refused by
+// name rather than ignored.
 //
 // Structured outputs, one per request (a second is refused by name): `response_format` (text,
 // json_object, json_schema with its schema and strict) on both endpoints; vLLM's
@@ -71,10 +71,23 @@ struct CompletionRequest {
   std::optional<bool> add_special_tokens;  // absent: true
 };
 
+// Which tools a chat may call: OpenAI's tool_choice.
+struct ToolChoice {
+  enum class Mode { none, automatic, required, named } mode = Mode::none;
+  std::string name;  // named: the function
+};
+
 struct ChatRequest {
   GenerateParams params;
-  // Array of {role, content, [name, tool_call_id, reasoning_content, ...]}: content is a string
-  // (text parts joined by "\n") or null (assistant only); keys given as null are dropped.
+  // [{type: function, function: {name, description, parameters}}], as given (the template
+  // renders them); tool_choice defaults to auto when there are tools, none otherwise.
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  // Array of {role, content, [name, tool_call_id, tool_calls, reasoning_content, ...]}: content
+  // is a string (text parts joined by "\n") or null (assistant only); keys given as null are
+  // dropped; an assistant's tool_calls keep OpenAI's shape with each `arguments` JSON text
+  // turned into its object, as templates (and transformers) expect.
   nlohmann::ordered_json messages;
   bool add_generation_prompt = true;
   bool continue_final_message = false;     // mutually exclusive with add_generation_prompt
@@ -88,6 +101,7 @@ struct TokenizeRequest {
   nlohmann::ordered_json messages;         // ... or messages (through the chat template); null when absent
   bool add_special_tokens = true;          // absent: true for a prompt, false for messages (the template writes BOS)
   bool add_generation_prompt = true;
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // rendered by the chat template, as in a chat
 };
 
 struct DetokenizeRequest {

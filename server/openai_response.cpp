@@ -137,6 +137,21 @@ Json chat_logprobs(const ChoiceOutput& c, const DecodeTable* vocab) {
   return {{"content", std::move(content)}};
 }
 
+Json tool_call_json(const ToolCallOutput& c, bool with_index) {
+  Json out = Json::object();
+  if (with_index) out["index"] = c.index;
+  out["id"] = c.id;
+  out["type"] = "function";
+  out["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+  return out;
+}
+
+Json tool_calls_json(const std::vector<ToolCallOutput>& calls, bool with_index) {
+  Json out = Json::array();
+  for (const auto& c : calls) out.push_back(tool_call_json(c, with_index));
+  return out;
+}
+
 }  // namespace
 
 std::string completion_response(const ResponseHeader& h, const std::vector<ChoiceOutput>& choices,
@@ -159,8 +174,13 @@ std::string chat_response(const ResponseHeader& h, const std::vector<ChoiceOutpu
   Json body = envelope(h, "chat.completion");
   body["choices"] = Json::array();
   for (const ChoiceOutput& c : choices) {
+    Json message = {{"role", "assistant"}, {"content", c.text}};
+    if (!c.tool_calls.empty()) {
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = tool_calls_json(c.tool_calls, false);
+    }
     body["choices"].push_back({{"index", c.index},
-                               {"message", {{"role", "assistant"}, {"content", c.text}}},
+                               {"message", std::move(message)},
                                {"logprobs", chat_logprobs(c, vocab)},
                                {"finish_reason", or_null(c.finish_reason)}});
   }
@@ -174,6 +194,7 @@ std::string chat_chunk(const ResponseHeader& h, const ChoiceOutput& choice, bool
   Json delta = Json::object();
   if (first) delta["role"] = "assistant";
   if (first || !choice.text.empty()) delta["content"] = choice.text;
+  if (!choice.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(choice.tool_calls, true);
   Json body = envelope(h, "chat.completion.chunk");
   body["choices"] = Json::array({{{"index", choice.index},
                                   {"delta", std::move(delta)},

@@ -27,6 +27,15 @@ struct ChoiceLogprob {
   bool scored = true;  // false for a prompt's first token, which nothing precedes: null logprob and top
 };
 
+// A function the model called (chat): `index` orders the calls of a choice, as streamed
+// deltas number them.
+struct ToolCallOutput {
+  int32_t index = 0;
+  std::string id;         // "call_..."
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 // What one choice produced so far (a chunk) or in all (a whole response).
 struct ChoiceOutput {
   int32_t index = 0;
@@ -40,11 +49,13 @@ struct ChoiceOutput {
   // {id: {logprob, rank, decoded_token}} for the token and its alternatives (cut to the count
   // asked). Chat writes the first choice's at the top level, as vLLM does.
   std::optional<std::vector<PromptTokenScore>> prompt_logprobs;
+  // Chat: calls read from the output (the message's tool_calls; a chunk's, whole, in its delta).
+  std::vector<ToolCallOutput> tool_calls;
   // Completions logprobs: where `text` starts in the choice's whole text, in characters
   // (Unicode code points, as OpenAI and Python count); each token's text_offset follows on.
   int32_t text_offset = 0;
   // Null until the last chunk; then as OpenAI names it: "stop" (EOS, stop token or string),
-  // "length", "abort" (cancelled), "error".
+  // "tool_calls" (it ended calling functions), "length", "abort" (cancelled), "error".
   std::optional<std::string> finish_reason;
 };
 

@@ -38,8 +38,8 @@ std::shared_ptr<const orzo::grammar::Vocabulary> vocabulary() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   using Kind = orzo::OutputConstraint::Kind;
-  const Kind kinds[] = {Kind::regex, Kind::json_schema, Kind::grammar, Kind::choice};
-  orzo::OutputConstraint c{kinds[data[0] % 4], std::string(reinterpret_cast<const char*>(data + 1), size - 1),
+  const Kind kinds[] = {Kind::regex, Kind::json_schema, Kind::grammar, Kind::choice, Kind::tool_calls};
+  orzo::OutputConstraint c{kinds[data[0] % 5], std::string(reinterpret_cast<const char*>(data + 1), size - 1),
                            (data[0] & 0x80) != 0};
   std::unique_ptr<orzo::grammar::CompiledConstraint> compiled;
   try {

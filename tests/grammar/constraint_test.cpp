@@ -4,6 +4,7 @@
 
 #include "grammar/constraint.hpp"
 #include "grammar/grammar_error.hpp"
+#include "grammar/tool_calls.hpp"
 
 #include <gtest/gtest.h>
 
@@ -84,6 +85,39 @@ TEST(Constraint, TheCacheCompilesEachTextOnceAndEvictsTheOldest) {
   EXPECT_THROW(cache.get(regex("(")), GrammarError);
   EXPECT_THROW(cache.get(OutputConstraint{OutputConstraint::Kind::choice, "[]", false}), GrammarError);
   EXPECT_THROW(cache.get(OutputConstraint{OutputConstraint::Kind::choice, "[1]", false}), GrammarError);
+}
+
+}  // namespace
+}  // namespace orzo::grammar
+
+namespace orzo::grammar {
+namespace {
+
+// Enforced tool calls: only calls to the functions offered, in the format, with arguments
+// that fit their schemas; one call unless parallel.
+TEST(ToolCallConstraint, OnlyWellFormedCallsToOfferedFunctions) {
+  const std::string functions =
+      R"([{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},{"name":"now"}])";
+  const auto dfa = [&](const char* format, bool parallel) {
+    return compile_automaton({OutputConstraint::Kind::tool_calls,
+                              std::string(R"({"format":")") + format + R"(","parallel":)" + (parallel ? "true" : "false") +
+                                  R"(,"functions":)" + functions + "}",
+                              false});
+  };
+  const ByteDfa hermes = dfa("hermes", true);
+  EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+  EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{\"x\":1}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // city required
+  EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("Sure!"));
+  const ByteDfa single = dfa("hermes", false);
+  EXPECT_FALSE(single.matches("<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
+  EXPECT_TRUE(dfa("llama3_json", true).matches("{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"x\"}}"));
+  EXPECT_TRUE(dfa("mistral", true).matches("[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
+  EXPECT_THROW(compile_automaton({OutputConstraint::Kind::tool_calls, R"({"functions":[]})", false}), GrammarError);
+  EXPECT_EQ(tool_call_format_of_template("... <tool_call> ..."), ToolCallFormat::hermes);
+  EXPECT_EQ(tool_call_format_of_template("... [TOOL_CALLS] ..."), ToolCallFormat::mistral);
+  EXPECT_EQ(tool_call_format_of_template("... <|python_tag|> ..."), ToolCallFormat::llama3_json);
 }
 
 }  // namespace

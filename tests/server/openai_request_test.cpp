@@ -191,6 +191,15 @@ std::vector<BadCase> bad_cases() {
       // chat: messages
       {H, R"({"model":"m"})", "messages"},
       {H, chat(R"("max_tokens":0)"), "max_tokens"},
+      {H, chat(R"("tools":[{"type":"function","function":{"description":"x"}}])"), "tools"},
+      {H, chat(R"("tools":[{"type":"function","function":{"name":"bad name"}}])"), "tools"},
+      {H, chat(R"("tools":[{"type":"retrieval"}])"), "tools"},
+      {H, chat(R"("tools":[{"type":"function","function":{"name":"f","parameters":3}}])"), "tools"},
+      {H, chat(R"("tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}])"), "tools"},
+      {H, chat(R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}})"), "tool_choice"},
+      {H, chat(R"("tool_choice":"required")"), "tool_choice"},
+      {H, chat(R"("tool_choice":"sometimes")"), "tool_choice"},
+      {H, chat(R"("functions":[{"name":"f"}])"), "functions"},
       {H, chat(R"("prompt_logprobs":1,"stream":true)"), "prompt_logprobs"},
       {H, chat_messages("[]"), "messages"},
       {H, chat_messages("\"hi\""), "messages"},
@@ -218,7 +227,8 @@ std::vector<BadCase> bad_cases() {
       {H, chat_messages(R"([{"role":"user","content":"x","foo":1}])"), "messages[0].foo"},
       {H, chat_messages(R"([{"role":"user","content":"x","name":5}])"), "messages[0].name"},
       {H, chat_messages(R"([{"role":"tool","content":"x","tool_call_id":5}])"), "messages[0].tool_call_id"},
-      {H, chat_messages(R"([{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]}])"), "messages[0].tool_calls"},
+      {H, chat_messages(R"([{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]}])"), "messages[0].tool_calls[0]"},
+      {H, chat_messages(R"([{"role":"user","content":"x","tool_calls":[{"id":"c"}]}])"), "messages[0].tool_calls"},
       {H, chat_messages(R"([{"role":"assistant","content":"x","function_call":{"name":"f"}}])"), "messages[0].function_call"},
       {H, chat_messages(R"([{"role":"assistant","content":"x","refusal":"no"}])"), "messages[0].refusal"},
       {H, chat_messages(R"([{"role":"user","content":"x"},{"role":"robot","content":"y"}])"), "messages[1].role"},
@@ -237,7 +247,6 @@ std::vector<BadCase> bad_cases() {
       {H, chat(R"("chat_template_kwargs":[])"), "chat_template_kwargs"},
       {H, chat(R"("add_special_tokens":"x")"), "add_special_tokens"},
       // chat: what orzo does not implement
-      {H, chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"), "tools"},
       {H, chat(R"("tools":{})"), "tools"},
       {H, chat(R"("tool_choice":"auto")"), "tool_choice"},
       {H, chat(R"("tool_choice":{"type":"function"})"), "tool_choice"},
@@ -377,6 +386,28 @@ TEST(OpenAIRequest, ModelMayBeLeftOutAndPromptsScored) {
   EXPECT_EQ(r.params.max_tokens, 0);
   EXPECT_EQ(r.params.prompt_logprobs, 20);
   EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":0})").params.prompt_logprobs, 0);
+}
+
+// Tools keep their shape for the template; tool_choice defaults to auto with tools; an
+// assistant's earlier calls get their arguments as objects, as templates expect.
+TEST(OpenAIRequest, ToolsAndToolCallsInMessages) {
+  const auto r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"2"}],
+      "tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}}]})");
+  EXPECT_EQ(r.tool_choice.mode, ToolChoice::Mode::automatic);
+  EXPECT_TRUE(r.parallel_tool_calls);
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0]["function"]["name"], "f");
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"]["a"], 1);
+  EXPECT_EQ(r.messages[2]["tool_call_id"], "c1");
+  const auto none = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(none.tool_choice.mode, ToolChoice::Mode::none);
+  const auto named = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"parallel_tool_calls":false,
+      "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}})");
+  EXPECT_EQ(named.tool_choice.mode, ToolChoice::Mode::named);
+  EXPECT_EQ(named.tool_choice.name, "f");
+  EXPECT_FALSE(named.parallel_tool_calls);
 }
 
 // Each structured-output field lands as one constraint of its kind, its text the schema,
