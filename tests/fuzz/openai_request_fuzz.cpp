@@ -93,6 +93,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check(!(r.add_generation_prompt && r.continue_final_message));
         check(r.template_kwargs.is_object());
         check(r.params.sampling.top_logprobs == 0 || r.params.sampling.logprobs);
+        check(r.tool_choice.mode == orzo::ToolChoice::Mode::none || !r.tools.empty());
+        if (r.tool_choice.mode == orzo::ToolChoice::Mode::named) {
+          bool offered = false;
+          for (const auto& tool : r.tools) offered = offered || tool["function"]["name"] == r.tool_choice.name;
+          check(offered);
+        }
         (void)r.template_kwargs.dump();
       },
       body);
