@@ -12,22 +12,15 @@ alongside, times that ratio (orzo bench --json gives both parameter counts).
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 
+from run_quant import cpu_model  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main():

@@ -9,12 +9,12 @@ schema; alternating, --pairs rounds, medians of the aggregate decode throughput.
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from run_quant import cpu_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "serve"))
@@ -36,14 +36,6 @@ MODES = {
     "json_schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}}},
 }
 STREAMS, TOKENS = 16, 128
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def round_of(server, extra, seed):

@@ -15,6 +15,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../serve"))
 from harness import STORIES, Server  # noqa: E402
+from hf_windows import hf_windowed_perplexity  # noqa: E402
 
 ORZO = os.environ.get("ORZO", "orzo")
 TEXT = os.path.join(HERE, "../fixtures/text/english.txt")
@@ -28,23 +29,6 @@ def orzo_perplexity(*args):
     m = re.match(r"perplexity ([0-9.]+) over (\d+) tokens \((\d+) windows", run.stdout)
     assert m, run.stdout
     return float(m.group(1)), int(m.group(2)), int(m.group(3))
-
-
-def hf_windows(ids, ctx, stride, score_window):
-    """Hugging Face's "perplexity of fixed-length models" loop; score_window(ids) gives the
-    logprob of each token after the window's first."""
-    nll, count, prev_end = 0.0, 0, 0
-    for begin in range(0, len(ids), stride):
-        end = min(begin + ctx, len(ids))
-        logprobs = score_window(ids[begin:end])
-        for j in range(1, end - begin):
-            if begin + j >= prev_end:
-                nll -= logprobs[j - 1]
-                count += 1
-        prev_end = end
-        if end == len(ids):
-            break
-    return math.exp(nll / count), count
 
 
 class Perplexity(unittest.TestCase):
@@ -73,7 +57,7 @@ class Perplexity(unittest.TestCase):
 
             for ctx, stride in ((256, 256), (256, 64), (512, 200), (6000, 6000)):
                 with self.subTest(ctx=ctx, stride=stride):
-                    want, count = hf_windows(ids, ctx, stride, score_window)
+                    want, count = hf_windowed_perplexity(ids, ctx, stride, score_window)
                     ppl, scored, _ = orzo_perplexity(*LONG, "--ctx", str(ctx), "--stride", str(stride))
                     self.assertEqual(scored, count)
                     self.assertLess(abs(ppl / want - 1), 1e-5, (ppl, want))

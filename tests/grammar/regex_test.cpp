@@ -6,6 +6,7 @@
 #include "grammar/char_set.hpp"
 #include "grammar/grammar_error.hpp"
 #include "grammar/regex_parser.hpp"
+#include "tests/support/text_reference.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,26 +16,6 @@
 
 namespace orzo::grammar {
 namespace {
-
-std::string utf8(uint32_t c) {
-  std::string s;
-  if (c < 0x80) {
-    s += static_cast<char>(c);
-  } else if (c < 0x800) {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    s += static_cast<char>(0xE0 | (c >> 12));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (c >> 18));
-    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
-  return s;
-}
 
 TEST(CharSet, UnionComplementAndMinusKeepRangesCanonical) {
   CharSet s = CharSet::range('a', 'f');
@@ -63,7 +44,7 @@ TEST(CharSet, Utf8SequencesEncodeExactlyTheSet) {
     }
     const auto seqs = utf8_sequences(set);
     const auto encoded = [&](uint32_t c) {
-      const std::string e = utf8(c);
+      const std::string e = testing::encode_utf8(c);
       for (const auto& seq : seqs) {
         if (seq.size() != e.size()) continue;
         bool all = true;

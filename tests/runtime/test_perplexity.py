@@ -14,6 +14,9 @@ import sys
 import unittest
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cli"))
+from hf_windows import hf_windowed_perplexity  # noqa: E402
+
 MODEL = Path(os.environ["ORZO_SHARED"]) / "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 TEXT = Path(os.environ["ORZO_FIXTURES"]) / "text/english.txt"
 
@@ -53,21 +56,13 @@ def score(test, *mode):
     return ppl_orzo / ppl_ref, agree
 
 
-def hf_windowed_perplexity(model, ids, ctx, stride):
-    """Hugging Face's "perplexity of fixed-length models" loop, token by token."""
-    nll, count, prev_end = 0.0, 0, 0
-    for begin in range(0, len(ids), stride):
-        end = min(begin + ctx, len(ids))
+def score_with(model):
+    """transformers' logprob of each token of a window after its first."""
+    def score_window(window):
         with torch.no_grad():
-            logp = torch.log_softmax(model(torch.tensor([ids[begin:end]])).logits[0].double(), dim=-1)
-        for j in range(1, end - begin):
-            if begin + j >= prev_end:
-                nll -= logp[j - 1, ids[begin + j]].item()
-                count += 1
-        prev_end = end
-        if end == len(ids):
-            break
-    return math.exp(nll / count), count
+            logp = torch.log_softmax(model(torch.tensor([window])).logits[0].double(), dim=-1)
+        return logp[:-1].gather(1, torch.tensor(window[1:])[:, None])[:, 0].tolist()
+    return score_window
 
 
 class Perplexity(unittest.TestCase):
@@ -89,7 +84,7 @@ class Perplexity(unittest.TestCase):
                                                                   dtype=torch.float32)
         model.eval()
         for ctx, stride in ((512, 512), (512, 256)):
-            want, count = hf_windowed_perplexity(model, ids, ctx, stride)
+            want, count = hf_windowed_perplexity(ids, ctx, stride, score_with(model))
             run = subprocess.run([os.environ["ORZO"], "perplexity", "-m", str(MODEL), "-f", str(TEXT), "--ctx", str(ctx),
                                   "--stride", str(stride)], check=True, capture_output=True, text=True)
             got, scored = run.stdout.split()[1], int(run.stdout.split()[3])
