@@ -1,5 +1,7 @@
 #include "actors/output_constraints.hpp"
 
+#include "grammar/constraint.hpp"
+
 #include "runtime/model_config.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 

@@ -4,12 +4,13 @@
 // end an output, in a cache of compiled constraints.
 #include <memory>
 
-#include "grammar/constraint.hpp"
-
 namespace orzo {
 
 class Tokenizer;
 struct ModelConfig;
+namespace grammar {
+class ConstraintCache;
+}
 
 std::shared_ptr<grammar::ConstraintCache> output_constraints(const Tokenizer& tokenizer, const ModelConfig& config);
 

@@ -1,5 +1,7 @@
 #include "actors/worker.hpp"
 
+#include "grammar/constraint.hpp"
+
 #include "protocol/errors.hpp"
 #include "runtime/batch_sampler.hpp"
 #include "runtime/layer_backend.hpp"

@@ -6,8 +6,6 @@
 #include <memory>
 #include <string>
 
-#include "grammar/constraint.hpp"
-
 namespace caf {
 class actor_system;
 }
@@ -15,6 +13,9 @@ class actor_system;
 namespace orzo {
 
 class LayerBackend;
+namespace grammar {
+class ConstraintCache;
+}
 
 // Where a worker runs. A step blocks the thread that runs it, so a worker either gets a
 // thread of its own (the choice for a worker that waits on a device) or shares the actor

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/output_constraints.hpp"
+#include "grammar/constraint.hpp"
 #include "runtime/model_config.hpp"
 #include "runtime/sampler.hpp"
 #include "text/tokenizer/tokenizer.hpp"

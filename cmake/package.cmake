@@ -45,6 +45,7 @@ foreach(_header IN ITEMS
         core/load_error.hpp
         core/sampling_params.hpp
         core/stage_terms.hpp
+        core/token_mask.hpp
         runtime/layer_backend.hpp
         runtime/sampler.hpp
         batching/block_manager.hpp

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/sampling_params.hpp"
+#include "core/token_mask.hpp"
 #include "grammar/byte_dfa.hpp"
 #include "grammar/vocabulary.hpp"
 
@@ -30,12 +31,7 @@ ByteDfa compile_automaton(const OutputConstraint& constraint);
 // remembered, so a schema sent with every request is compiled once. Safe from many threads.
 std::optional<std::string> constraint_problem(const OutputConstraint& constraint);
 
-// Allowed tokens as bits: id i is allowed when bit i % 64 of word i / 64 is set.
-struct TokenMask {
-  std::vector<uint64_t> words;
-  int32_t allowed = 0;
-  bool allows(int32_t id) const { return (words[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
-};
+using orzo::TokenMask;
 
 class CompiledConstraint {
  public:

@@ -24,7 +24,7 @@ void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector
   seqs_.insert_or_assign(seq, std::move(e));
 }
 
-std::shared_ptr<const grammar::TokenMask> BatchSampler::mask_for(Entry& e, bool& refuse) const {
+std::shared_ptr<const TokenMask> BatchSampler::mask_for(Entry& e, bool& refuse) const {
   refuse = e.unusable;
   if (!e.matcher || refuse) return nullptr;
   auto mask = e.matcher->mask();

@@ -69,7 +69,7 @@ class BatchSampler {
   template <class Visit>
   void for_constrained_draws(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids, Visit visit);
   // A constrained draw's mask; null with `refuse` when the draw must answer kNoToken.
-  std::shared_ptr<const grammar::TokenMask> mask_for(Entry& e, bool& refuse) const;
+  std::shared_ptr<const TokenMask> mask_for(Entry& e, bool& refuse) const;
   Entry& entry(uint64_t seq);
   void record(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
   // The sequence of logit row i, and how many of its tokens precede the token it predicts.
@@ -85,7 +85,7 @@ class BatchSampler {
     bool refuse;
   };
   std::vector<Planned> planned_;  // plan()'s constrained draws, for commit()
-  std::vector<std::shared_ptr<const grammar::TokenMask>> plan_masks_;
+  std::vector<std::shared_ptr<const TokenMask>> plan_masks_;
 };
 
 }  // namespace orzo

@@ -138,12 +138,12 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
   }
 }
 
-void apply_mask(const grammar::TokenMask& mask, float* logits, int32_t vocab) {
+void apply_mask(const TokenMask& mask, float* logits, int32_t vocab) {
   cpu::mask_row(mask.words.data(), logits, vocab);
 }
 
 SampleResult Sampler::sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent,
-                             const grammar::TokenMask* mask) {
+                             const TokenMask* mask) {
   if (vocab <= 0) throw std::invalid_argument("Sampler::sample: vocab must be positive");
   SampleResult result{};
   const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;

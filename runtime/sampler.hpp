@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "core/sampling_params.hpp"
-#include "grammar/constraint.hpp"
+#include "core/token_mask.hpp"
 
 namespace orzo {
 
@@ -56,7 +56,7 @@ void apply_penalties(const SamplingParams& params, float* logits, int32_t vocab,
                      const int32_t* recent, size_t n_recent, std::vector<int32_t>& scratch);
 
 // Stage 0 alone, in place: -inf for every token `mask` does not allow.
-void apply_mask(const grammar::TokenMask& mask, float* logits, int32_t vocab);
+void apply_mask(const TokenMask& mask, float* logits, int32_t vocab);
 
 // exp(x) for x <= 0 (x > 0 gives 1), within 8e-8 relative (checked for every float in
 // (-87, 0)); 0 below -87 and for NaN.
@@ -76,7 +76,7 @@ class Sampler {
   // place). `recent`: the request's tokens so far, prompt then generated, oldest first.
   // `mask`: the tokens an output constraint allows (at least one), or null.
   SampleResult sample(float* logits, int32_t vocab, const int32_t* recent, size_t n_recent,
-                      const grammar::TokenMask* mask = nullptr);
+                      const TokenMask* mask = nullptr);
 
   // Scores a token already known (the next prompt token) instead of drawing one: its logprob
   // and rank in the raw distribution, and the `top` most likely alternatives. No step is

@@ -85,7 +85,13 @@ void CompletionJob::start(Engine& engine, std::vector<SessionRequest> requests) 
 }
 
 void CompletionJob::cancel() {
-  exchange_->post([self = shared_from_this()] {
+  std::shared_ptr<HttpExchange> exchange;
+  {
+    std::lock_guard<std::mutex> lock(exchange_mutex_);
+    exchange = exchange_;
+  }
+  if (!exchange) return;  // ended
+  exchange->post([self = shared_from_this()] {
     for (size_t i = 0; i < self->sessions_.size(); ++i)
       if (!self->choices_[i].done) caf::anon_send(self->sessions_[i], cancel_atom::value);
   });
@@ -294,6 +300,11 @@ ResponseUsage CompletionJob::usage() const {
 void CompletionJob::end() {
   if (auto on_end = std::move(on_end_)) on_end(this);
   on_end_ = nullptr;
+  // Sessions hold the job until their actors are gone, which CAF may finish after the server
+  // and its io_context: by then the job must no longer hold the connection, whose timers need
+  // that io_context to be destroyed.
+  std::lock_guard<std::mutex> lock(exchange_mutex_);
+  exchange_.reset();
 }
 
 }  // namespace orzo

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,7 +83,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const DecodeTable* vocab() const;  // token bytes for logprobs
 
   JobSetup setup_;
-  std::shared_ptr<HttpExchange> exchange_;
+  std::shared_ptr<HttpExchange> exchange_;  // until end(); cancel() may read it from any thread
+  std::mutex exchange_mutex_;
   std::shared_ptr<ServerMetrics> metrics_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::function<void(CompletionJob*)> on_end_;

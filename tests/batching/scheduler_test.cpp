@@ -313,7 +313,7 @@ TEST(Scheduler, TheCacheServesNoMoreThanASequenceAllows) {
   for (const auto& [cacheable, served] : std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {7, 4}, {8, 8}, {100, 16}}) {
     SCOPED_TRACE(cacheable);
     Sequence b = make_seq(2 + static_cast<uint64_t>(cacheable), 17);
-    std::copy(a.tokens.begin(), a.tokens.end(), b.tokens.begin());
+    std::copy_n(a.tokens.begin(), b.tokens.size(), b.tokens.begin());  // a has its sampled token past them
     b.cacheable = cacheable;
     const uint64_t queries = bm.stats().prefix_queries;
     ASSERT_TRUE(sched.add(b));

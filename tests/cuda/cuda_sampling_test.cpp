@@ -73,7 +73,7 @@ SampleResult sample_on_cpu(const float* row, int32_t vocab, const Request& r) {
   float dummy = 0;
   while (sampler.step() < r.step) sampler.sample(&dummy, 1, nullptr, 0);
   std::vector<float> copy(row, row + vocab);
-  grammar::TokenMask mask;
+  TokenMask mask;
   mask.words = r.mask;
   return sampler.sample(copy.data(), vocab, r.recent.data(), r.recent.size(), r.mask.empty() ? nullptr : &mask);
 }

@@ -199,7 +199,7 @@ TEST(BatchSampler, ConstrainedDrawsStayInsideTheirConstraint) {
         for (size_t i = 0; i < plans.size(); ++i) {
           Sampler s(*plans[i].params);
           while (s.step() < plans[i].step) s.take_step();
-          grammar::TokenMask m;
+          TokenMask m;
           if (plans[i].allowed) m.words.assign(plans[i].allowed, plans[i].allowed + 1);
           r.push_back(s.sample(logits.data() + i * kVocab, kVocab, nullptr, 0, plans[i].allowed ? &m : nullptr));
         }
