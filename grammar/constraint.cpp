@@ -29,6 +29,11 @@ RegexPtr choice_regex(const std::string& text) {
   return alt(std::move(options));
 }
 
+// What identifies a compiled constraint: its kind, strictness and text.
+std::string constraint_key(const OutputConstraint& c) {
+  return std::to_string(static_cast<int>(c.kind)) + (c.strict ? "s:" : ":") + c.text;
+}
+
 }  // namespace
 
 ByteDfa compile_automaton(const OutputConstraint& c) {
@@ -49,7 +54,7 @@ std::optional<std::string> constraint_problem(const OutputConstraint& constraint
   static std::mutex mutex;
   static std::unordered_map<std::string, std::optional<std::string>> verdicts;
   constexpr size_t kRemembered = 256;
-  const std::string key = std::to_string(static_cast<int>(constraint.kind)) + (constraint.strict ? "s:" : ":") + constraint.text;
+  const std::string key = constraint_key(constraint);
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = verdicts.find(key); it != verdicts.end()) return it->second;
@@ -126,8 +131,7 @@ int32_t CompiledConstraint::advance(int32_t state, int32_t token) const {
 }
 
 std::shared_ptr<const CompiledConstraint> ConstraintCache::get(const OutputConstraint& constraint) {
-  const std::string key =
-      std::to_string(static_cast<int>(constraint.kind)) + (constraint.strict ? "s:" : ":") + constraint.text;
+  const std::string key = constraint_key(constraint);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) {

@@ -222,12 +222,11 @@ class Parser {
         default: fail(std::string("the escape \\") + c);
       }
     }
-    const auto b = static_cast<unsigned char>(s_[i_]);
-    const size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i_ + n > s_.size()) fail("invalid UTF-8");
-    const auto cps = code_points(s_.substr(i_, n));
-    i_ += n;
-    return cps.front();
+    try {
+      return next_code_point(s_, i_);
+    } catch (const GrammarError&) {
+      fail("invalid UTF-8");
+    }
   }
 
   CharSet char_class() {

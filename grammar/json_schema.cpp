@@ -20,13 +20,9 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDigits = 16;
 constexpr int64_t kMaxMagnitude = 9999999999999999;  // kMaxDigits nines
 
-RegexPtr ws() {
-  static const RegexPtr w = optional(literal(" "));
-  return w;
-}
 RegexPtr seq(std::initializer_list<RegexPtr> parts) { return concat(std::vector<RegexPtr>(parts)); }
 RegexPtr separator() {
-  static const RegexPtr s = seq({ws(), literal(","), ws()});
+  static const RegexPtr s = seq({json_space(), literal(","), json_space()});
   return s;
 }
 RegexPtr digit() {
@@ -65,9 +61,9 @@ RegexPtr fraction() {
 RegexPtr build_any_value(int depth, const RegexPtr& inner) {
   std::vector<RegexPtr> options{any_string(), any_number(), literal("true"), literal("false"), literal("null")};
   if (depth > 0) {
-    const RegexPtr pair = seq({any_string(), ws(), literal(":"), ws(), inner});
-    options.push_back(seq({literal("{"), ws(), separated(pair, separator(), false), ws(), literal("}")}));
-    options.push_back(seq({literal("["), ws(), separated(inner, separator(), false), ws(), literal("]")}));
+    const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), inner});
+    options.push_back(seq({literal("{"), json_space(), separated(pair, separator(), false), json_space(), literal("}")}));
+    options.push_back(seq({literal("["), json_space(), separated(inner, separator(), false), json_space(), literal("]")}));
   }
   return alt(std::move(options));
 }
@@ -301,7 +297,7 @@ class Compiler {
     const int32_t min = count(s, "minItems", at, 0), max = count(s, "maxItems", at, -1);
     if (max >= 0 && max < min) fail(at, "maxItems is below minItems");
     const RegexPtr item = s.contains("items") ? compile(s["items"], at + "/items") : any_value(kAnyJsonDepth - 1);
-    const RegexPtr open = seq({literal("["), ws()}), close = seq({ws(), literal("]")});
+    const RegexPtr open = seq({literal("["), json_space()}), close = seq({json_space(), literal("]")});
     if (max == 0) return seq({open, close});
     if (max < 0 && min <= 1) return seq({open, separated(item, separator(), min == 1), close});
     const RegexPtr more = repeat(seq({separator(), item}), std::max(min - 1, 0), max < 0 ? -1 : max - 1);
@@ -329,12 +325,12 @@ class Compiler {
       for (const auto& [name, _] : properties.items())
         if (!required.count(name)) fail(at + "/required", "in strict mode every property must be required; '" + name + "' is not");
     }
-    const RegexPtr open = seq({literal("{"), ws()}), close = seq({ws(), literal("}")});
+    const RegexPtr open = seq({literal("{"), json_space()}), close = seq({json_space(), literal("}")});
     if (properties.empty() && required.empty()) {
       if (closed) return seq({open, close});
       const RegexPtr value = additional && !additional->is_boolean() ? compile(*additional, at + "/additionalProperties")
                                                                      : any_value(kAnyJsonDepth - 1);
-      const RegexPtr pair = seq({any_string(), ws(), literal(":"), ws(), value});
+      const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), value});
       return seq({open, separated(pair, separator(), false), close});
     }
     struct Member {
@@ -344,12 +340,12 @@ class Compiler {
     std::vector<Member> members;
     for (const auto& [name, schema] : properties.items()) {
       const RegexPtr value = compile(schema, at + "/properties/" + name);
-      members.push_back({seq({literal(Json(name).dump()), ws(), literal(":"), ws(), value}), required.count(name) > 0});
+      members.push_back({seq({literal(Json(name).dump()), json_space(), literal(":"), json_space(), value}), required.count(name) > 0});
     }
     // A required name with no schema of its own (the object is open): any value.
     for (const auto& name : required)
       if (!properties.contains(name))
-        members.push_back({seq({literal(Json(name).dump()), ws(), literal(":"), ws(), any_value(kAnyJsonDepth - 1)}), true});
+        members.push_back({seq({literal(Json(name).dump()), json_space(), literal(":"), json_space(), any_value(kAnyJsonDepth - 1)}), true});
     size_t first_required = members.size();
     for (size_t i = 0; i < members.size() && first_required == members.size(); ++i)
       if (members[i].required) first_required = i;
@@ -396,6 +392,11 @@ std::string json_escape(uint32_t c) {
 
 }  // namespace
 
+RegexPtr json_space() {
+  static const RegexPtr w = optional(literal(" "));
+  return w;
+}
+
 RegexPtr json_escaped(const RegexPtr& content) {
   switch (content->kind) {
     case Regex::Kind::chars: {
@@ -430,13 +431,13 @@ RegexPtr json_schema_regex(const std::string& schema, bool strict) {
   } catch (const nlohmann::json::exception& e) {
     throw GrammarError(std::string("JSON schema: not valid JSON: ") + e.what());
   }
-  return seq({ws(), Compiler(root, strict).compile(root, "#"), ws()});
+  return seq({json_space(), Compiler(root, strict).compile(root, "#"), json_space()});
 }
 
 RegexPtr json_object_regex() {
   const RegexPtr value = any_value(kAnyJsonDepth - 1);
-  const RegexPtr pair = seq({any_string(), ws(), literal(":"), ws(), value});
-  return seq({ws(), literal("{"), ws(), separated(pair, separator(), false), ws(), literal("}"), ws()});
+  const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), value});
+  return seq({json_space(), literal("{"), json_space(), separated(pair, separator(), false), json_space(), literal("}"), json_space()});
 }
 
 }  // namespace orzo::grammar

@@ -30,6 +30,9 @@ RegexPtr json_schema_regex(const std::string& schema, bool strict = false);
 // Any JSON object (OpenAI's response_format json_object), nesting at most kAnyJsonDepth deep.
 RegexPtr json_object_regex();
 
+// Where compact JSON may hold a space (after ':' and ','): one space or none.
+RegexPtr json_space();
+
 // The language of a JSON text's string contents for `content`: what a JSON string holding
 // text of that language looks like between its quotes (escapes where JSON needs them).
 RegexPtr json_escaped(const RegexPtr& content);

@@ -63,21 +63,23 @@ RegexPtr separated(RegexPtr item, RegexPtr separator, bool at_least_one) {
   return r;
 }
 
+uint32_t next_code_point(const std::string& utf8, size_t& at) {
+  const auto b = static_cast<uint8_t>(utf8[at]);
+  const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+  if (n == 0 || at + static_cast<size_t>(n) > utf8.size()) throw GrammarError("the text is not valid UTF-8");
+  uint32_t c = n == 1 ? b : b & (0x7F >> n);
+  for (int k = 1; k < n; ++k) {
+    const auto cont = static_cast<uint8_t>(utf8[at + static_cast<size_t>(k)]);
+    if ((cont & 0xC0) != 0x80) throw GrammarError("the text is not valid UTF-8");
+    c = (c << 6) | (cont & 0x3F);
+  }
+  at += static_cast<size_t>(n);
+  return c;
+}
+
 std::vector<uint32_t> code_points(const std::string& utf8) {
   std::vector<uint32_t> out;
-  for (size_t i = 0; i < utf8.size();) {
-    const auto b = static_cast<uint8_t>(utf8[i]);
-    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + static_cast<size_t>(n) > utf8.size()) throw GrammarError("the text is not valid UTF-8");
-    uint32_t c = n == 1 ? b : b & (0x7F >> n);
-    for (int k = 1; k < n; ++k) {
-      const auto cont = static_cast<uint8_t>(utf8[i + static_cast<size_t>(k)]);
-      if ((cont & 0xC0) != 0x80) throw GrammarError("the text is not valid UTF-8");
-      c = (c << 6) | (cont & 0x3F);
-    }
-    out.push_back(c);
-    i += static_cast<size_t>(n);
-  }
+  for (size_t i = 0; i < utf8.size();) out.push_back(next_code_point(utf8, i));
   return out;
 }
 

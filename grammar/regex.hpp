@@ -45,5 +45,7 @@ RegexPtr separated(RegexPtr item, RegexPtr separator, bool at_least_one);
 
 // The code points of a UTF-8 string (GrammarError on invalid UTF-8).
 std::vector<uint32_t> code_points(const std::string& utf8);
+// The code point starting at utf8[at], `at` moved past it (GrammarError on invalid UTF-8).
+uint32_t next_code_point(const std::string& utf8, size_t& at);
 
 }  // namespace orzo::grammar

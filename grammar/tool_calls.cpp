@@ -44,7 +44,7 @@ RegexPtr tool_calls_regex(const std::string& text) {
   if (!spec.contains("functions") || !spec["functions"].is_array() || spec["functions"].empty())
     throw GrammarError("tool calls: no function to call");
   const bool parallel = spec.value("parallel", true);
-  const RegexPtr space = optional(literal(" "));
+  const RegexPtr space = json_space();
   const char* args_key = *format == ToolCallFormat::llama3_json ? "parameters" : "arguments";
   std::vector<RegexPtr> calls;
   for (const auto& f : spec["functions"]) {

@@ -21,7 +21,9 @@ void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector
     }
     e.unusable = !e.matcher;
   }
-  seqs_.insert_or_assign(seq, std::move(e));
+  release(seq);
+  constrained_ += e.matcher ? 1 : 0;
+  seqs_.emplace(seq, std::move(e));
 }
 
 std::shared_ptr<const TokenMask> BatchSampler::mask_for(Entry& e, bool& refuse) const {
@@ -32,7 +34,12 @@ std::shared_ptr<const TokenMask> BatchSampler::mask_for(Entry& e, bool& refuse) 
   return mask;
 }
 
-void BatchSampler::release(uint64_t seq) { seqs_.erase(seq); }
+void BatchSampler::release(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  constrained_ -= it->second.matcher ? 1 : 0;
+  seqs_.erase(it);
+}
 
 BatchSampler::Entry& BatchSampler::entry(uint64_t seq) {
   auto it = seqs_.find(seq);
@@ -119,6 +126,7 @@ void BatchSampler::for_constrained_draws(const ForwardBatch& batch, const std::v
 }
 
 bool BatchSampler::masks_ready(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
+  if (constrained_ == 0) return true;
   bool ready = true;
   for_constrained_draws(batch, seq_ids, [&](const grammar::ConstraintMatcher& m) { ready = ready && m.mask_ready(); });
   return ready;

@@ -78,6 +78,7 @@ class BatchSampler {
   static bool scores(const Entry& e, size_t seen) { return seen < e.prompt_len; }
 
   std::unordered_map<uint64_t, Entry> seqs_;
+  size_t constrained_ = 0;  // entries with a matcher: no other needs masks_ready's scan
   std::shared_ptr<grammar::ConstraintCache> constraints_;
   struct Planned {
     size_t row;  // index into the plans

@@ -57,7 +57,6 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     int32_t chars = 0;                     // code points in `text`: logprobs' text_offset counts these
     std::vector<ChoiceLogprob> logprobs;
     std::vector<PromptTokenScore> prompt_scores;  // as the engine scored the prompt
-    std::string generated;                        // the text generated (no echo), for tool calls
     std::optional<ToolCallStream> tool_stream;    // streaming with tools: calls held back, sent whole
     int32_t tool_calls_sent = 0;
     bool first_chunk = true;

@@ -2,12 +2,12 @@
 
 #include "actors/engine.hpp"
 #include "chat_template/chat_template.hpp"
+#include "grammar/constraint.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
 #include "server/completion_job.hpp"
 #include "server/json_text.hpp"
 #include "server/openai_request.hpp"
-#include "grammar/constraint.hpp"
 #include "text/tokenizer/tokenizer.hpp"
 
 #include <caf/all.hpp>
@@ -141,7 +141,7 @@ void OpenAIApi::handle(HttpRequest& request, std::shared_ptr<HttpExchange> excha
 }
 
 void OpenAIApi::check_model(const std::string& model) const {
-  if (model != options_.served_model_name)
+  if (!model.empty() && model != options_.served_model_name)
     throw ApiError(404, "the model '" + model + "' does not exist; this server serves '" + options_.served_model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
 }
@@ -243,8 +243,6 @@ TokenizedRequest tokenize_completion(std::string_view body, const Tokenizer& tok
   return out;
 }
 
-// One GenerationRequest per prompt, each held to check_request; the first rule broken is the
-// client's 400, before any session starts.
 // How many alternatives the engine scores each prompt token with: as many as either listing
 // shows (echo's logprobs, vLLM's prompt_logprobs); none (-1) when neither is asked, except
 // that a request generating nothing (max_tokens 0) still scores, which is what it is for.
@@ -255,6 +253,8 @@ int32_t engine_prompt_logprobs(const GenerateParams& params, bool echo_logprobs)
   return k;
 }
 
+// One GenerationRequest per prompt, each held to check_request; the first rule broken is the
+// client's 400, before any session starts.
 std::vector<GenerationRequest> checked_requests(std::vector<std::vector<int32_t>> prompts, const GenerateParams& params,
                                                 bool echo_logprobs, const RequestBounds& bounds, bool chat) {
   // The constraint's 400 names the field it came from (check_request would say "constraint").
@@ -334,7 +334,7 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
 
   TokenizedRequest req = chat ? tokenize_chat(request.body(), chat_template_.get(), *tokenizer, tool_format_)
                               : tokenize_completion(request.body(), *tokenizer);
-  if (!req.params.model.empty()) check_model(req.params.model);
+  check_model(req.params.model);
   const auto requests = checked_requests(std::move(req.prompts), req.params, req.echo_logprobs, eng.bounds(), chat);
 
   const std::string id = id_prefix_ + std::to_string(next_id_++);
@@ -362,7 +362,7 @@ void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange
 void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
   Engine& eng = engine();
   const TokenizeRequest req = parse_tokenize_request(request.body());
-  if (!req.model.empty()) check_model(req.model);
+  check_model(req.model);
   const auto tokenizer = eng.tokenizer();
   std::vector<int32_t> ids;
   if (req.prompt)
@@ -379,7 +379,7 @@ void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
 void OpenAIApi::detokenize(const HttpRequest& request, HttpExchange& exchange) {
   Engine& eng = engine();
   const DetokenizeRequest req = parse_detokenize_request(request.body());
-  if (!req.model.empty()) check_model(req.model);
+  check_model(req.model);
   const auto& tokenizer = *eng.tokenizer();
   exchange.respond(200, json_text({{"prompt", tokenizer.decode(decodable(req.tokens, tokenizer), false)}}));
 }

@@ -65,7 +65,7 @@ class OpenAIApi {
   void health(std::shared_ptr<HttpExchange> exchange);
   void metrics(std::shared_ptr<HttpExchange> exchange);
   void chat_page(HttpExchange& exchange) const;
-  void check_model(const std::string& model) const;
+  void check_model(const std::string& model) const;  // empty: the served model, as vLLM takes it
   Engine& engine() const;
 
   // Requests in flight, by job. Shared with the jobs, which may end after the API is gone.
