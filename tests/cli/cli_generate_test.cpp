@@ -91,6 +91,8 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"serve -m '" + kStories + "/stories260K.gguf' --port 70000", "--port"},
       {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --chat-template /nonexistent.jinja", "/nonexistent.jinja"},
       {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --max-queue 0", "--max-queue"},
+      {"serve -m '" + kStories + "/stories260K.gguf' --port 0 --tool-call-parser xml", "--tool-call-parser"},
+      {"perplexity -m '" + kStories + "/stories260K.gguf' -f /nonexistent.txt", "/nonexistent.txt"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }
