@@ -268,7 +268,7 @@ ModelInfo describe_gguf(const std::string& path) {
     take_stated(GgufKeys(m, info.architecture), info);
   }
   // GGUF ties the LM head to the embedding by leaving the head out.
-  const std::string head = gguf_name_of_hf("lm_head.weight").value_or("");
+  const std::string head = gguf_name_of_hf("lm_head.weight", info.architecture).value_or("");
   info.tied_embeddings =
       std::none_of(f.tensors.begin(), f.tensors.end(), [&](const TensorView& t) { return t.name == head; });
   summarize_tensors(f.tensors, info);

@@ -6,10 +6,12 @@
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
+#include "kernels/cpu/tanh.hpp"
 #include "runtime/batch_check.hpp"
 
 namespace orzo {
@@ -52,13 +54,19 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   for (auto* buf : {&q_, &attn_}) grow(*buf, rows * cfg_.q_dim());
   for (auto* buf : {&k_, &v_}) grow(*buf, rows * cfg_.kv_dim());
   for (auto* buf : {&gate_, &up_}) grow(*buf, rows * cfg_.intermediate_size);
-  grow(cos_sin_, rows * cfg_.head_dim);
 
-  // RoPE angles depend only on position: once per step, shared by every layer.
-  const auto& inv_freq = model_->rope_inv_freq();
+  // RoPE angles depend only on position: once per step, shared by every layer (of a kind).
   const int64_t hd = cfg_.head_dim;
-  for (int64_t r = 0; r < rows; ++r)
-    cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[static_cast<size_t>(r)], cos_sin_.data() + r * hd);
+  bool wanted[2] = {false, false};  // by local_rope
+  for (int64_t l = range_.begin; l < range_.end; ++l) wanted[cfg_.local_rope(l)] = true;
+  for (const bool local : {false, true}) {
+    if (!wanted[local]) continue;
+    std::vector<float>& table = local ? local_cos_sin_ : cos_sin_;
+    const std::vector<float>& inv_freq = model_->rope_inv_freq(local);
+    grow(table, rows * hd);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[static_cast<size_t>(r)], table.data() + r * hd);
+  }
 
   float* x = hidden.data();
   if (embeds()) embed(b, x);
@@ -71,8 +79,13 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
 
 void CpuBackend::embed(const ForwardBatch& b, float* x) {
   const TensorView& e = model_->embedding();
+  const int64_t d = cfg_.hidden_size;
   for (int64_t r = 0; r < b.rows(); ++r)
-    cpu::dequantize_row(e.dtype, e.row(b.tokens[static_cast<size_t>(r)]), cfg_.hidden_size, x + r * cfg_.hidden_size);
+    cpu::dequantize_row(e.dtype, e.row(b.tokens[static_cast<size_t>(r)]), d, x + r * d);
+  if (cfg_.embed_scale != 1.0) {
+    const auto scale = static_cast<float>(cfg_.embed_scale);
+    for (int64_t i = 0; i < b.rows() * d; ++i) x[i] *= scale;
+  }
 }
 
 void CpuBackend::norm_rows(const float* x, const float* weight, int64_t rows, float* out) {
@@ -85,7 +98,8 @@ void CpuBackend::norm_rows(const float* x, const float* weight, int64_t rows, fl
       16);
 }
 
-// x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+// x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)), through a norm of its
+// own first where the model has one (Gemma)
 void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   const LayerWeights& w = model_->layer(l);
   const int64_t rows = b.rows(), hd = cfg_.head_dim;
@@ -95,6 +109,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv, matmul_);
 
   const int64_t cache_layer = l - range_.begin;
+  const std::vector<float>& angles = cfg_.local_rope(l) ? local_cos_sin_ : cos_sin_;
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
@@ -104,12 +119,12 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
           float* q = q_.data() + r * cfg_.q_dim();
           float* k = k_.data() + r * cfg_.kv_dim();
           const auto i = static_cast<size_t>(r);
-          const float* cs = cos_sin_.data() + r * hd;
+          const float* cs = angles.data() + r * hd;
           if (cfg_.rope_style == RopeStyle::Interleaved) {
             cpu::deinterleave_heads(q, cfg_.num_heads, hd, head_scratch.data());
             cpu::deinterleave_heads(k, cfg_.num_kv_heads, hd, head_scratch.data());
           }
-          if (w.q_norm) {  // Qwen3 normalizes each head before rotating it
+          if (w.q_norm) {  // Qwen3 and Gemma 3 normalize each head before rotating it
             for (int64_t h = 0; h < cfg_.num_heads; ++h) cpu::rmsnorm(q + h * hd, w.q_norm, hd, cfg_.rms_norm_eps, q + h * hd);
             for (int64_t h = 0; h < cfg_.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, w.k_norm, hd, cfg_.rms_norm_eps, k + h * hd);
           }
@@ -123,13 +138,15 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
       },
       8);
 
-  const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.sliding_window};
+  const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.window_of(l), cfg_.attention_scale(),
+                                  cfg_.attn_softcap.value_or(0.0)};
   cpu::paged_attention(q_.data(), b, kv_, cache_layer, shape, attn_.data(), pool_);
   cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo, matmul_);
-  add_residual(x, rows);
+  add_residual(x, rows, w.post_attn_norm);
 }
 
-// x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
+// x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma), and the
+// sum through a norm of its own first where the model has one (Gemma)
 void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
   const int64_t inter = cfg_.intermediate_size;
@@ -141,19 +158,26 @@ void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
       [&](int64_t begin, int64_t end, int) {
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(inter));
-        for (int64_t r = begin; r < end; ++r)
-          cpu::swiglu(gate_.data() + r * inter, up_.data() + r * inter, inter, scratch.data());
+        const bool gelu = cfg_.activation == Activation::GeluTanh;
+        for (int64_t r = begin; r < end; ++r) {
+          float* gate = gate_.data() + r * inter;
+          const float* up = up_.data() + r * inter;
+          gelu ? cpu::geglu_tanh(gate, up, inter, scratch.data()) : cpu::swiglu(gate, up, inter, scratch.data());
+        }
       },
       4);
   cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_, nullptr, matmul_);
-  add_residual(x, rows);
+  add_residual(x, rows, w.post_ffn_norm);
 }
 
-void CpuBackend::add_residual(float* x, int64_t rows) {
+void CpuBackend::add_residual(float* x, int64_t rows, const float* norm) {
   const int64_t d = cfg_.hidden_size;
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
+        if (norm)
+          for (int64_t r = begin; r < end; ++r)
+            cpu::rmsnorm(proj_.data() + r * d, norm, d, cfg_.rms_norm_eps, proj_.data() + r * d);
         for (int64_t i = begin * d; i < end * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
       },
       16);
@@ -167,6 +191,11 @@ void CpuBackend::lm_head(const ForwardBatch& b, const float* x, std::vector<floa
                  xn_.data() + i * d);
   logits.resize(static_cast<size_t>(n * cfg_.vocab_size));
   cpu::matmul(xn_.data(), n, model_->lm_head(), logits.data(), pool_, nullptr, matmul_);
+  if (cfg_.final_softcap) {  // Gemma 2: logits -> cap * tanh(logits / cap), as transformers divides
+    const auto cap = static_cast<float>(*cfg_.final_softcap);
+    for (float& v : logits) v /= cap;
+    cpu::scaled_tanh_inplace(logits.data(), static_cast<int64_t>(logits.size()), cap);
+  }
 }
 
 }  // namespace orzo

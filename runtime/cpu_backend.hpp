@@ -37,7 +37,8 @@ class CpuBackend final : public LayerBackend {
   void ffn_block(int64_t layer, int64_t rows, float* x);
   void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
   void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
-  void add_residual(float* x, int64_t rows);  // x += proj_, row by row
+  // x += proj_, row by row; through `norm` first where the model normalizes a block's output.
+  void add_residual(float* x, int64_t rows, const float* norm);
 
   std::shared_ptr<const Model> model_;
   const ModelConfig& cfg_;
@@ -46,7 +47,8 @@ class CpuBackend final : public LayerBackend {
   ThreadPool pool_;
   cpu::MatmulOptions matmul_;
   // Step scratch: grown to the largest batch seen, never shrunk.
-  std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_, cos_sin_;
+  std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+  std::vector<float> cos_sin_, local_cos_sin_;  // RoPE angles of this step's rows (local: Gemma 3's sliding layers)
 };
 
 }  // namespace orzo

@@ -19,6 +19,16 @@ const std::pair<const char*, const char*> kPerLayer[] = {
     {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
 };
 
+// Gemma's sandwich norms: there post_attention_layernorm normalizes the attention's output,
+// and the FFN's input norm is pre_feedforward_layernorm. Read before kPerLayer.
+const std::pair<const char*, const char*> kGemmaPerLayer[] = {
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+};
+
+bool is_gemma(const std::string& arch) { return arch == "gemma2" || arch == "gemma3"; }
+
 struct LayerName {
   std::string layer, part, kind;  // "3", "attn_q" or "self_attn.q_proj", "weight"
 };
@@ -35,21 +45,27 @@ std::optional<LayerName> split_layer_name(const std::string& name, const std::st
 
 }  // namespace
 
-std::string hf_name_of_gguf(const std::string& name) {
+std::string hf_name_of_gguf(const std::string& name, const std::string& arch) {
   for (const auto& [gguf, hf] : kGlobals)
     if (name == gguf) return hf;
   const auto n = split_layer_name(name, "blk.");
   if (!n) return name;
+  if (is_gemma(arch))
+    for (const auto& [gguf, hf] : kGemmaPerLayer)
+      if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
   for (const auto& [gguf, hf] : kPerLayer)
     if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
   return name;
 }
 
-std::optional<std::string> gguf_name_of_hf(const std::string& name) {
+std::optional<std::string> gguf_name_of_hf(const std::string& name, const std::string& arch) {
   for (const auto& [gguf, hf] : kGlobals)
     if (name == hf) return std::string(gguf);
   const auto n = split_layer_name(name, "model.layers.");
   if (!n) return std::nullopt;
+  if (is_gemma(arch))
+    for (const auto& [gguf, hf] : kGemmaPerLayer)
+      if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;
   for (const auto& [gguf, hf] : kPerLayer)
     if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;
   return std::nullopt;

@@ -7,10 +7,11 @@
 
 namespace orzo {
 
-// GGUF name -> HF name; a name outside the table is returned as it is.
-std::string hf_name_of_gguf(const std::string& gguf_name);
+// GGUF name -> HF name for a model of `arch` (ModelConfig::architecture: Gemma names its
+// norms otherwise); a name outside the table is returned as it is.
+std::string hf_name_of_gguf(const std::string& gguf_name, const std::string& arch);
 // HF name -> GGUF name; nullopt for a tensor llama.cpp's layout has no place for.
-std::optional<std::string> gguf_name_of_hf(const std::string& hf_name);
+std::optional<std::string> gguf_name_of_hf(const std::string& hf_name, const std::string& arch);
 
 // llama.cpp permutes Llama q/k rows so that RoPE pairs are adjacent: within each head of
 // head_dim rows, GGUF row 2i + j holds HF row j * head_dim / 2 + i. The HF row of GGUF row

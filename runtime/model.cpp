@@ -55,14 +55,20 @@ class Model::Builder {
     return t;
   }
 
-  // Norm weights and biases are tiny and read on every row: keep them as f32.
-  const float* need_f32(const std::string& name, int64_t n) {
+  // Norm weights and biases are tiny and read on every row: keep them as f32, `offset` added.
+  const float* need_f32(const std::string& name, int64_t n, float offset = 0.0f) {
     const TensorView& t = need(name, {n});
     auto& dst = m_.small_tensors_.emplace_back(static_cast<size_t>(n));
     cpu::dequantize_row(t.dtype, t.data, n, dst.data());
-    for (float v : dst)
+    for (float& v : dst) {
+      v += offset;
       if (!std::isfinite(v)) throw LoadError(t.file + ": tensor " + name + " holds a non-finite value");
+    }
     return dst.data();
+  }
+
+  const float* need_norm(const std::string& name, int64_t n) {
+    return need_f32(name, n, static_cast<float>(m_.config_.norm_weight_offset));
   }
 
   void build() {
@@ -76,11 +82,11 @@ class Model::Builder {
     } else {
       throw LoadError(m_.source_ + ": missing tensor lm_head.weight (tie_word_embeddings is false)");
     }
-    m_.final_norm_ = need_f32("model.norm.weight", d);
+    m_.final_norm_ = need_norm("model.norm.weight", d);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       LayerWeights w;
-      w.attn_norm = need_f32(p + "input_layernorm.weight", d);
+      w.attn_norm = need_norm(p + "input_layernorm.weight", d);
       w.wq = need(p + "self_attn.q_proj.weight", {c.q_dim(), d});
       w.wk = need(p + "self_attn.k_proj.weight", {c.kv_dim(), d});
       w.wv = need(p + "self_attn.v_proj.weight", {c.kv_dim(), d});
@@ -92,16 +98,23 @@ class Model::Builder {
       }
       if (c.o_bias) w.bo = need_f32(p + "self_attn.o_proj.bias", d);
       if (c.qk_norm) {
-        w.q_norm = need_f32(p + "self_attn.q_norm.weight", c.head_dim);
-        w.k_norm = need_f32(p + "self_attn.k_norm.weight", c.head_dim);
+        w.q_norm = need_norm(p + "self_attn.q_norm.weight", c.head_dim);
+        w.k_norm = need_norm(p + "self_attn.k_norm.weight", c.head_dim);
       }
-      w.ffn_norm = need_f32(p + "post_attention_layernorm.weight", d);
+      if (c.sandwich_norms) {
+        w.post_attn_norm = need_norm(p + "post_attention_layernorm.weight", d);
+        w.ffn_norm = need_norm(p + "pre_feedforward_layernorm.weight", d);
+        w.post_ffn_norm = need_norm(p + "post_feedforward_layernorm.weight", d);
+      } else {
+        w.ffn_norm = need_norm(p + "post_attention_layernorm.weight", d);
+      }
       w.w_gate = need(p + "mlp.gate_proj.weight", {c.intermediate_size, d});
       w.w_up = need(p + "mlp.up_proj.weight", {c.intermediate_size, d});
       w.w_down = need(p + "mlp.down_proj.weight", {d, c.intermediate_size});
       m_.layers_.push_back(w);
     }
     m_.rope_inv_freq_ = orzo::rope_inv_freq(c);
+    if (c.rope_local_theta > 0) m_.local_rope_inv_freq_ = orzo::rope_inv_freq(c, true);
     // llama.cpp stores Llama 3 RoPE scaling as per-frequency divisors instead of keys.
     if (has("rope_freqs.weight")) {
       const float* factors = need_f32("rope_freqs.weight", c.head_dim / 2);
@@ -135,7 +148,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const std::str
   } else {
     GgufFile f = read_gguf(path);
     m->config_ = read_gguf_config(f);
-    for (const auto& t : f.tensors) b.add(t, hf_name_of_gguf(t.name));
+    for (const auto& t : f.tensors) b.add(t, hf_name_of_gguf(t.name, m->config_.architecture));
     m->files_.push_back(f.file);
     m->config_.tie_word_embeddings = !b.has("lm_head.weight");
   }
@@ -153,7 +166,7 @@ void Model::requantize(const QuantTarget& target) {
   ThreadPool pool(0);
   for (TensorView* t : matrices) {
     const DType type =
-        recipe_type(target, {gguf_name_of_hf(t->name).value_or(t->name), t->shape}, config_.num_layers, !tied);
+        recipe_type(target, {gguf_name_of_hf(t->name, config_.architecture).value_or(t->name), t->shape}, config_.num_layers, !tied);
     const int64_t cols = t->cols();
     const size_t row_bytes = dtype_row_bytes(type, cols);
     auto& bytes = owned_matrices_.emplace_back(static_cast<size_t>(t->rows()) * row_bytes);

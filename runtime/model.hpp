@@ -27,6 +27,8 @@ struct LayerWeights {
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;   // [hidden]
   TensorView w_gate, w_up, w_down;   // [inter, hidden] x2, [hidden, inter]
+  const float* post_attn_norm = nullptr;  // [hidden], on each block's output: Gemma only
+  const float* post_ffn_norm = nullptr;
 };
 
 class Model {
@@ -45,7 +47,8 @@ class Model {
   const TensorView& lm_head() const { return lm_head_; }      // [vocab, hidden]; the embedding when tied
   const float* final_norm() const { return final_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
-  const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
+  // RoPE inverse frequencies; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope).
+  const std::vector<float>& rope_inv_freq(bool local = false) const { return local ? local_rope_inv_freq_ : rope_inv_freq_; }
   // Every layer's seven matrices, layer by layer: what one token streams through.
   std::vector<const TensorView*> layer_matrices() const;
   // Bytes of weights one decode step reads: every matrix once, one embedding row.
@@ -71,7 +74,7 @@ class Model {
   TensorView embedding_, lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
-  std::vector<float> rope_inv_freq_;
+  std::vector<float> rope_inv_freq_, local_rope_inv_freq_;
 };
 
 }  // namespace orzo

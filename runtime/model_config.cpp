@@ -72,8 +72,36 @@ void add_token_ids(const json& j, const char* key, std::vector<int32_t>& out, co
   }
 }
 
+// One RoPE parameter set ("rope_scaling"/"rope_parameters", or one of Gemma 3's per layer
+// type) into `c`'s theta and scaling.
+void read_rope_params(const json& params, ModelConfig& c, const std::string& source) {
+  c.rope_theta = get_number_or(params, "rope_theta", c.rope_theta, source);
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = params.find(key);
+    if (it != params.end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  }
+  auto& s = c.rope_scaling;
+  if (type == "default") return;
+  s.factor = get_number_or(params, "factor", 1.0, source);
+  if (type == "linear") {
+    s.type = RopeScaling::Type::Linear;
+  } else if (type == "llama3") {
+    s.type = RopeScaling::Type::Llama3;
+    s.low_freq_factor = get_number_or(params, "low_freq_factor", 1.0, source);
+    s.high_freq_factor = get_number_or(params, "high_freq_factor", 4.0, source);
+    s.original_max_position = get_int(params, "original_max_position_embeddings", source);
+  } else {
+    fail(source, "unsupported rope scaling type \"" + type + "\" (supported: default, linear, llama3)");
+  }
+}
+
 // transformers < 5 writes "rope_scaling" (+ top-level "rope_theta"); 5.x writes
-// "rope_parameters" with rope_theta inside. Accept both.
+// "rope_parameters" with rope_theta inside, and for Gemma 3 one set per layer type. Accept
+// every form.
 void read_rope(const json& j, ModelConfig& c, const std::string& source) {
   c.rope_theta = get_number_or(j, "rope_theta", 10000.0, source);
   const json* params = nullptr;
@@ -85,29 +113,76 @@ void read_rope(const json& j, ModelConfig& c, const std::string& source) {
       break;
     }
   }
+  if (c.architecture == "gemma3") c.rope_local_theta = get_number_or(j, "rope_local_base_freq", 10000.0, source);
   if (!params) return;
-  c.rope_theta = get_number_or(*params, "rope_theta", c.rope_theta, source);
-  std::string type = "default";
-  for (const char* key : {"rope_type", "type"}) {
-    auto it = params->find(key);
-    if (it != params->end() && it->is_string()) {
-      type = it->get<std::string>();
-      break;
+  auto full = params->find("full_attention");
+  if (full == params->end()) return read_rope_params(*params, c, source);
+  if (!full->is_object()) fail(source, "\"full_attention\" rope parameters are not an object");
+  read_rope_params(*full, c, source);
+  if (auto local = params->find("sliding_attention"); local != params->end() && local->is_object()) {
+    ModelConfig sliding;
+    read_rope_params(*local, sliding, source);
+    if (sliding.rope_scaling.type != RopeScaling::Type::None)
+      fail(source, "rope scaling on sliding-attention layers is not supported");
+    c.rope_local_theta = sliding.rope_theta;
+  }
+}
+
+// Gemma 2/3's terms beyond a Llama's: the sandwich norms stored as (1 + w), GeGLU, the
+// scaled embedding, query_pre_attn_scalar, soft caps, and which layers slide.
+void read_gemma(const json& j, ModelConfig& c, const std::string& source) {
+  c.sandwich_norms = true;
+  c.norm_weight_offset = 1.0;
+  c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
+  c.qk_norm = c.architecture == "gemma3";
+  c.attn_scale = 1.0 / std::sqrt(get_number_or(j, "query_pre_attn_scalar", static_cast<double>(c.head_dim), source));
+  for (auto [key, cap] : {std::pair{"attn_logit_softcapping", &c.attn_softcap},
+                          std::pair{"final_logit_softcapping", &c.final_softcap}})
+    if (const double v = get_number_or(j, key, 0.0, source); v != 0.0) *cap = v;
+  if (get_bool_or(j, "use_bidirectional_attention", false, source))
+    fail(source, "use_bidirectional_attention (an embedding model) is not supported");
+  const int64_t window = get_int_or(j, "sliding_window", 0, source);
+  if (window <= 0) return;
+  c.sliding_window = window;
+  c.sliding_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  if (auto types = j.find("layer_types"); types != j.end() && types->is_array()) {
+    if (static_cast<int64_t>(types->size()) != c.num_layers)
+      fail(source, "\"layer_types\" lists " + std::to_string(types->size()) + " layers, not " + std::to_string(c.num_layers));
+    for (size_t l = 0; l < types->size(); ++l) {
+      const json& t = (*types)[l];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+        fail(source, "\"layer_types\" holds " + t.dump() + " (supported: sliding_attention, full_attention)");
+      c.sliding_layers[l] = t == "sliding_attention";
     }
+    return;
   }
-  auto& s = c.rope_scaling;
-  if (type == "default") return;
-  s.factor = get_number_or(*params, "factor", 1.0, source);
-  if (type == "linear") {
-    s.type = RopeScaling::Type::Linear;
-  } else if (type == "llama3") {
-    s.type = RopeScaling::Type::Llama3;
-    s.low_freq_factor = get_number_or(*params, "low_freq_factor", 1.0, source);
-    s.high_freq_factor = get_number_or(*params, "high_freq_factor", 4.0, source);
-    s.original_max_position = get_int(*params, "original_max_position_embeddings", source);
-  } else {
-    fail(source, "unsupported rope scaling type \"" + type + "\" (supported: default, linear, llama3)");
-  }
+  // Older configs: Gemma 2 slides on even layers; Gemma 3 on all but every pattern-th.
+  int64_t pattern = 2;
+  if (c.architecture == "gemma3")
+    pattern = get_int_or(j, "sliding_window_pattern", get_int_or(j, "_sliding_window_pattern", 6, source), source);
+  if (pattern <= 0) fail(source, "sliding_window_pattern must be positive");
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    c.sliding_layers[static_cast<size_t>(l)] = c.architecture == "gemma2" ? l % 2 == 0 : (l + 1) % pattern != 0;
+}
+
+// Gemma's terms as llama.cpp keeps them: its converter folds the (1 + w) into the norms,
+// and its loader fixes what the file does not say (which layers slide, Gemma 3's local RoPE
+// base, and query_pre_attn_scalar, which is head_dim except in the 27B models).
+void read_gguf_gemma(const GgufMetadata& m, const std::string& p, ModelConfig& c) {
+  c.sandwich_norms = true;
+  c.activation = Activation::GeluTanh;
+  c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
+  const bool gemma3 = p == "gemma3.";
+  const int64_t layers_27b = gemma3 ? 62 : 46;
+  if (c.num_layers == layers_27b && c.num_heads > 0)
+    c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads));
+  if (auto v = m.find_float(p + "attn_logit_softcapping"); v && *v != 0.0) c.attn_softcap = *v;
+  if (auto v = m.find_float(p + "final_logit_softcapping"); v && *v != 0.0) c.final_softcap = *v;
+  if (gemma3) c.rope_local_theta = m.find_float(p + "rope.freq_base_swa").value_or(10000.0);
+  if (!c.sliding_window) return;
+  c.sliding_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    c.sliding_layers[static_cast<size_t>(l)] = gemma3 ? (l + 1) % 6 != 0 : l % 2 == 0;
 }
 
 }  // namespace
@@ -136,6 +211,12 @@ void ModelConfig::validate(const std::string& source) const {
       (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) || rope_scaling.original_max_position <= 0))
     fail(source, "llama3 rope scaling needs high_freq_factor > low_freq_factor and original_max_position_embeddings > 0");
   if (sliding_window && *sliding_window <= 0) fail(source, "sliding_window must be positive");
+  if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != num_layers)
+    fail(source, "the sliding-window layers do not match the layer count");
+  if (!(rope_local_theta >= 0) || !std::isfinite(rope_local_theta)) fail(source, "the local rope base must be positive");
+  if (!(attn_scale >= 0) || !std::isfinite(attn_scale)) fail(source, "the attention scale must be positive");
+  for (const auto& cap : {attn_softcap, final_softcap})
+    if (cap && !(*cap > 0 && std::isfinite(*cap))) fail(source, "logit soft-capping must be positive");
   for (auto id : eos_token_ids)
     if (id < 0 || id >= vocab_size) fail(source, "eos token id " + std::to_string(id) + " is outside the vocabulary");
 }
@@ -164,12 +245,26 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     c.architecture = "qwen2";
   } else if (arch == "Qwen3ForCausalLM" || arch == "qwen3") {
     c.architecture = "qwen3";
+  } else if (arch == "Gemma2ForCausalLM" || arch == "gemma2") {
+    c.architecture = "gemma2";
+  } else if (arch == "Gemma3ForCausalLM" || arch == "gemma3_text") {
+    c.architecture = "gemma3";
   } else {
     fail(source, "unsupported architecture \"" + (arch.empty() ? std::string("(none given)") : arch) +
-                     "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+                     "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                     "Gemma2ForCausalLM, Gemma3ForCausalLM)");
   }
-  if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && *act != "silu")
-    fail(source, "unsupported hidden_act \"" + act->get<std::string>() + "\" (only silu)");
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
+  // Gemma's configs name it hidden_activation (and some keep a stale hidden_act beside it).
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    auto act = j.find(key);
+    if (act == j.end() || !act->is_string()) continue;
+    if (*act == "gelu_pytorch_tanh" || *act == "gelu_tanh")
+      c.activation = Activation::GeluTanh;
+    else if (*act != "silu")
+      fail(source, "unsupported " + std::string(key) + " \"" + act->get<std::string>() + "\" (supported: silu, gelu_pytorch_tanh)");
+    break;
+  }
   if (get_bool_or(j, "mlp_bias", false, source)) fail(source, "mlp_bias is not supported");
 
   c.vocab_size = get_int(j, "vocab_size", source);
@@ -181,8 +276,9 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
   c.head_dim = get_int_or(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, source);
   c.max_position = get_int_or(j, "max_position_embeddings", 2048, source);
   c.rms_norm_eps = get_number_or(j, "rms_norm_eps", 1e-6, source);
-  c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false, source);
+  c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", gemma, source);
   read_rope(j, c, source);
+  if (gemma) read_gemma(j, c, source);
 
   if (c.architecture == "mistral") {
     if (auto sw = get_int_or(j, "sliding_window", 0, source); sw > 0) c.sliding_window = sw;
@@ -195,7 +291,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
   } else {
     c.qkv_bias = c.o_bias = get_bool_or(j, "attention_bias", false, source);
   }
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.qk_norm || c.architecture == "qwen3";
 
   if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer())
     c.bos_token_id = static_cast<int32_t>(it->get<int64_t>());
@@ -224,8 +320,8 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   const GgufMetadata& m = file.metadata;
   const std::string& source = file.file->path();
   const std::string arch = m.get_string("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
-    fail(source, "unsupported GGUF architecture \"" + arch + "\" (supported: llama, qwen2, qwen3)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3")
+    fail(source, "unsupported GGUF architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
   ModelConfig c;
   c.architecture = arch;
   const std::string p = arch + ".";
@@ -248,10 +344,11 @@ ModelConfig read_gguf_config(const GgufFile& file) {
     c.rope_scaling.factor = m.get_float(p + "rope.scaling.factor");
   }
   if (auto sw = m.find_int(p + "attention.sliding_window"); sw && *sw > 0) c.sliding_window = *sw;
-  // llama.cpp's converter permutes Llama q/k rows into adjacent pairs; Qwen keeps HF order.
+  // llama.cpp's converter permutes Llama q/k rows into adjacent pairs; Qwen and Gemma keep HF order.
   c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
   c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
+  c.qk_norm = arch == "qwen3" || arch == "gemma3";
+  if (arch == "gemma2" || arch == "gemma3") read_gguf_gemma(m, p, c);
   if (auto bos = m.find_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
     if (auto id = m.find_int(key)) {
@@ -265,14 +362,16 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   return c;
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
+std::vector<float> rope_inv_freq(const ModelConfig& c, bool local) {
   const int64_t half = c.head_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
+  const double theta = local && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   for (int64_t i = 0; i < half; ++i) {
     // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in float32.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
-    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(c.rope_theta), exponent);
+    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(theta), exponent);
   }
+  if (local) return inv;  // Gemma 3 scales only its global layers' frequencies
   const auto& s = c.rope_scaling;
   if (s.type == RopeScaling::Type::Linear) {
     for (auto& f : inv) f = f / static_cast<float>(s.factor);

@@ -2,6 +2,7 @@
 // The shape and numerics of a Llama-family decoder, read from an HF config.json (with
 // generation_config.json) or from GGUF metadata. Everything the forward pass needs to know
 // about a model that is not a tensor lives here.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,8 +25,12 @@ struct RopeScaling {
   int64_t original_max_position = 8192;
 };
 
+// The FFN's gate: SwiGLU (silu, Llama and most others) or GeGLU with the tanh-approximated
+// GELU (Gemma's gelu_pytorch_tanh).
+enum class Activation { Silu, GeluTanh };
+
 struct ModelConfig {
-  std::string architecture;  // llama, mistral, qwen2, qwen3
+  std::string architecture;  // llama, mistral, qwen2, qwen3, gemma2, gemma3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -39,15 +44,40 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   RopeStyle rope_style = RopeStyle::HalfSplit;
   std::optional<int64_t> sliding_window;  // a token sees only the last N positions (Mistral)
+  // The layers that attend through sliding_window (Gemma interleaves them with global
+  // ones); empty: every layer does, when there is a window.
+  std::vector<bool> sliding_layers;
+  // Gemma 3's sliding layers rotate with a base of their own, unscaled; 0: as the others.
+  double rope_local_theta = 0.0;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2, and Llama's attention_bias (which adds an o_proj bias too)
   bool o_bias = false;
-  bool qk_norm = false;   // Qwen3: RMSNorm over each q/k head before RoPE
+  bool qk_norm = false;   // Qwen3, Gemma 3: RMSNorm over each q/k head before RoPE
+  Activation activation = Activation::Silu;
+  // Gemma: the embedding rows are multiplied by sqrt(hidden_size) on the way in.
+  double embed_scale = 1.0;
+  // Gemma 2/3 normalize each block's output too (post-attention and post-FFN norms)
+  // before adding it to the residual stream.
+  bool sandwich_norms = false;
+  // What HF Gemma checkpoints store in a norm is w for a scale of (1 + w); llama.cpp's
+  // converter stores 1 + w. Added to every norm weight at load.
+  double norm_weight_offset = 0.0;
+  // Scores are q·k times this; 0: 1/sqrt(head_dim). Gemma: query_pre_attn_scalar^-1/2.
+  double attn_scale = 0.0;
+  // Gemma 2 bounds attention scores and final logits smoothly: x -> cap * tanh(x / cap).
+  std::optional<double> attn_softcap, final_softcap;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // The window layer `l` attends through, if any.
+  std::optional<int64_t> window_of(int64_t l) const {
+    if (!sliding_window || (!sliding_layers.empty() && !sliding_layers[static_cast<size_t>(l)])) return std::nullopt;
+    return sliding_window;
+  }
+  bool local_rope(int64_t l) const { return rope_local_theta > 0 && window_of(l).has_value(); }
+  double attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   // Throws LoadError (naming `source`) when the numbers do not describe a usable model.
   void validate(const std::string& source) const;
 };
@@ -59,7 +89,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
 ModelConfig read_gguf_config(const GgufFile& file);
 
 // RoPE inverse frequencies, head_dim / 2 of them, with the configured scaling applied
-// exactly as transformers computes them.
-std::vector<float> rope_inv_freq(const ModelConfig& config);
+// exactly as transformers computes them; `local`: those of Gemma 3's sliding layers.
+std::vector<float> rope_inv_freq(const ModelConfig& config, bool local = false);
 
 }  // namespace orzo

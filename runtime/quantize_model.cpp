@@ -92,7 +92,7 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
     for (const auto& t : f.tensors) {
       if (t.name.size() > 20 && t.name.compare(t.name.size() - 20, 20, "rotary_emb.inv_freq") == 0) continue;
       if (t.name == "lm_head.weight" && c.tie_word_embeddings) continue;
-      const auto name = gguf_name_of_hf(t.name);
+      const auto name = gguf_name_of_hf(t.name, c.architecture);
       if (!name) throw LoadError(t.file + ": tensor " + t.name + " has no place in the GGUF layout");
       int64_t heads = 0;
       if (permute && t.shape.size() == 2) {

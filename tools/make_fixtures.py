@@ -18,7 +18,7 @@ Per fixture directory:
   expected.json                             prompts, greedy continuations, margins, notes
   expected_logits.bin                       logits at every position of every prompt, prompts
                                             concatenated, float32 little-endian, row-major
-  model-*.gguf, expected_logits-<dtype>.bin GGUF variants (llama, llama3, qwen2, qwen3 only)
+  model-*.gguf, expected_logits-<dtype>.bin GGUF variants (llama, llama3, qwen2, qwen3, gemma3)
 
 Greedy continuations are model.generate(do_sample=False, eos_token_id=None): EOS never stops the
 generation and no logits processor touches the scores, so the reference is a pure argmax loop.
@@ -42,6 +42,10 @@ from gguf import GGMLQuantizationType as QT
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -132,7 +136,14 @@ class Spec:
     legacy_config: bool = True
     config_overrides: dict[str, Any] = field(default_factory=dict)  # extra keys for config.json
     generation_eos: list[int] | None = None
+    # Config changes that must move the logits, each alone: what the fixture is there to test.
+    ablations: dict[str, Any] = field(default_factory=dict)
 
+
+# Gemma's terms, sized to bite at this scale: a window shorter than the 23-token prompt, soft
+# caps near the scores' and logits' own size, query_pre_attn_scalar off head_dim (Gemma 2).
+GEMMA = dict(BASE, rms_norm_eps=1e-6, tie_word_embeddings=True, sliding_window=8,
+             hidden_activation="gelu_pytorch_tanh")
 
 SPECS = [
     # Written as transformers 5 saves it ("rope_parameters" holds rope_theta).
@@ -167,6 +178,25 @@ SPECS = [
               tie_word_embeddings=False, use_sliding_window=False),
          seed=5003, prompt_seed=5, gguf_arch="qwen3",
          config_overrides=dict(sliding_window=4, use_sliding_window=False, max_window_layers=1)),
+    # Written as transformers 4 did: no layer_types, so the loader must know Gemma 2 slides on
+    # even layers. No GGUF: llama.cpp's gemma2 fixes query_pre_attn_scalar to head_dim. Untied:
+    # a tied head behind the scaled embedding repeats one token from the first steps.
+    Spec("gemma2", Gemma2ForCausalLM, Gemma2Config,
+         dict(GEMMA, head_dim=8, query_pre_attn_scalar=12, attn_logit_softcapping=2.0, tie_word_embeddings=False,
+              final_logit_softcapping=8.0, rope_theta=10000.0),
+         seed=6081, prompt_seed=6,
+         ablations=dict(attn_logit_softcapping=None, final_logit_softcapping=None,
+                        query_pre_attn_scalar=8)),
+    # Six layers, so that llama.cpp's fixed pattern (every sixth layer global) has a global
+    # one; global RoPE at 1e6 with linear scaling, sliding layers at 10000 unscaled. Written as
+    # transformers 5 does (layer_types, rope_parameters per layer type).
+    Spec("gemma3", Gemma3ForCausalLM, Gemma3TextConfig,
+         dict(GEMMA, num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=16,
+              rope_parameters=dict(
+                  full_attention=dict(rope_type="linear", factor=2.0, rope_theta=1000000.0),
+                  sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
+         seed=7002, prompt_seed=7, gguf_arch="gemma3", legacy_config=False,
+         ablations=dict(layer_types=["full_attention"] * 6)),
 ]
 
 
@@ -281,18 +311,36 @@ HF_TO_GGUF_GLOBAL = {
 }
 
 
-def hf_to_gguf_name(name: str) -> str:
+# Gemma's sandwich norms: post_attention_layernorm is the attention output's norm there.
+GEMMA_HF_TO_GGUF_LAYER = {
+    **HF_TO_GGUF_LAYER,
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
+
+def layer_table(arch: str) -> dict[str, str]:
+    return GEMMA_HF_TO_GGUF_LAYER if arch.startswith("gemma") else HF_TO_GGUF_LAYER
+
+
+def norm_shift(arch: str, name: str) -> float:
+    """llama.cpp's converter stores Gemma's norms as 1 + w, the scale they apply."""
+    return 1.0 if arch.startswith("gemma") and name.endswith("norm.weight") else 0.0
+
+
+def hf_to_gguf_name(name: str, arch: str) -> str:
     if name in HF_TO_GGUF_GLOBAL:
         return HF_TO_GGUF_GLOBAL[name]
     _, _, layer, rest = name.split(".", 3)          # model.layers.<N>.<rest>
-    return f"blk.{layer}.{HF_TO_GGUF_LAYER[rest]}"
+    return f"blk.{layer}.{layer_table(arch)[rest]}"
 
 
-def gguf_to_hf_name(name: str) -> str:
+def gguf_to_hf_name(name: str, arch: str) -> str:
     inverse_global = {v: k for k, v in HF_TO_GGUF_GLOBAL.items()}
     if name in inverse_global:
         return inverse_global[name]
-    inverse_layer = {v: k for k, v in HF_TO_GGUF_LAYER.items()}
+    inverse_layer = {v: k for k, v in layer_table(arch).items()}
     _, layer, rest = name.split(".", 2)             # blk.<N>.<rest>
     return f"model.layers.{layer}.{inverse_layer[rest]}"
 
@@ -346,14 +394,14 @@ def gguf_tensors(model, arch: str, dtype: str) -> dict[str, tuple[np.ndarray, QT
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
             continue  # tied: llama.cpp falls back to token_embd when output.weight is absent
-        w = t.detach().float().numpy().copy()
+        w = t.detach().float().numpy().copy() + np.float32(norm_shift(arch, name))
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in name else cfg.num_key_value_heads
             w = permute_qk(w, n_head)
         if w.ndim == 1 or qtype == QT.F32:
-            out[hf_to_gguf_name(name)] = (w.astype(np.float32), QT.F32)
+            out[hf_to_gguf_name(name, arch)] = (w.astype(np.float32), QT.F32)
         else:
-            out[hf_to_gguf_name(name)] = (gguf.quants.quantize(w, qtype), qtype)
+            out[hf_to_gguf_name(name, arch)] = (gguf.quants.quantize(w, qtype), qtype)
     return out
 
 
@@ -371,7 +419,13 @@ def write_gguf(path: Path, model, arch: str, dtype: str,
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    rope = cfg.rope_parameters.get("full_attention", cfg.rope_parameters)
+    w.add_rope_freq_base(rope["rope_theta"])
+    if rope.get("rope_type", "default") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope["factor"])
+    if getattr(cfg, "sliding_window", None) and arch.startswith("gemma"):
+        w.add_sliding_window(cfg.sliding_window)
     w.add_rope_dimension_count(head_dim)
     if head_dim != cfg.hidden_size // cfg.num_attention_heads:
         # Without these keys llama.cpp derives head_dim = embedding_length / head_count.
@@ -399,8 +453,8 @@ def dequantized_state_dict(tensors: dict[str, tuple[np.ndarray, QT]], cfg,
             continue  # not a weight in HF: the llama3 rope lives in the config
         if gname == "output.weight" and cfg.tie_word_embeddings:
             continue  # some GGUFs store the tied head as a copy; HF shares the embedding
-        hname = gguf_to_hf_name(gname)
-        w = gguf.quants.dequantize(data, qtype).astype(np.float32)
+        hname = gguf_to_hf_name(gname, arch)
+        w = gguf.quants.dequantize(data, qtype).astype(np.float32) - np.float32(norm_shift(arch, hname))
         if arch == "llama" and hname.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in hname else cfg.num_key_value_heads
             w = unpermute_qk(w, n_head)
@@ -551,6 +605,19 @@ def check_sliding_window(spec: Spec, model, prompts) -> dict[str, Any]:
     }
 
 
+def check_ablations(spec: Spec, model, prompts) -> dict[str, Any]:
+    """Each of spec.ablations must matter: with it, the long prompt's logits move."""
+    long_prompt = prompts[-1]
+    ref = prompt_logits(model, [long_prompt])[0]
+    effects = {}
+    for key, value in spec.ablations.items():
+        diff = float(np.abs(ref - ablated_logits(spec, model, long_prompt, **{key: value})).max())
+        assert diff > 1e-2, f"{key}={value} has no effect: {diff}"
+        print(f"  with {key}={value}: max |logit diff| {diff:.3g}")
+        effects[key] = {"changed_to": value, "max_abs_logit_diff": round(diff, 6)}
+    return {"ablations": effects}
+
+
 def check_rope_scaling(spec: Spec, model, prompts) -> dict[str, Any]:
     """The llama3 fixture must fail an engine that ignores rope_scaling."""
     long_prompt = prompts[-1]
@@ -626,6 +693,8 @@ def make_fixture(spec: Spec) -> dict[str, Any]:
         expected.update(check_sliding_window(spec, ref_model, prompts))
     if spec.name == "llama3":
         expected.update(check_rope_scaling(spec, ref_model, prompts))
+    if spec.ablations:
+        expected.update(check_ablations(spec, ref_model, prompts))
     if spec.config_overrides.get("use_sliding_window") is False:
         # transformers drops the window when use_sliding_window is false; make sure it still does.
         assert ref_model.config.sliding_window is None
@@ -662,7 +731,11 @@ def make_gguf_variants(spec: Spec, model, prompts, f32_logits, f32_greedy,
         qmodel = load_gguf_weights(build_model(spec, 0), back, spec.gguf_arch)
         if dtype == "f32":
             # Same numbers as model.safetensors once q/k are un-permuted, so the same references.
-            assert_same_weights(model, qmodel, f"{path.name} round trip")
+            if norm_shift(spec.gguf_arch, "norm.weight"):
+                # (1 + w) - 1 need not give w back, but 1 + it is the same scale: same logits.
+                assert_same_logits(prompt_logits(qmodel, prompts), f32_logits, f"{path.name} round trip")
+            else:
+                assert_same_weights(model, qmodel, f"{path.name} round trip")
             logits, logits_file = f32_logits, "expected_logits.bin"
             tokens, margins = f32_greedy
         else:
@@ -776,9 +849,11 @@ References are HF transformers, float32, eager attention, on CPU.
 | mistral/ | MistralForCausalLM, sliding_window 8 | the 23-token prompt exercises the window |
 | qwen2/ | Qwen2ForCausalLM, q/k/v bias, tied | GGUF f32; sliding_window 4 with use_sliding_window false (must be ignored) |
 | qwen3/ | Qwen3ForCausalLM, q_norm/k_norm, head_dim 16 != 32/4 | GGUF f32 with key_length/value_length |
+| gemma2/ | Gemma2ForCausalLM, sandwich norms, GeGLU, soft caps 2/4, window 8 on even layers, query_pre_attn_scalar 12 | no GGUF (llama.cpp fixes that scalar to head_dim) |
+| gemma3/ | Gemma3ForCausalLM, 6 layers (5 sliding, window 8), q/k norms, global RoPE 1e6 linear x2, local 1e4 | GGUF f32 (norms stored as 1 + w, as llama.cpp's converter does); config.json in transformers-5 form |
 | stories260K/ | /work/shared/models/stories260K/hf | real trained model, 64-token greedy + decoded text |
 
-All but llama/ write config.json the way transformers 4 did (`rope_theta`, `rope_scaling`).
+All but llama/ and gemma3/ write config.json the way transformers 4 did (`rope_theta`, `rope_scaling`).
 
 Per directory, `expected.json` holds `prompts` (token ids), `greedy` (32 new tokens per prompt,
 generate(do_sample=False, eos_token_id=None): EOS never stops it), `greedy_margins` (top1 - top2
@@ -789,15 +864,21 @@ their logits are transformers float32 on the weights dequantized from that GGUF.
 
 
 def main() -> None:
+    """Arguments: fixture names to rewrite (default: all)."""
+    import sys
+    only = set(sys.argv[1:])
     torch.manual_seed(0)  # nothing should draw from the global RNG; this guards against surprises
     FIXTURES.mkdir(parents=True, exist_ok=True)
     (FIXTURES / "README.md").write_text(README)
     summary = {}
     for spec in SPECS:
+        if only and spec.name not in only:
+            continue
         exp = make_fixture(spec)
         summary[spec.name] = exp.get("greedy_min_margin_by_dtype",
                                      {"f32": exp["greedy_min_margin"]})
-    make_stories()
+    if not only or "stories260K" in only:
+        make_stories()
 
     print("\nminimum greedy margins (top1 - top2 over every step):")
     for name, margins in summary.items():

@@ -52,8 +52,12 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
                      const AttentionShape& shape, float* out, ThreadPool& pool) {
   const int64_t hd = shape.head_dim, kv_heads = shape.num_kv_heads, group = shape.num_heads / kv_heads;
   const int64_t q_stride = shape.num_heads * hd;
-  // Scores go to a base-2 softmax: exp(x / sqrt(d)) = 2^(x * log2(e) / sqrt(d)).
-  const float q_scale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
+  // Scores go to a base-2 softmax: exp(x / sqrt(d)) = 2^(x * log2(e) / sqrt(d)). A capped
+  // score takes log2(e) after its tanh.
+  constexpr double kLog2e = 1.4426950408889634;
+  const double scale = shape.scale > 0 ? shape.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  const auto q_scale = static_cast<float>(shape.softcap > 0 ? scale / shape.softcap : kLog2e * scale);
+  const auto score_cap = static_cast<float>(shape.softcap > 0 ? kLog2e * shape.softcap : 0.0);
   const KernelTable& k = kernels();
   const std::vector<TileItem> tiles = make_tiles(batch, group, shape, k.tile_lanes);
   const int64_t items = static_cast<int64_t>(tiles.size()) * kv_heads;
@@ -69,7 +73,7 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
         queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
       }
       const HeadCache kv{&cache, layer, batch.block_tables[static_cast<size_t>(seq)].data(), kvh * hd};
-      k.attend_tile(queries, t.count, kv, hd, q_scale);
+      k.attend_tile(queries, t.count, kv, hd, q_scale, score_cap);
     }
   });
 }

@@ -16,6 +16,8 @@ namespace orzo::cpu {
 struct AttentionShape {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   std::optional<int64_t> sliding_window;  // a row at position p sees (p - window, p]
+  double scale = 0.0;    // a score is q·k times this; 0: 1/sqrt(head_dim)
+  double softcap = 0.0;  // > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2)
 };
 
 // q: [rows, num_heads * head_dim]; out: same shape. K/V of every visible position,

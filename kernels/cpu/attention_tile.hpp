@@ -33,7 +33,9 @@ struct HeadCache {
 };
 
 // The tile itself is kernels().attend_tile (isa.hpp), compiled per ISA level: q_scale
-// multiplies the scores before the base-2 softmax, log2(e) / sqrt(head_dim); `count` <=
-// tile_lanes; the K/V of every position a query sees must be in the cache.
+// multiplies the scores before the base-2 softmax, log2(e) / sqrt(head_dim); with
+// score_cap > 0 a scaled score s then becomes score_cap * tanh(s) (Gemma 2's soft cap, with
+// log2(e) in score_cap); `count` <= tile_lanes; the K/V of every position a query sees must
+// be in the cache.
 
 }  // namespace orzo::cpu

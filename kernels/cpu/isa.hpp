@@ -65,7 +65,8 @@ struct KernelTable {
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
-  void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
+  void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale,
+                      float score_cap);
   // F16/BF16 rows to and from f32 (convert.hpp), t being one of the two.
   void (*half_row_to_f32)(DType t, const uint8_t* src, int64_t n, float* dst);
   void (*f32_row_to_half)(DType t, const float* src, int64_t n, uint8_t* dst);

@@ -41,6 +41,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
       name_("cuda:" + std::to_string(o.device)),
       scratch_(DeviceArena::measuring()),
       kv_(DeviceArena::measuring()) {
+  if (cfg_.sandwich_norms || cfg_.activation != Activation::Silu || cfg_.embed_scale != 1.0 || cfg_.attn_scale > 0 ||
+      cfg_.attn_softcap || cfg_.final_softcap || !cfg_.sliding_layers.empty() || cfg_.rope_local_theta > 0)
+    throw std::invalid_argument(name_ + ": the CUDA backend does not run " + cfg_.architecture + " models yet (run it on cpu)");
   std::string why;
   if (!gpu_available(&why)) throw CudaError(name_ + ": no GPU (" + why + ")");
   const DeviceProperties props = device_properties(o.device);  // throws for a missing index

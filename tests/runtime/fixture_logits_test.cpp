@@ -112,10 +112,12 @@ TEST_P(Fixture, SafetensorsMatchTransformers) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, Fixture, ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, Fixture,
+                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
 
 // The GGUF architectures: llama (q/k rows permuted for interleaved RoPE, Llama 3 scaling as
-// a rope_freqs tensor), qwen2 (biases), qwen3 (q/k norms).
+// a rope_freqs tensor), qwen2 (biases), qwen3 (q/k norms), gemma3 (norms stored as 1 + w,
+// llama.cpp's fixed layer pattern and local RoPE base).
 class GgufFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufFixture, F32GgufMatchesTransformers) {
@@ -126,7 +128,7 @@ TEST_P(GgufFixture, F32GgufMatchesTransformers) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture, ::testing::Values("llama", "llama3", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture, ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3"));
 
 // Stored in a narrower type, the weights are exactly the dequantized values transformers
 // was given, so the only difference left is f32 rounding, and for block types on a level

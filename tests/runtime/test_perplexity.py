@@ -1,11 +1,12 @@
-"""Perplexity of SmolLM2-135M-Instruct (Q4_1, as downloaded) over a 2,000-token English
-text: orzo's CPU forward pass (tests/support/score_tokens) against transformers loading
+"""Perplexity of real quantized models over a 2,000-token English text — SmolLM2-135M-Instruct
+(Q4_1, as downloaded) and Gemma 3 270M (Q4_K_M, where ../shared/models/fetch.sh has put it in
+the cache): orzo's CPU forward pass (tests/support/score_tokens) against transformers loading
 the same GGUF file (it dequantizes it with the gguf package, so both run the same weights).
 Perplexity must agree within 1% and the top-1 token at >= 98% of positions; and `orzo
 perplexity` (the actor runtime, sliding windows) within 0.1% of the same windows in transformers.
 
 Needs torch and transformers (tools/requirements.txt); exits 77, which ctest reports as a
-skip, when they or the model file are missing."""
+skip, when they or the SmolLM2 file are missing."""
 import json
 import math
 import os
@@ -18,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cli"))
 from hf_windows import hf_windowed_perplexity  # noqa: E402
 
 MODEL = Path(os.environ["ORZO_SHARED"]) / "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE = Path(os.environ.get("ORZO_MODEL_CACHE", Path.home() / ".cache" / "orzo-models"))
+GEMMA3 = CACHE / "gemma-3-270m-q4_k_m" / "gemma-3-270m-q4_k_m.gguf"
 TEXT = Path(os.environ["ORZO_FIXTURES"]) / "text/english.txt"
 
 try:
@@ -36,21 +39,24 @@ if not MODEL.exists():
     sys.exit(77)
 
 
-def score(test, *mode):
+REFERENCES = {}  # model path -> transformers' log-probabilities and top-1 tokens
+
+
+def score(test, *mode, model_path=MODEL):
     """orzo's log-probabilities and top-1 tokens, and transformers' for the same ids."""
-    orzo = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(MODEL), str(TEXT), *mode],
+    orzo = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(model_path), str(TEXT), *mode],
                                      check=True, capture_output=True, text=True).stdout)
     ids = orzo["ids"]
     test.assertGreaterEqual(len(ids), 2000)
-    if not hasattr(score, "reference"):
+    if model_path not in REFERENCES:
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(MODEL.parent), gguf_file=MODEL.name, dtype=torch.float32)
+            str(model_path.parent), gguf_file=model_path.name, dtype=torch.float32, attn_implementation="eager")
         model.eval()
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)
-        score.reference = (logp[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist(),
-                           logp[:-1].argmax(dim=-1).tolist())
-    ref, ref_top1 = score.reference
+        REFERENCES[model_path] = (logp[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist(),
+                                  logp[:-1].argmax(dim=-1).tolist())
+    ref, ref_top1 = REFERENCES[model_path]
     ppl_orzo = math.exp(-sum(orzo["logprobs"]) / len(orzo["logprobs"]))
     ppl_ref = math.exp(-sum(ref) / len(ref))
     agree = sum(int(a == b) for a, b in zip(orzo["top1"], ref_top1)) / len(ref_top1)
@@ -97,6 +103,21 @@ class Perplexity(unittest.TestCase):
                   f"over {count}; {run.stderr.strip()}")
             self.assertEqual(scored, count)
             self.assertLess(abs(float(got) / want - 1), 0.001)
+
+    def test_gemma3_q4_k_m_matches_transformers(self):
+        # Gemma 3's terms (sandwich norms, GeGLU, q/k norms, five sliding layers of 512 in
+        # six with their own RoPE base, the scaled embedding) over 2,000 tokens, so the windows
+        # bind. The ids are orzo's; its Gemma tokenizer (SentencePiece from the GGUF) must
+        # give transformers' ids for the same text.
+        if not GEMMA3.exists():
+            self.skipTest(f"{GEMMA3} absent: run ../shared/models/fetch.sh gemma-3-270m-q4_k_m")
+        ratio, agree = score(self, model_path=GEMMA3)
+        self.assertLess(abs(ratio - 1), 0.01)
+        self.assertGreaterEqual(agree, 0.98)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(GEMMA3.parent), gguf_file=GEMMA3.name)
+        ids = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(GEMMA3), str(TEXT)], check=True,
+                                        capture_output=True, text=True).stdout)["ids"]
+        self.assertEqual(ids, tokenizer(TEXT.read_text()).input_ids)
 
     def test_int8_activations_stay_close(self):
         # Rounding every activation row to 8 bits moves each logit by ~2% of its spread

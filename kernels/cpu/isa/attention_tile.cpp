@@ -9,6 +9,7 @@
 
 ORZO_TARGET_BEGIN
 #include "kernels/cpu/exp2.hpp"
+#include "kernels/cpu/tanh.hpp"
 
 namespace orzo::cpu::ORZO_ISA_NS {
 
@@ -71,7 +72,7 @@ void accumulate_values(float* o, float alpha, const float* p, int stride, const 
 template <int Lanes>
 class Tile {
  public:
-  void run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale);
+  void run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale, float score_cap);
 
  private:
   using Scores = float[kChunk][Lanes];
@@ -114,7 +115,8 @@ void Tile<Lanes>::scores(const float* kt, int32_t bs, int n, int64_t hd, Scores&
 }
 
 template <int Lanes>
-void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale,
+                      float score_cap) {
   qt_.assign(static_cast<size_t>(hd * Lanes), 0.0f);
   o_.assign(static_cast<size_t>(hd * Lanes), 0.0f);
   int32_t lo[Lanes], hi[Lanes];
@@ -145,6 +147,7 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
     const int32_t n = std::min(std::min(bs, slot - slot % kChunk + kChunk) - slot, last - p + 1);
     Scores s;
     scores(cache.keys(kv.layer, block) + kv.offset * bs + slot, bs, n, hd, s);
+    if (score_cap > 0) scaled_tanh_inplace(&s[0][0], kChunk * Lanes, score_cap);
     if (n < kChunk || p < last_first || p + n - 1 > first_last) {
       for (int j = 0; j < kChunk; ++j) {
         const int32_t pos = p + j;
@@ -188,24 +191,24 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
 }
 
 template <int Lanes>
-void run_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+void run_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale, float score_cap) {
   thread_local Tile<Lanes> tile;
-  tile.run(queries, count, kv, hd, q_scale);
+  tile.run(queries, count, kv, hd, q_scale, score_cap);
 }
 
 }  // namespace
 
 // A decode row brings one query per head of its KV head's group, often 2 to 4 (GQA), and its
 // tile is alone: lanes beyond those would triple the scores and exponentials it computes.
-void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale) {
+void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale, float score_cap) {
   if (count <= 2)
-    run_tile<2>(queries, count, kv, hd, q_scale);
+    run_tile<2>(queries, count, kv, hd, q_scale, score_cap);
   else if (count <= 4)
-    run_tile<4>(queries, count, kv, hd, q_scale);
+    run_tile<4>(queries, count, kv, hd, q_scale, score_cap);
   else if (count <= 8)
-    run_tile<8>(queries, count, kv, hd, q_scale);
+    run_tile<8>(queries, count, kv, hd, q_scale, score_cap);
   else
-    run_tile<kTileLanes>(queries, count, kv, hd, q_scale);
+    run_tile<kTileLanes>(queries, count, kv, hd, q_scale, score_cap);
 }
 
 }  // namespace orzo::cpu::ORZO_ISA_NS

@@ -27,7 +27,8 @@ void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, Threa
 // would not fit its 16 registers).
 constexpr int kTileLanes = ORZO_SIMD_AVX512 ? 16 : 8;
 static_assert(kTileLanes <= kMaxTileLanes);
-void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale);
+void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale,
+                 float score_cap);
 void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
 void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out);
