@@ -102,6 +102,11 @@ void print_text(const ModelInfo& m, bool template_lines) {
   row("vocabulary:", or_unknown(m.vocab_size));
   row("context length:", or_unknown(m.context_length));
   row("RoPE:", rope_text(m));
+  if (m.sliding_window)
+    row("attention:", "sliding window " + std::to_string(*m.sliding_window) + " on " +
+                          (m.sliding_layers == m.layers ? "every layer" : std::to_string(m.sliding_layers) + " of " +
+                                                                               or_unknown(m.layers) + " layers") +
+                          (m.local_rope_theta ? ", which rotate with theta " + number_text(*m.local_rope_theta) : ""));
   row("norm epsilon:", or_unknown(m.norm_eps));
   row("tied embeddings:", m.tied_embeddings ? (*m.tied_embeddings ? "yes" : "no") : "?");
   row("tensors:", std::to_string(m.tensors));
@@ -161,6 +166,10 @@ ordered_json to_json(const ModelInfo& m, bool template_lines) {
   j["context_length"] = or_null(m.context_length);
   j["rope"] = {
       {"theta", or_null(m.rope_theta)}, {"scaling", m.rope_scaling}, {"factor", or_null(m.rope_scaling_factor)}};
+  if (m.sliding_window)
+    j["sliding_window"] = {{"size", *m.sliding_window}, {"layers", m.sliding_layers}, {"local_rope_theta", or_null(m.local_rope_theta)}};
+  else
+    j["sliding_window"] = nullptr;
   j["norm_eps"] = or_null(m.norm_eps);
   j["tied_embeddings"] = or_null(m.tied_embeddings);
   j["tensors"] = m.tensors;

@@ -99,6 +99,9 @@ void take_config(const ModelConfig& c, ModelInfo& info) {
   info.rope_scaling = scaling_name(c.rope_scaling.type);
   if (c.rope_scaling.type != RopeScaling::Type::None) info.rope_scaling_factor = c.rope_scaling.factor;
   info.norm_eps = c.rms_norm_eps;
+  info.sliding_window = c.sliding_window;
+  for (int64_t l = 0; l < c.num_layers; ++l) info.sliding_layers += c.window_of(l).has_value();
+  if (c.rope_local_theta > 0) info.local_rope_theta = c.rope_local_theta;
 }
 
 // A model orzo does not run: what its file states under the usual names, and nothing guessed

@@ -46,6 +46,9 @@ struct ModelInfo {
   std::optional<double> rope_theta, norm_eps;
   std::string rope_scaling;  // "none", "linear", "llama3", or as the file names it
   std::optional<double> rope_scaling_factor;
+  std::optional<int64_t> sliding_window;  // runnable models only: the window, on how many layers
+  int64_t sliding_layers = 0;
+  std::optional<double> local_rope_theta;  // Gemma 3's sliding layers' RoPE base
   std::optional<bool> tied_embeddings;
 
   int64_t parameters = 0;  // elements of every tensor

@@ -165,27 +165,32 @@ void read_gemma(const json& j, ModelConfig& c, const std::string& source) {
     c.sliding_layers[static_cast<size_t>(l)] = c.architecture == "gemma2" ? l % 2 == 0 : (l + 1) % pattern != 0;
 }
 
-// Gemma's terms as llama.cpp keeps them: its converter folds the (1 + w) into the norms,
-// and its loader fixes what the file does not say (which layers slide, Gemma 3's local RoPE
-// base, and query_pre_attn_scalar, which is head_dim except in the 27B models).
 void read_gguf_gemma(const GgufMetadata& m, const std::string& p, ModelConfig& c) {
-  c.sandwich_norms = true;
-  c.activation = Activation::GeluTanh;
-  c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
-  const bool gemma3 = p == "gemma3.";
-  const int64_t layers_27b = gemma3 ? 62 : 46;
-  if (c.num_layers == layers_27b && c.num_heads > 0)
-    c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads));
+  apply_gguf_gemma_rules(c);
   if (auto v = m.find_float(p + "attn_logit_softcapping"); v && *v != 0.0) c.attn_softcap = *v;
   if (auto v = m.find_float(p + "final_logit_softcapping"); v && *v != 0.0) c.final_softcap = *v;
-  if (gemma3) c.rope_local_theta = m.find_float(p + "rope.freq_base_swa").value_or(10000.0);
+  if (auto v = m.find_float(p + "rope.freq_base_swa"); v && c.architecture == "gemma3") c.rope_local_theta = *v;
+}
+
+}  // namespace
+
+void apply_gguf_gemma_rules(ModelConfig& c) {
+  c.sandwich_norms = true;
+  c.norm_weight_offset = 0.0;
+  c.activation = Activation::GeluTanh;
+  c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
+  const bool gemma3 = c.architecture == "gemma3";
+  const int64_t layers_27b = gemma3 ? 62 : 46;
+  c.attn_scale = c.num_layers == layers_27b && c.num_heads > 0
+                     ? 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads))
+                     : 0.0;
+  c.rope_local_theta = gemma3 ? 10000.0 : 0.0;
+  c.sliding_layers.clear();
   if (!c.sliding_window) return;
   c.sliding_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
   for (int64_t l = 0; l < c.num_layers; ++l)
     c.sliding_layers[static_cast<size_t>(l)] = gemma3 ? (l + 1) % 6 != 0 : l % 2 == 0;
 }
-
-}  // namespace
 
 void ModelConfig::validate(const std::string& source) const {
   auto positive = [&](int64_t v, const char* name) {

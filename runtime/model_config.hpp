@@ -88,6 +88,13 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
                             const std::string& source);
 ModelConfig read_gguf_config(const GgufFile& file);
 
+// What llama.cpp's loader fixes for Gemma GGUFs, which their keys do not say: norms stored as
+// 1 + w, GeGLU, the scaled embedding, which layers slide (Gemma 2: even ones; Gemma 3: all
+// but every sixth, at a local RoPE base of 10000), and query_pre_attn_scalar = head_dim except
+// in the 27B models (46 and 62 layers: hidden / heads). Applied to `c` of architecture
+// gemma2 or gemma3.
+void apply_gguf_gemma_rules(ModelConfig& c);
+
 // RoPE inverse frequencies, head_dim / 2 of them, with the configured scaling applied
 // exactly as transformers computes them; `local`: those of Gemma 3's sliding layers.
 std::vector<float> rope_inv_freq(const ModelConfig& config, bool local = false);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -29,6 +30,7 @@ struct Source {
   std::vector<float> values;  // instead of view: a tensor computed here (rope_freqs)
   std::vector<int64_t> shape;
   int64_t rope_heads = 0;     // > 0: rows are permuted from HF order into llama.cpp's
+  float offset = 0.0f;        // added to every value: Gemma's norms are stored as 1 + w
 };
 
 struct Input {
@@ -61,7 +63,8 @@ Input read_gguf_input(const std::string& path) {
 }
 
 std::string gguf_architecture(const ModelConfig& c, const std::string& source) {
-  if (c.architecture == "qwen2" || c.architecture == "qwen3") return c.architecture;
+  if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "gemma2" || c.architecture == "gemma3")
+    return c.architecture;
   // llama.cpp converts Mistral as llama; its sliding window is a key of its own.
   if (c.architecture == "llama" || c.architecture == "mistral") return "llama";
   throw LoadError(source + ": no GGUF layout for architecture " + c.architecture);
@@ -85,6 +88,16 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
   // orzo's GGUF reader (as llama.cpp) knows biases only as Qwen2's q/k/v ones.
   if (c.o_bias || (c.qkv_bias && arch != "qwen2"))
     throw LoadError(dir + "/config.json: attention biases of " + c.architecture + " have no GGUF layout here");
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  if (gemma) {
+    // llama.cpp reads no key for these: a model off its fixed rules would load as another.
+    ModelConfig as_read = c;
+    apply_gguf_gemma_rules(as_read);
+    if (as_read.sliding_layers != c.sliding_layers || as_read.rope_local_theta != c.rope_local_theta ||
+        std::abs(as_read.attention_scale() / c.attention_scale() - 1) > 1e-12)
+      throw LoadError(dir + "/config.json: its sliding layers, local RoPE base or query_pre_attn_scalar differ from "
+                      "what llama.cpp assumes of " + arch + " GGUFs, which have no keys for them");
+  }
   in.layers = c.num_layers;
   const bool permute = arch == "llama";
   for (auto& f : read_safetensors_dir(dir)) {
@@ -99,7 +112,8 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
         if (t.name.find("self_attn.q_proj.weight") != std::string::npos) heads = c.num_heads;
         if (t.name.find("self_attn.k_proj.weight") != std::string::npos) heads = c.num_kv_heads;
       }
-      in.tensors.push_back({*name, t, {}, t.shape, heads});
+      const bool norm = t.shape.size() == 1 && t.name.size() > 11 && t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0;
+      in.tensors.push_back({*name, t, {}, t.shape, heads, norm ? static_cast<float>(c.norm_weight_offset) : 0.0f});
     }
   }
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
@@ -129,6 +143,8 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
       out.add_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
     }
     if (c.sliding_window) out.add_u32(p + "attention.sliding_window", u32(*c.sliding_window));
+    if (c.attn_softcap) out.add_f32(p + "attn_logit_softcapping", static_cast<float>(*c.attn_softcap));
+    if (c.final_softcap) out.add_f32(p + "final_logit_softcapping", static_cast<float>(*c.final_softcap));
     if (c.bos_token_id) out.add_u32("tokenizer.ggml.bos_token_id", u32(*c.bos_token_id));
     if (!c.eos_token_ids.empty()) out.add_u32("tokenizer.ggml.eos_token_id", u32(c.eos_token_ids[0]));
     if (tokenizer) tokenizer(out, dir);
@@ -154,6 +170,8 @@ void write_rows(GgufWriter& out, ThreadPool& pool, const Source& s, DType type, 
           cpu::dequantize_row(s.view.dtype, s.view.row(at), cols, row);
         else
           std::copy_n(s.values.data() + at * cols, cols, row);
+        if (s.offset != 0.0f)
+          for (int64_t i = 0; i < cols; ++i) row[i] += s.offset;
         cpu::quantize_row(type, row, cols, chunk.data() + static_cast<size_t>(r) * out_row);
       }
     });

@@ -257,7 +257,8 @@ TEST(Info, DescribesGemma3) {
   if (!fs::exists(file)) GTEST_SKIP() << file << " is absent (../shared/models/fetch.sh gemma-3-270m-q4_k_m)";
   const json j = info_json(file);
   EXPECT_EQ(j["architecture"], "gemma3");
-  EXPECT_EQ(j["runnable"], false);
+  EXPECT_EQ(j["runnable"], true) << j.dump();
+  EXPECT_EQ(j["sliding_window"], json({{"size", 512}, {"layers", 15}, {"local_rope_theta", 10000.0}}));
   EXPECT_EQ(j["layers"], 18);
   EXPECT_EQ(j["hidden_size"], 640);
   EXPECT_EQ(j["ffn_size"], 2048);

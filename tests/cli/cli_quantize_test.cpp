@@ -87,10 +87,10 @@ TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
 }
 
 // The HF fixtures converted to F32 GGUF (names, q/k permutation, rope_freqs for Llama 3,
-// Mistral as llama with its sliding window, Qwen biases and q/k norms) reproduce the logits
-// transformers computed from the checkpoint.
+// Mistral as llama with its sliding window, Qwen biases and q/k norms, Gemma 3's norms as
+// 1 + w) reproduce the logits transformers computed from the checkpoint.
 TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
-  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3"}) {
     SCOPED_TRACE(arch);
     const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
     const std::string out = path(std::string(arch) + ".gguf");
@@ -103,6 +103,14 @@ TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
     ASSERT_LE(logits.size(), expected.size());
     EXPECT_LE(orzo::testing::max_abs_diff(logits.data(), expected.data(), logits.size()), 1e-4f);
   }
+}
+
+// The gemma2 fixture's query_pre_attn_scalar (12, head_dim 8) has no GGUF key llama.cpp
+// reads: converting it would make another model, so it is refused, saying why.
+TEST_F(QuantizeCommand, GemmaOffLlamaCppsFixedRulesIsRefused) {
+  const auto r = orzo("quantize '" + std::string(ORZO_FIXTURES_DIR) + "/gemma2' '" + path("g2.gguf") + "' f32");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("query_pre_attn_scalar"), std::string::npos) << r.out;
 }
 
 // tools/make_fixtures.py quantized the llama fixture with gguf.quants after llama.cpp's

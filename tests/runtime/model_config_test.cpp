@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/load_error.hpp"
 #include "formats/gguf.hpp"
@@ -116,7 +117,126 @@ TEST(ModelConfig, BadValuesAreClearErrors) {
   EXPECT_NE(error_of(llama_json(), "{oops").find("generation_config"), std::string::npos);
 }
 
+std::string gemma_json(const std::string& arch, const std::string& extra = "") {
+  return R"({"architectures": [")" + arch + R"("], "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 12, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32,
+    "vocab_size": 128, "rms_norm_eps": 1e-6, "max_position_embeddings": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 64, "sliding_window": 16)" +
+         extra + "}";
+}
+
+TEST(ModelConfig, ReadsGemma2) {
+  const auto c = parse_hf_config(
+      gemma_json("Gemma2ForCausalLM", R"(, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+                 "hidden_act": "gelu_pytorch_tanh")"),
+      "", "x");
+  EXPECT_EQ(c.architecture, "gemma2");
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_TRUE(c.sandwich_norms);
+  EXPECT_EQ(c.norm_weight_offset, 1.0);
+  EXPECT_DOUBLE_EQ(c.embed_scale, 8.0);
+  EXPECT_DOUBLE_EQ(c.attention_scale(), 0.125);  // query_pre_attn_scalar 64, not head_dim 32
+  EXPECT_EQ(c.attn_softcap.value_or(0), 50.0);
+  EXPECT_EQ(c.final_softcap.value_or(0), 30.0);
+  EXPECT_TRUE(c.tie_word_embeddings);  // Gemma's default
+  EXPECT_FALSE(c.qk_norm);
+  // Without layer_types (transformers 4 configs): even layers slide.
+  for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(c.window_of(l).has_value(), l % 2 == 0) << l;
+  EXPECT_EQ(c.window_of(0).value_or(0), 16);
+  EXPECT_FALSE(c.local_rope(0));
+}
+
+TEST(ModelConfig, ReadsGemma3InBothSpellings) {
+  // transformers 4: rope_theta + rope_local_base_freq + rope_scaling for the global layers, and
+  // a sliding_window_pattern instead of layer_types.
+  const auto old = parse_hf_config(gemma_json("Gemma3ForCausalLM", R"(, "rope_theta": 1000000.0,
+      "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+      "sliding_window_pattern": 6)"),
+                                   "", "x");
+  // transformers 5: layer_types and rope_parameters per layer type.
+  std::string types = R"(, "layer_types": [)";
+  for (int l = 0; l < 12; ++l) types += std::string(l ? ", " : "") + ((l + 1) % 6 ? "\"sliding_attention\"" : "\"full_attention\"");
+  const auto fresh = parse_hf_config(gemma_json("Gemma3ForCausalLM", types + R"(], "rope_parameters": {
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})"),
+                                     "", "x");
+  for (const auto* c : {&old, &fresh}) {
+    EXPECT_EQ(c->architecture, "gemma3");
+    EXPECT_TRUE(c->qk_norm);
+    EXPECT_FALSE(c->attn_softcap);
+    EXPECT_EQ(c->rope_theta, 1e6);
+    EXPECT_EQ(c->rope_local_theta, 1e4);
+    EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::Linear);
+    for (int64_t l = 0; l < 12; ++l) {
+      EXPECT_EQ(c->window_of(l).has_value(), (l + 1) % 6 != 0) << l;
+      EXPECT_EQ(c->local_rope(l), (l + 1) % 6 != 0) << l;
+    }
+    // Local layers rotate at base 1e4 unscaled; global ones at 1e6 divided by the factor.
+    const auto local = rope_inv_freq(*c, true), global = rope_inv_freq(*c);
+    EXPECT_FLOAT_EQ(local[1], 1.0f / std::pow(1e4f, 2.0f / 32));
+    EXPECT_FLOAT_EQ(global[1], 1.0f / std::pow(1e6f, 2.0f / 32) / 8);
+  }
+}
+
+TEST(ModelConfig, RefusesGemmaVariantsItCannotRun) {
+  EXPECT_NE(error_of(gemma_json("Gemma3ForConditionalGeneration")).find("Gemma3ForConditionalGeneration"),
+            std::string::npos);
+  EXPECT_NE(error_of(gemma_json("Gemma3ForCausalLM", R"(, "use_bidirectional_attention": true)"))
+                .find("use_bidirectional_attention"),
+            std::string::npos);
+  EXPECT_NE(error_of(gemma_json("Gemma3ForCausalLM", R"(, "layer_types": ["full_attention"])")).find("layer_types"),
+            std::string::npos);
+  EXPECT_NE(error_of(gemma_json("Gemma2ForCausalLM", R"(, "hidden_activation": "relu")")).find("relu"), std::string::npos);
+  EXPECT_NE(error_of(gemma_json("Gemma3ForCausalLM", R"(, "rope_parameters": {"full_attention": {"rope_theta": 1e6},
+      "sliding_attention": {"rope_type": "linear", "factor": 2.0}})"))
+                .find("sliding-attention"),
+            std::string::npos);
+}
+
 using GgufConfig = testing::TempDirTest;
+
+// What llama.cpp's loader assumes of Gemma GGUFs beyond their keys: Gemma 2 slides on even
+// layers, Gemma 3 on all but every sixth with a local RoPE base of 10000, and the 27B models
+// (46 and 62 layers) scale queries by hidden/heads instead of head_dim.
+TEST_F(GgufConfig, GemmaTermsFollowLlamaCpp) {
+  auto write = [&](const std::string& arch, uint32_t layers, bool caps) {
+    const std::string file = path(arch + std::to_string(layers) + ".gguf"), p = arch + ".";
+    GgufWriter w(file);
+    w.add_string("general.architecture", arch);
+    w.add_u32(p + "embedding_length", 128);
+    w.add_u32(p + "feed_forward_length", 256);
+    w.add_u32(p + "block_count", layers);
+    w.add_u32(p + "attention.head_count", 2);
+    w.add_u32(p + "attention.head_count_kv", 1);
+    w.add_u32(p + "attention.key_length", 32);
+    w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
+    w.add_u32(p + "attention.sliding_window", 8);
+    if (caps) {
+      w.add_f32(p + "attn_logit_softcapping", 50.0f);
+      w.add_f32(p + "final_logit_softcapping", 30.0f);
+    }
+    w.add_tensor("token_embd.weight", DType::F32, {4, 128});
+    const std::vector<float> zeros(4 * 128);
+    w.write_tensor_data(zeros.data(), zeros.size() * sizeof(float));
+    w.finish();
+    return read_gguf_config(read_gguf(file));
+  };
+  const auto g2 = write("gemma2", 4, true);
+  EXPECT_EQ(g2.attn_softcap.value_or(0), 50.0);
+  EXPECT_EQ(g2.final_softcap.value_or(0), 30.0);
+  EXPECT_EQ(g2.norm_weight_offset, 0.0);  // the converter stored 1 + w
+  EXPECT_EQ(g2.rope_style, RopeStyle::HalfSplit);
+  EXPECT_DOUBLE_EQ(g2.attention_scale(), 1.0 / std::sqrt(32.0));
+  for (int64_t l = 0; l < 4; ++l) EXPECT_EQ(g2.window_of(l).has_value(), l % 2 == 0);
+  EXPECT_DOUBLE_EQ(write("gemma2", 46, false).attention_scale(), 1.0 / 8.0);  // 27B: hidden / heads = 64
+
+  const auto g3 = write("gemma3", 12, false);
+  EXPECT_TRUE(g3.qk_norm);
+  EXPECT_FALSE(g3.attn_softcap);
+  EXPECT_EQ(g3.rope_local_theta, 10000.0);
+  for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(g3.local_rope(l), (l + 1) % 6 != 0);
+  EXPECT_DOUBLE_EQ(write("gemma3", 62, false).attention_scale(), 1.0 / 8.0);
+}
 
 TEST_F(GgufConfig, UnsupportedArchitectureIsNamed) {
   GgufWriter w(path("gpt2.gguf"));
