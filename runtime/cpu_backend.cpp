@@ -128,8 +128,10 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
             for (int64_t h = 0; h < cfg_.num_heads; ++h) cpu::rmsnorm(q + h * hd, w.q_norm, hd, cfg_.rms_norm_eps, q + h * hd);
             for (int64_t h = 0; h < cfg_.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, w.k_norm, hd, cfg_.rms_norm_eps, k + h * hd);
           }
-          cpu::apply_rope(q, cfg_.num_heads, hd, cs);
-          cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs);
+          if (cfg_.rotates(l)) {
+            cpu::apply_rope(q, cfg_.num_heads, hd, cs);
+            cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs);
+          }
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
           const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
           const int32_t pos = b.positions[i], block = table[static_cast<size_t>(pos / kv_.block_size())];

@@ -128,6 +128,26 @@ void read_rope(const json& j, ModelConfig& c, const std::string& source) {
   }
 }
 
+// SmolLM3's layers without RoPE: no_rope_layers lists 1 for a layer that rotates, 0 for one
+// that does not; older configs give only the interval (every interval-th layer has none).
+void read_no_rope_layers(const json& j, ModelConfig& c, const std::string& source) {
+  const auto layers = static_cast<size_t>(std::max<int64_t>(c.num_layers, 0));
+  c.no_rope_layers.assign(layers, false);
+  if (auto list = j.find("no_rope_layers"); list != j.end() && list->is_array()) {
+    if (list->size() != layers)
+      fail(source, "\"no_rope_layers\" lists " + std::to_string(list->size()) + " layers, not " + std::to_string(layers));
+    for (size_t l = 0; l < layers; ++l) {
+      const json& v = (*list)[l];
+      if (!v.is_number_integer() || (v != 0 && v != 1)) fail(source, "\"no_rope_layers\" holds " + v.dump() + " (0 or 1)");
+      c.no_rope_layers[l] = v == 0;
+    }
+    return;
+  }
+  const int64_t interval = get_int_or(j, "no_rope_layer_interval", 4, source);
+  if (interval <= 0) fail(source, "no_rope_layer_interval must be positive");
+  for (size_t l = 0; l < layers; ++l) c.no_rope_layers[l] = (static_cast<int64_t>(l) + 1) % interval == 0;
+}
+
 // Gemma 2/3's terms beyond a Llama's: the sandwich norms stored as (1 + w), GeGLU, the
 // scaled embedding, query_pre_attn_scalar, soft caps, and which layers slide.
 void read_gemma(const json& j, ModelConfig& c, const std::string& source) {
@@ -218,6 +238,8 @@ void ModelConfig::validate(const std::string& source) const {
   if (sliding_window && *sliding_window <= 0) fail(source, "sliding_window must be positive");
   if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != num_layers)
     fail(source, "the sliding-window layers do not match the layer count");
+  if (!no_rope_layers.empty() && static_cast<int64_t>(no_rope_layers.size()) != num_layers)
+    fail(source, "the layers without RoPE do not match the layer count");
   if (!(rope_local_theta >= 0) || !std::isfinite(rope_local_theta)) fail(source, "the local rope base must be positive");
   if (!(attn_scale >= 0) || !std::isfinite(attn_scale)) fail(source, "the attention scale must be positive");
   for (const auto& cap : {attn_softcap, final_softcap})
@@ -254,10 +276,12 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     c.architecture = "gemma2";
   } else if (arch == "Gemma3ForCausalLM" || arch == "gemma3_text") {
     c.architecture = "gemma3";
+  } else if (arch == "SmolLM3ForCausalLM" || arch == "smollm3") {
+    c.architecture = "smollm3";
   } else {
     fail(source, "unsupported architecture \"" + (arch.empty() ? std::string("(none given)") : arch) +
                      "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                     "Gemma2ForCausalLM, Gemma3ForCausalLM)");
+                     "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM)");
   }
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   // Gemma's configs name it hidden_activation (and some keep a stale hidden_act beside it).
@@ -287,7 +311,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
 
   if (c.architecture == "mistral") {
     if (auto sw = get_int_or(j, "sliding_window", 0, source); sw > 0) c.sliding_window = sw;
-  } else if (c.architecture == "qwen2" || c.architecture == "qwen3") {
+  } else if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "smollm3") {
     if (get_bool_or(j, "use_sliding_window", false, source))
       fail(source, "use_sliding_window is not supported for " + c.architecture);
   }
@@ -297,6 +321,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     c.qkv_bias = c.o_bias = get_bool_or(j, "attention_bias", false, source);
   }
   c.qk_norm = c.qk_norm || c.architecture == "qwen3";
+  if (c.architecture == "smollm3") read_no_rope_layers(j, c, source);
 
   if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer())
     c.bos_token_id = static_cast<int32_t>(it->get<int64_t>());
@@ -325,8 +350,9 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   const GgufMetadata& m = file.metadata;
   const std::string& source = file.file->path();
   const std::string arch = m.get_string("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3")
-    fail(source, "unsupported GGUF architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "smollm3")
+    fail(source, "unsupported GGUF architecture \"" + arch +
+                     "\" (supported: llama, qwen2, qwen3, gemma2, gemma3, smollm3)");
   ModelConfig c;
   c.architecture = arch;
   const std::string p = arch + ".";
@@ -349,8 +375,13 @@ ModelConfig read_gguf_config(const GgufFile& file) {
     c.rope_scaling.factor = m.get_float(p + "rope.scaling.factor");
   }
   if (auto sw = m.find_int(p + "attention.sliding_window"); sw && *sw > 0) c.sliding_window = *sw;
-  // llama.cpp's converter permutes Llama q/k rows into adjacent pairs; Qwen and Gemma keep HF order.
-  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
+  // llama.cpp's converter permutes Llama (and SmolLM3) q/k rows into adjacent pairs; Qwen and
+  // Gemma keep HF order.
+  c.rope_style = arch == "llama" || arch == "smollm3" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
+  if (arch == "smollm3") {  // llama.cpp fixes it: every fourth layer has no RoPE
+    c.no_rope_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+    for (int64_t l = 3; l < c.num_layers; l += 4) c.no_rope_layers[static_cast<size_t>(l)] = true;
+  }
   c.qkv_bias = arch == "qwen2";
   c.qk_norm = arch == "qwen3" || arch == "gemma3";
   if (arch == "gemma2" || arch == "gemma3") read_gguf_gemma(m, p, c);

@@ -30,7 +30,7 @@ struct RopeScaling {
 enum class Activation { Silu, GeluTanh };
 
 struct ModelConfig {
-  std::string architecture;  // llama, mistral, qwen2, qwen3, gemma2, gemma3
+  std::string architecture;  // llama, mistral, qwen2, qwen3, gemma2, gemma3, smollm3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -49,6 +49,9 @@ struct ModelConfig {
   std::vector<bool> sliding_layers;
   // Gemma 3's sliding layers rotate with a base of their own, unscaled; 0: as the others.
   double rope_local_theta = 0.0;
+  // SmolLM3 leaves RoPE out of some layers (every fourth): those attend without positions.
+  // Empty: every layer rotates.
+  std::vector<bool> no_rope_layers;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2, and Llama's attention_bias (which adds an o_proj bias too)
   bool o_bias = false;
@@ -77,6 +80,7 @@ struct ModelConfig {
     return sliding_window;
   }
   bool local_rope(int64_t l) const { return rope_local_theta > 0 && window_of(l).has_value(); }
+  bool rotates(int64_t l) const { return no_rope_layers.empty() || !no_rope_layers[static_cast<size_t>(l)]; }
   double attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   // Throws LoadError (naming `source`) when the numbers do not describe a usable model.
   void validate(const std::string& source) const;

@@ -63,7 +63,8 @@ Input read_gguf_input(const std::string& path) {
 }
 
 std::string gguf_architecture(const ModelConfig& c, const std::string& source) {
-  if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "gemma2" || c.architecture == "gemma3")
+  if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "gemma2" || c.architecture == "gemma3" ||
+      c.architecture == "smollm3")
     return c.architecture;
   // llama.cpp converts Mistral as llama; its sliding window is a key of its own.
   if (c.architecture == "llama" || c.architecture == "mistral") return "llama";
@@ -98,8 +99,13 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
       throw LoadError(dir + "/config.json: its sliding layers, local RoPE base or query_pre_attn_scalar differ from "
                       "what llama.cpp assumes of " + arch + " GGUFs, which have no keys for them");
   }
+  if (arch == "smollm3")
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.rotates(l) != ((l + 1) % 4 == 0))
+        throw LoadError(dir + "/config.json: its layers without RoPE are not every fourth, which llama.cpp assumes of "
+                              "smollm3 GGUFs (they have no key for it)");
   in.layers = c.num_layers;
-  const bool permute = arch == "llama";
+  const bool permute = arch == "llama" || arch == "smollm3";
   for (auto& f : read_safetensors_dir(dir)) {
     in.files.push_back(f.file);
     for (const auto& t : f.tensors) {

@@ -42,6 +42,8 @@ from gguf import GGMLQuantizationType as QT
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 from transformers import (
+    SmolLM3Config,
+    SmolLM3ForCausalLM,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
@@ -197,6 +199,12 @@ SPECS = [
                   sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
          seed=7002, prompt_seed=7, gguf_arch="gemma3", legacy_config=False,
          ablations=dict(layer_types=["full_attention"] * 6)),
+    # Every fourth layer without RoPE; its GGUF permutes q/k as llama's does.
+    Spec("smollm3", SmolLM3ForCausalLM, SmolLM3Config,
+         dict(BASE, num_hidden_layers=4, rms_norm_eps=1e-6, rope_theta=2000000.0,
+              tie_word_embeddings=True, pad_token_id=0),
+         seed=8017, prompt_seed=8, gguf_arch="smollm3",
+         ablations=dict(no_rope_layers=[1, 1, 1, 1])),
 ]
 
 
@@ -345,6 +353,10 @@ def gguf_to_hf_name(name: str, arch: str) -> str:
     return f"model.layers.{layer}.{inverse_layer[rest]}"
 
 
+# Architectures whose GGUF q/k rows llama.cpp's converter interleaves (GGML "normal" rope).
+PERMUTED_QK = ("llama", "smollm3")
+
+
 def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     # HF stores each head's rotary pairs as (i, i + head_dim/2) ("rotate_half"); llama.cpp's LLAMA
     # arch uses GGML's normal rope with pairs (2i, 2i+1), so its converter interleaves the rows.
@@ -395,7 +407,7 @@ def gguf_tensors(model, arch: str, dtype: str) -> dict[str, tuple[np.ndarray, QT
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
             continue  # tied: llama.cpp falls back to token_embd when output.weight is absent
         w = t.detach().float().numpy().copy() + np.float32(norm_shift(arch, name))
-        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in PERMUTED_QK and name.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in name else cfg.num_key_value_heads
             w = permute_qk(w, n_head)
         if w.ndim == 1 or qtype == QT.F32:
@@ -455,7 +467,7 @@ def dequantized_state_dict(tensors: dict[str, tuple[np.ndarray, QT]], cfg,
             continue  # some GGUFs store the tied head as a copy; HF shares the embedding
         hname = gguf_to_hf_name(gname, arch)
         w = gguf.quants.dequantize(data, qtype).astype(np.float32) - np.float32(norm_shift(arch, hname))
-        if arch == "llama" and hname.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in PERMUTED_QK and hname.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in hname else cfg.num_key_value_heads
             w = unpermute_qk(w, n_head)
         sd[hname] = torch.from_numpy(np.ascontiguousarray(w))
@@ -762,9 +774,9 @@ def make_gguf_variants(spec: Spec, model, prompts, f32_logits, f32_greedy,
     info["gguf_keys"] = keys
     info["gguf_note"] = (
         "expected_logits-<dtype>.bin = transformers float32 on the weights dequantized from that "
-        "GGUF with gguf-py" + (" (q/k un-permuted)" if spec.gguf_arch == "llama" else "") +
+        "GGUF with gguf-py" + (" (q/k un-permuted)" if spec.gguf_arch in PERMUTED_QK else "") +
         "; norms, biases and rope_freqs are F32 in every file")
-    if spec.gguf_arch == "llama":
+    if spec.gguf_arch in PERMUTED_QK:
         info["gguf_qk_permuted"] = ("attn_q/attn_k rows permuted per head to the interleaved "
                                     "(2i, 2i+1) rope layout, as llama.cpp's convert_hf_to_gguf.py "
                                     "does for the llama architecture")
@@ -850,6 +862,7 @@ References are HF transformers, float32, eager attention, on CPU.
 | qwen2/ | Qwen2ForCausalLM, q/k/v bias, tied | GGUF f32; sliding_window 4 with use_sliding_window false (must be ignored) |
 | qwen3/ | Qwen3ForCausalLM, q_norm/k_norm, head_dim 16 != 32/4 | GGUF f32 with key_length/value_length |
 | gemma2/ | Gemma2ForCausalLM, sandwich norms, GeGLU, soft caps 2/4, window 8 on even layers, query_pre_attn_scalar 12 | no GGUF (llama.cpp fixes that scalar to head_dim) |
+| smollm3/ | SmolLM3ForCausalLM, no RoPE in layer 3 of 4 | GGUF f32 (q/k permuted as for llama) |
 | gemma3/ | Gemma3ForCausalLM, 6 layers (5 sliding, window 8), q/k norms, global RoPE 1e6 linear x2, local 1e4 | GGUF f32 (norms stored as 1 + w, as llama.cpp's converter does); config.json in transformers-5 form |
 | stories260K/ | /work/shared/models/stories260K/hf | real trained model, 64-token greedy + decoded text |
 

@@ -90,7 +90,7 @@ TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
 // Mistral as llama with its sliding window, Qwen biases and q/k norms, Gemma 3's norms as
 // 1 + w) reproduce the logits transformers computed from the checkpoint.
 TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
-  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3"}) {
+  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3"}) {
     SCOPED_TRACE(arch);
     const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
     const std::string out = path(std::string(arch) + ".gguf");

@@ -3,7 +3,9 @@
 // them. Our forward pass must agree at every position.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fstream>
 
@@ -113,11 +115,73 @@ TEST_P(Fixture, SafetensorsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, Fixture,
-                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3"));
+
+// Gemma's per-layer terms (which layers slide, Gemma 3's two RoPE tables, soft caps) must
+// not depend on how a step is cut: the 23-token prompt prefilled in chunks of 5, batched with
+// the other two prompts, and run as two layer ranges (Gemma 3's front range slides
+// everywhere, its back range holds the global layer) all give its logits alone.
+class GemmaFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GemmaFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
+  const Expected e = read_expected(dir, "expected_logits.bin");
+  auto model = Model::load(dir);
+  const int64_t layers = model->config().num_layers;
+  const auto backend = [&](int32_t sequences, LayerRange range = {}) {
+    CpuBackend::Options o;
+    o.range = range;
+    o.kv_blocks = sequences * kBlocksPerSeq;
+    o.threads = 2;
+    return std::make_unique<CpuBackend>(model, o);
+  };
+  const std::vector<int32_t>& prompt = e.prompts.back();
+  auto one = backend(1);
+  Pipeline alone({one.get()}, kBlocksPerSeq);
+  const auto reference = alone.prefill_all(0, prompt);
+
+  auto chunk_backend = backend(1);
+  Pipeline chunked({chunk_backend.get()}, kBlocksPerSeq);
+  std::vector<float> pieces;
+  for (size_t start = 0; start < prompt.size(); start += 5) {
+    const std::vector<int32_t> chunk(prompt.begin() + static_cast<long>(start),
+                                     prompt.begin() + static_cast<long>(std::min(prompt.size(), start + 5)));
+    const auto l = chunked.prefill_all(0, chunk, static_cast<int32_t>(start));
+    pieces.insert(pieces.end(), l.begin(), l.end());
+  }
+  ASSERT_EQ(pieces.size(), reference.size());
+  EXPECT_LT(max_abs_diff(pieces.data(), reference.data(), reference.size()), 1e-5f);
+
+  const auto n = static_cast<int32_t>(e.prompts.size());
+  auto many = backend(n);
+  Pipeline batched({many.get()}, kBlocksPerSeq);
+  ForwardBatch b;
+  for (int32_t s = 0; s < n; ++s) {
+    const auto& p = e.prompts[static_cast<size_t>(s)];
+    b.block_tables.push_back(batched.table(s));
+    const auto first = static_cast<int32_t>(b.rows());
+    b.add_chunk(s, p.data(), static_cast<int32_t>(p.size()), 0, false);
+    if (s == n - 1)
+      for (int32_t r = first; r < b.rows(); ++r) b.logit_rows.push_back(r);
+  }
+  const auto together = batched.run(b);
+  ASSERT_EQ(together.size(), reference.size());
+  EXPECT_LT(max_abs_diff(together.data(), reference.data(), reference.size()), 1e-5f);
+
+  auto front = backend(1, {0, layers / 2}), back = backend(1, {layers / 2, layers});
+  Pipeline split({front.get(), back.get()}, kBlocksPerSeq);
+  const auto halves = split.prefill_all(0, prompt);
+  ASSERT_EQ(halves.size(), reference.size());
+  EXPECT_LT(max_abs_diff(halves.data(), reference.data(), reference.size()), 1e-6f);
+  EXPECT_EQ(split.greedy(0, prompt, 32, e.vocab), e.greedy.back());
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, GemmaFixture, ::testing::Values("gemma2", "gemma3"));
 
 // The GGUF architectures: llama (q/k rows permuted for interleaved RoPE, Llama 3 scaling as
 // a rope_freqs tensor), qwen2 (biases), qwen3 (q/k norms), gemma3 (norms stored as 1 + w,
-// llama.cpp's fixed layer pattern and local RoPE base).
+// llama.cpp's fixed layer pattern and local RoPE base), smollm3 (permuted like llama, every
+// fourth layer without RoPE).
 class GgufFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufFixture, F32GgufMatchesTransformers) {
@@ -128,7 +192,8 @@ TEST_P(GgufFixture, F32GgufMatchesTransformers) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture, ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture,
+                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3", "smollm3"));
 
 // Stored in a narrower type, the weights are exactly the dequantized values transformers
 // was given, so the only difference left is f32 rounding, and for block types on a level

@@ -178,6 +178,24 @@ TEST(ModelConfig, ReadsGemma3InBothSpellings) {
   }
 }
 
+TEST(ModelConfig, ReadsSmolLM3LayersWithoutRope) {
+  const auto listed = parse_hf_config(llama_json(R"(, "no_rope_layers": [1, 0])", "SmolLM3ForCausalLM"), "", "x");
+  EXPECT_EQ(listed.architecture, "smollm3");
+  EXPECT_TRUE(listed.rotates(0));
+  EXPECT_FALSE(listed.rotates(1));
+  // Only the interval (older configs): every interval-th layer has none.
+  const auto interval = parse_hf_config(llama_json(R"(, "no_rope_layer_interval": 2)", "SmolLM3ForCausalLM"), "", "x");
+  EXPECT_TRUE(interval.rotates(0));
+  EXPECT_FALSE(interval.rotates(1));
+  EXPECT_TRUE(parse_hf_config(llama_json(), "", "x").rotates(1));  // Llama: every layer
+  EXPECT_NE(error_of(llama_json(R"(, "no_rope_layers": [1])", "SmolLM3ForCausalLM")).find("no_rope_layers"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama_json(R"(, "no_rope_layers": [1, 2])", "SmolLM3ForCausalLM")).find("no_rope_layers"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama_json(R"(, "use_sliding_window": true)", "SmolLM3ForCausalLM")).find("use_sliding_window"),
+            std::string::npos);
+}
+
 TEST(ModelConfig, RefusesGemmaVariantsItCannotRun) {
   EXPECT_NE(error_of(gemma_json("Gemma3ForConditionalGeneration")).find("Gemma3ForConditionalGeneration"),
             std::string::npos);
