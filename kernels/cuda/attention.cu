@@ -146,13 +146,15 @@ __device__ void load_chunk(const PagedAttentionArgs& a, const QuerySet& qs, int3
 }
 
 // Query `qi` of the pass against the chunk at c0, by one warp: scores, online softmax update,
-// and P·V into its accumulators. Its keys beyond hi or outside its own range score -inf.
-__device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, const SharedView& sh) {
+// and P·V into its accumulators. Its keys beyond hi or outside its own range score -inf. With
+// score_cap > 0 a score s (already divided by the soft cap) becomes score_cap * tanh(s).
+__device__ void attend_chunk(int32_t qi, int32_t c0, int32_t hi, float score_cap, const SharedView& sh) {
   const int32_t hd = sh.hd, lane = static_cast<int32_t>(threadIdx.x % kWarp);
   const float* q = sh.q + int64_t{qi} * hd;
   const float* k = sh.k + lane * sh.k_stride;
   float s = 0.0f;
   for (int32_t d = 0; d < hd; ++d) s += q[d] * k[d];
+  if (score_cap > 0.0f) s = score_cap * tanhf(s);
   const int32_t p = c0 + lane;
   if (p > hi || p < sh.first[qi] || p > sh.last[qi]) s = -INFINITY;
 
@@ -199,7 +201,10 @@ __device__ void attend(const PagedAttentionArgs& a, const QuerySet& qs, int32_t 
   const SharedView sh = carve(smem, SharedLayout{pass_queries, a.head_dim});
   const int32_t hd = a.head_dim, group = a.num_heads / a.num_kv_heads;
   const int64_t row_stride = int64_t{a.num_heads} * hd;
-  const float q_scale = a.scale * kLog2e;  // exp(x * scale) = 2^(x * scale * log2 e)
+  // exp(x * scale) = 2^(x * scale * log2 e). A capped score is cap * tanh(x * scale / cap), so
+  // the query takes scale / cap and log2 e comes after the tanh.
+  const float q_scale = a.softcap > 0.0f ? a.scale / a.softcap : a.scale * kLog2e;
+  const float score_cap = a.softcap > 0.0f ? a.softcap * kLog2e : 0.0f;
   const int32_t warp = static_cast<int32_t>(threadIdx.x / kWarp), warps = static_cast<int32_t>(blockDim.x / kWarp);
   const auto row_of = [&](int32_t j) { return qs.first_row + j / group; };
   const auto head_of = [&](int32_t j) { return qs.kv_head * group + j % group; };
@@ -234,7 +239,7 @@ __device__ void attend(const PagedAttentionArgs& a, const QuerySet& qs, int32_t 
 
     for (int32_t c0 = lo; c0 <= hi; c0 += kChunk) {
       load_chunk<T>(a, qs, c0, hi, sh);
-      for (int32_t qi = warp; qi < n; qi += warps) attend_chunk(qi, c0, hi, sh);
+      for (int32_t qi = warp; qi < n; qi += warps) attend_chunk(qi, c0, hi, score_cap, sh);
       __syncthreads();  // before the next chunk overwrites K/V
     }
 
@@ -316,6 +321,8 @@ void validate(const PagedAttentionArgs& a, const char* what) {
   if (a.block_size <= 0) fail("block_size " + std::to_string(a.block_size) + " is not positive");
   if (a.table_stride <= 0) fail("table_stride " + std::to_string(a.table_stride) + " is not positive");
   if (a.sliding_window < 0) fail("sliding_window " + std::to_string(a.sliding_window) + " is negative");
+  if (!std::isfinite(a.softcap) || a.softcap < 0)
+    fail("softcap " + std::to_string(a.softcap) + " is not finite and non-negative");
   if (a.num_heads > 65535) fail("num_heads " + std::to_string(a.num_heads) + " exceeds a grid dimension");
   if (a.rows > 0 && (!a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.seq_of_row || !a.positions || !a.out))
     fail("a device pointer is null");

@@ -35,7 +35,8 @@ struct PagedAttentionArgs {
                                         // negative (a padding row): its output is zeros
   int32_t rows = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;  // head_dim even, <= 256
   int32_t sliding_window = 0;           // > 0: a row at p sees (p - window, p]
-  float scale = 1.0f;                   // usually 1 / sqrt(head_dim)
+  float scale = 1.0f;                   // a score is q·k times this: 1 / sqrt(head_dim), or the model's
+  float softcap = 0.0f;                 // > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2)
   void* out = nullptr;                  // [rows, num_heads * head_dim] of elem
 };
 

@@ -19,7 +19,8 @@ constexpr int32_t kMaxHeadDim = 8192;
 // One block per (row, head) of the fused projection, heads in its order: num_heads q heads,
 // then num_kv_heads k heads, then num_kv_heads v heads. A q or k head is gathered into
 // shared memory (bias added, interleaved pairs reordered to the half split), normalized when
-// asked, and rotated; RoPE pairs i with i + head_dim/2, so a thread writes both of its pair.
+// asked, and rotated (unless the layer has no RoPE); RoPE pairs i with i + head_dim/2, so a
+// thread writes both of its pair.
 template <typename T>
 __global__ void qkv_rope_kernel(QkvRopeArgs a) {
   extern __shared__ float smem[];
@@ -67,8 +68,8 @@ __global__ void qkv_rope_kernel(QkvRopeArgs a) {
     // __fmul_rn keeps the product from being fused into the reduction inside sincosf: the
     // angle is rounded to f32 first, as transformers computes it. sincosf (not __sincosf) stays
     // accurate at the large angles of long contexts.
-    float s, c;
-    sincosf(__fmul_rn(position, a.inv_freq[i]), &s, &c);
+    float s = 0.0f, c = 1.0f;  // angle 0 where the layer has no RoPE: the pair stays as it is
+    if (a.inv_freq) sincosf(__fmul_rn(position, a.inv_freq[i]), &s, &c);
     const float x0 = head[i], x1 = head[i + half];
     const float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
     if (is_q) {
@@ -95,8 +96,8 @@ void qkv_rope_to_cache(const QkvRopeArgs& a, cudaStream_t stream) {
   require(a.head_dim > 0 && a.head_dim % 2 == 0 && a.head_dim <= kMaxHeadDim,
           "head_dim " + std::to_string(a.head_dim) + " must be even and in (0, " + std::to_string(kMaxHeadDim) + "]");
   if (a.rows == 0) return;
-  require(a.qkv && a.inv_freq && a.positions && a.slot_mapping && a.q_out && a.k_cache && a.v_cache,
-          "a required pointer (qkv, inv_freq, positions, slot_mapping, q_out, k_cache, v_cache) is null");
+  require(a.qkv && a.positions && a.slot_mapping && a.q_out && a.k_cache && a.v_cache,
+          "a required pointer (qkv, positions, slot_mapping, q_out, k_cache, v_cache) is null");
   const int64_t heads = a.num_heads + 2 * static_cast<int64_t>(a.num_kv_heads);
   const int64_t blocks = a.rows * heads;
   require(blocks <= INT_MAX, "rows * heads = " + std::to_string(blocks) + " exceeds one launch");

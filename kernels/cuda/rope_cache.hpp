@@ -20,7 +20,8 @@ struct QkvRopeArgs {
   const float* k_norm = nullptr;    // [head_dim] or null (Qwen3: RMSNorm of each k head)
   float eps = 1e-6f;                // of q_norm / k_norm
   bool interleaved = false;         // q/k rows in llama.cpp's (2i, 2i+1) pairs: reorder before norm and RoPE
-  const float* inv_freq = nullptr;  // [head_dim / 2], scaling (llama3, linear) already applied
+  const float* inv_freq = nullptr;  // [head_dim / 2], scaling (llama3, linear) already applied;
+                                    // null: q and k are not rotated (SmolLM3's layers without RoPE)
   const int32_t* positions = nullptr;     // [rows]
   const int32_t* slot_mapping = nullptr;  // [rows]: block * block_size + slot; negative: write nothing
   int32_t rows = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;

@@ -1,7 +1,6 @@
 #include "runtime/cuda/cuda_backend.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -12,6 +11,7 @@
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope_cache.hpp"
+#include "kernels/cuda/softcap.hpp"
 #include "kernels/cuda/swiglu.hpp"
 #include "runtime/batch_check.hpp"
 
@@ -41,9 +41,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
       name_("cuda:" + std::to_string(o.device)),
       scratch_(DeviceArena::measuring()),
       kv_(DeviceArena::measuring()) {
-  if (cfg_.sandwich_norms || cfg_.activation != Activation::Silu || cfg_.embed_scale != 1.0 || cfg_.attn_scale > 0 ||
-      cfg_.attn_softcap || cfg_.final_softcap || !cfg_.sliding_layers.empty() || cfg_.rope_local_theta > 0)
-    throw std::invalid_argument(name_ + ": the CUDA backend does not run " + cfg_.architecture + " models yet (run it on cpu)");
   std::string why;
   if (!gpu_available(&why)) throw CudaError(name_ + ": no GPU (" + why + ")");
   const DeviceProperties props = device_properties(o.device);  // throws for a missing index
@@ -100,6 +97,7 @@ void CudaBackend::layout_scratch(DeviceArena& a) {
   attn_ = a.take_bytes(rows * qd * half);
   gate_up_ = a.take<float>(rows * 2 * inter);
   act_ = a.take_bytes(rows * inter * half);
+  if (cfg_.sandwich_norms) proj_ = a.take<float>(rows * hidden);
   if (produces_logits()) {
     logits_ = a.take<float>(logit_rows * static_cast<size_t>(cfg_.vocab_size));
     sampling_ws_ = a.take_bytes(sampling_workspace_bytes(o_.max_seqs, static_cast<int32_t>(cfg_.vocab_size)));
@@ -234,38 +232,53 @@ CudaBackend::Step CudaBackend::stage_inputs(const ForwardBatch& b, int32_t padde
 
 // One step on the stream: each layer is
 //   x += Wo · attention(rope(q), rope(k) -> cache, v -> cache),  q|k|v = Wqkv · norm(x)
-//   x += Wdown · (silu(Wgate · norm(x)) * Wup · norm(x))
-// with the residual added by the GEMMs themselves (accumulate), then the final norm and the
-// LM head on the logit rows only.
+//   x += Wdown · (act(Wgate · norm(x)) * Wup · norm(x)),          act = silu or gelu_tanh
+// then the final norm and the LM head (and its soft cap) on the logit rows only.
 void CudaBackend::enqueue_forward(const Step& s) {
   const Elem e = storage();
   const auto hidden = static_cast<int32_t>(cfg_.hidden_size), qd = static_cast<int32_t>(cfg_.q_dim()),
-             kvd = static_cast<int32_t>(cfg_.kv_dim()), inter = static_cast<int32_t>(cfg_.intermediate_size);
+             kvd = static_cast<int32_t>(cfg_.kv_dim()), inter = static_cast<int32_t>(cfg_.intermediate_size),
+             vocab = static_cast<int32_t>(cfg_.vocab_size);
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
-  if (embeds()) embed_rows(e, weights_->embedding(), s.tokens, s.rows, hidden, x_, stream_);
+  const GateActivation act =
+      cfg_.activation == Activation::GeluTanh ? GateActivation::gelu_tanh : GateActivation::silu;
+  if (embeds())
+    embed_rows(e, weights_->embedding(), s.tokens, s.rows, hidden, static_cast<float>(cfg_.embed_scale), x_, stream_);
   for (int64_t l = 0; l < range_.end - range_.begin; ++l) {
     const DeviceLayer& w = weights_->layer(l);
     rmsnorm_rows(e, x_, w.attn_norm, nullptr, s.rows, hidden, eps, xn_, stream_);
     gemm_->linear(e, xn_, s.rows, w.qkv, qd + 2 * kvd, hidden, qkv_, false);
     attend(l, s);
-    gemm_->linear(e, attn_, s.rows, w.o, hidden, qd, x_, true);
-    if (w.o_bias) add_bias_rows(x_, w.o_bias, s.rows, hidden, stream_);
+    add_projection(attn_, qd, w.o, w.o_bias, w.post_attn_norm, s.rows);
 
     rmsnorm_rows(e, x_, w.ffn_norm, nullptr, s.rows, hidden, eps, xn_, stream_);
     gemm_->linear(e, xn_, s.rows, w.gate_up, 2 * inter, hidden, gate_up_, false);
-    swiglu_rows(e, gate_up_, s.rows, inter, act_, stream_);
-    gemm_->linear(e, act_, s.rows, w.down, hidden, inter, x_, true);
+    swiglu_rows(e, act, gate_up_, s.rows, inter, act_, stream_);
+    add_projection(act_, inter, w.down, nullptr, w.post_ffn_norm, s.rows);
   }
   if (s.logit_rows > 0) {
     rmsnorm_rows(e, x_, weights_->final_norm(), s.logit_index, s.logit_rows, hidden, eps, xn_, stream_);
-    gemm_->linear(e, xn_, s.logit_rows, weights_->lm_head(), static_cast<int32_t>(cfg_.vocab_size), hidden, logits_,
-                  false);
+    gemm_->linear(e, xn_, s.logit_rows, weights_->lm_head(), vocab, hidden, logits_, false);
+    if (cfg_.final_softcap) softcap_rows(logits_, s.logit_rows, vocab, static_cast<float>(*cfg_.final_softcap), stream_);
   }
+}
+
+// x += W · in (+ bias). The GEMM adds the residual itself (accumulate), unless the model
+// normalizes the block's output first (post_norm, Gemma): then it writes proj_, and the norm
+// adds that to x.
+void CudaBackend::add_projection(const void* in, int32_t in_dim, const void* w, const float* bias,
+                                 const float* post_norm, int32_t rows) {
+  const auto hidden = static_cast<int32_t>(cfg_.hidden_size);
+  float* y = post_norm ? proj_ : x_;
+  gemm_->linear(storage(), in, rows, w, hidden, in_dim, y, !post_norm);
+  if (bias) add_bias_rows(y, bias, rows, hidden, stream_);
+  if (post_norm) rmsnorm_add_rows(proj_, post_norm, rows, hidden, static_cast<float>(cfg_.rms_norm_eps), x_, stream_);
 }
 
 // RoPE and the cache write, then attention over the cache, for layer l of the range.
 void CudaBackend::attend(int64_t l, const Step& s) {
   const Elem e = storage();
+  const int64_t layer = range_.begin + l;  // the model's index, by which the config sets windows and RoPE
   const DeviceLayer& w = weights_->layer(l);
   const size_t layer_bytes = static_cast<size_t>(kv_blocks_) * static_cast<size_t>(o_.block_size) *
                              static_cast<size_t>(cfg_.kv_dim()) * elem_bytes(e);
@@ -280,7 +293,7 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   r.k_norm = w.k_norm;
   r.eps = static_cast<float>(cfg_.rms_norm_eps);
   r.interleaved = cfg_.rope_style == RopeStyle::Interleaved;
-  r.inv_freq = weights_->inv_freq();
+  r.inv_freq = cfg_.rotates(layer) ? weights_->inv_freq(cfg_.local_rope(layer)) : nullptr;
   r.positions = s.positions;
   r.slot_mapping = s.slots;
   r.rows = s.rows;
@@ -306,8 +319,9 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   a.num_heads = r.num_heads;
   a.num_kv_heads = r.num_kv_heads;
   a.head_dim = r.head_dim;
-  a.sliding_window = static_cast<int32_t>(cfg_.sliding_window.value_or(0));
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.head_dim)));
+  a.sliding_window = static_cast<int32_t>(cfg_.window_of(layer).value_or(0));
+  a.scale = static_cast<float>(cfg_.attention_scale());
+  a.softcap = static_cast<float>(cfg_.attn_softcap.value_or(0.0));
   a.out = attn_;
   if (s.splits > 0)
     paged_attention_decode(a, s.splits, attention_ws_, stream_);

@@ -1,5 +1,5 @@
 #pragma once
-// A layer range on one NVIDIA GPU: the Llama forward pass of CpuBackend with the weights,
+// A layer range on one NVIDIA GPU: the forward pass of CpuBackend with the weights,
 // the paged KV cache and every activation in device memory. Weights are uploaded once in
 // the stage's storage type (bf16, or f16 for an f16 checkpoint); scratch and step inputs are
 // allocated once at start for the largest step the scheduler makes; projections are cuBLAS
@@ -97,6 +97,8 @@ class CudaBackend final : public LayerBackend {
   Step stage_inputs(const ForwardBatch& batch, int32_t padded_rows, bool decode, bool graph);
   void enqueue_forward(const Step& step);
   void attend(int64_t layer, const Step& step);
+  void add_projection(const void* in, int32_t in_dim, const void* w, const float* bias, const float* post_norm,
+                      int32_t rows);
   void synchronize() const;
 
   std::shared_ptr<const Model> model_;
@@ -117,6 +119,7 @@ class CudaBackend final : public LayerBackend {
   void* attn_ = nullptr;        // [max_rows, q_dim]
   float* gate_up_ = nullptr;    // [max_rows, 2 inter]
   void* act_ = nullptr;         // [max_rows, inter]
+  float* proj_ = nullptr;       // [max_rows, hidden] a block's output before its norm (sandwich norms only)
   float* logits_ = nullptr;     // [logit rows, vocab]
   void* gemm_ws_ = nullptr;
   void* attention_ws_ = nullptr;

@@ -97,6 +97,8 @@ void DeviceWeights::place(DeviceArena& arena, const Model& model, LayerRange ran
     d.ffn_norm = place_floats(arena, {{w.ffn_norm, c.hidden_size}});
     d.gate_up = place_matrix(arena, elem_, {&w.w_gate, &w.w_up}, staging, row);
     d.down = place_matrix(arena, elem_, {&w.w_down}, staging, row);
+    d.post_attn_norm = place_floats(arena, {{w.post_attn_norm, c.hidden_size}});
+    d.post_ffn_norm = place_floats(arena, {{w.post_ffn_norm, c.hidden_size}});
     layers_.push_back(d);
   }
   const bool tied = model.lm_head().data == model.embedding().data;
@@ -105,8 +107,12 @@ void DeviceWeights::place(DeviceArena& arena, const Model& model, LayerRange ran
     final_norm_ = place_floats(arena, {{model.final_norm(), c.hidden_size}});
     lm_head_ = tied && embeds ? embedding_ : place_matrix(arena, elem_, {&model.lm_head()}, staging, row);
   }
-  const auto& freq = model.rope_inv_freq();
-  inv_freq_ = place_floats(arena, {{freq.data(), static_cast<int64_t>(freq.size())}});
+  const auto place_freq = [&](bool local) {
+    const auto& freq = model.rope_inv_freq(local);
+    return place_floats(arena, {{freq.data(), static_cast<int64_t>(freq.size())}});
+  };
+  inv_freq_ = place_freq(false);
+  local_inv_freq_ = c.rope_local_theta > 0 ? place_freq(true) : nullptr;
 }
 
 }  // namespace orzo::cuda

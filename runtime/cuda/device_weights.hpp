@@ -25,6 +25,8 @@ struct DeviceLayer {
   const float* ffn_norm = nullptr;   // [hidden]
   const void* gate_up = nullptr;     // [2 inter, hidden]
   const void* down = nullptr;        // [hidden, inter]
+  const float* post_attn_norm = nullptr;  // [hidden] or null: each block's output norm (Gemma)
+  const float* post_ffn_norm = nullptr;
 };
 
 class DeviceWeights {
@@ -42,7 +44,8 @@ class DeviceWeights {
   const void* embedding() const { return embedding_; }   // [vocab, hidden], first stage only
   const float* final_norm() const { return final_norm_; }  // last stage only
   const void* lm_head() const { return lm_head_; }       // [vocab, hidden], last stage only
-  const float* inv_freq() const { return inv_freq_; }    // [head_dim / 2]
+  // [head_dim / 2]; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope).
+  const float* inv_freq(bool local) const { return local ? local_inv_freq_ : inv_freq_; }
 
  private:
   // Lays the weights out in `arena`, copying them when it is real.
@@ -55,6 +58,7 @@ class DeviceWeights {
   const float* final_norm_ = nullptr;
   const void* lm_head_ = nullptr;
   const float* inv_freq_ = nullptr;
+  const float* local_inv_freq_ = nullptr;
 };
 
 }  // namespace orzo::cuda

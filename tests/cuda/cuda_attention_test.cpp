@@ -30,12 +30,16 @@ struct Shape {
   int32_t heads, kv_heads, head_dim;
   int32_t block_size = 16;
   int32_t window = 0;  // sliding window; 0: none
+  float scale = 0;     // of the scores; 0: 1 / sqrt(head_dim)
+  float softcap = 0;   // of the scores; 0: none
+
+  float score_scale() const { return scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 };
 
 std::string describe(const Shape& s) {
   std::ostringstream out;
   out << s.heads << " heads, " << s.kv_heads << " kv heads, head_dim " << s.head_dim << ", block_size "
-      << s.block_size << ", window " << s.window;
+      << s.block_size << ", window " << s.window << ", scale " << s.score_scale() << ", softcap " << s.softcap;
   return out.str();
 }
 
@@ -119,7 +123,8 @@ class Scene {
       real.push_back(r);
     }
     std::vector<float> out_real(q_real.size()), out(q.size(), 0.0f);
-    cpu::AttentionShape shape{shape_.heads, shape_.kv_heads, shape_.head_dim, std::nullopt};
+    cpu::AttentionShape shape{shape_.heads, shape_.kv_heads, shape_.head_dim, std::nullopt, shape_.score_scale(),
+                              shape_.softcap};
     if (shape_.window > 0) shape.sliding_window = shape_.window;
     ThreadPool pool(4);
     cpu::paged_attention(q_real.data(), batch, *cache_, 0, shape, out_real.data(), pool);
@@ -148,7 +153,8 @@ class Scene {
       args.num_kv_heads = scene.shape_.kv_heads;
       args.head_dim = scene.shape_.head_dim;
       args.sliding_window = scene.shape_.window;
-      args.scale = 1.0f / std::sqrt(static_cast<float>(scene.shape_.head_dim));  // the CPU twin's
+      args.scale = scene.shape_.score_scale();
+      args.softcap = scene.shape_.softcap;
       args.out = out_.get();
     }
 
@@ -274,9 +280,12 @@ class CudaAttention : public testing::TestWithParam<Elem> {};
 
 // Shapes of the models the runtime serves (stories260K: 8 heads over 4, head_dim 8; Llama 3.2
 // 1B: 32 over 8, 64; 8B: 32 over 8, 128), GQA ratios 1, 4 and 8, an odd block size, a window,
-// and head_dim 256 (whose prefill needs passes over its 128 queries a tile).
+// and head_dim 256 (whose prefill needs passes over its 128 queries a tile). Then soft-capped
+// scores: a cap of 2 (the Gemma 2 fixture's), small enough that the tanh bends most scores,
+// and Gemma 2 27B's head (head_dim 128, scale 144^-1/2, cap 50) with a window.
 const std::vector<Shape> kShapes = {
     {8, 4, 8}, {4, 4, 64}, {8, 2, 64}, {16, 2, 128}, {8, 1, 128, 5}, {4, 4, 64, 16, 100}, {16, 2, 256, 16, 300},
+    {8, 2, 64, 16, 0, 0, 2.0f}, {8, 4, 128, 16, 100, 1.0f / 12, 50.0f},
 };
 
 // Decode rows with ragged contexts (1, 2, 17, 300, 1100: splits of 8 leave the short ones
@@ -418,6 +427,11 @@ TEST_P(CudaAttention, BadShapesAreRefused) {
                std::invalid_argument);
   EXPECT_THROW(cuda::paged_attention_decode(step.args, 2, nullptr, nullptr), std::invalid_argument);  // no workspace
   EXPECT_THROW(cuda::paged_attention_prefill(step.args, nullptr, 1, nullptr), std::invalid_argument);
+  bad = step.args;
+  bad.softcap = -1.0f;
+  EXPECT_THROW(cuda::paged_attention_decode(bad, 1, nullptr, nullptr), std::invalid_argument);
+  bad.softcap = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(cuda::paged_attention_decode(bad, 1, nullptr, nullptr), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Elems, CudaAttention, testing::Values(Elem::bf16, Elem::f16),

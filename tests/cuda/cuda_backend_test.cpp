@@ -113,7 +113,17 @@ class StepScript {
 // bf16 keeps 8 significant bits: each rounding is within 2^-9 relative. Weights and the
 // activations into each GEMM are rounded once per layer, so logits stray by a few per cent
 // of their scale; an indexing bug strays by their whole scale.
-void expect_close(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab, int step) {
+//
+// Gemma's fixtures stray further, up to 10 per cent: the embedding is scaled up and each
+// block's output is normalized before it joins the residual, so every layer adds terms the
+// size of the residual itself, each from bf16 inputs. Rounding, not a bug: the same weights
+// stored as f16 (3 more bits) stray 8 to 14 times less. Leaving out any one of Gemma's
+// features (the soft caps, local RoPE, embedding scale, post-block norms, attention scale)
+// strays by 35 per cent or more.
+float tolerance_of(const std::string& fixture) { return fixture.rfind("gemma", 0) == 0 ? 0.15f : 0.04f; }
+
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab, int step,
+                  float tolerance) {
   for (size_t row = 0; row * static_cast<size_t>(vocab) < want.size(); ++row) {
     const float* w = want.data() + row * static_cast<size_t>(vocab);
     const float* g = got.data() + row * static_cast<size_t>(vocab);
@@ -122,7 +132,7 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
       scale = std::max(scale, std::abs(w[i]));
       diff = std::max(diff, std::abs(w[i] - g[i]));
     }
-    EXPECT_LE(diff, 0.04f * scale) << "step " << step << " logit row " << row;
+    EXPECT_LE(diff, tolerance * scale) << "step " << step << " logit row " << row;
   }
 }
 
@@ -136,17 +146,20 @@ TEST_P(CudaBackendTwin, LogitsMatchTheCpuBackendOnEveryKindOfStep) {
   auto gpu = gpu_stage(model);
   StepScript script(model->config().vocab_size);
   script.run({cpu.get()}, {gpu.get()}, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
-    expect_close(want, got, model->config().vocab_size, step);
+    expect_close(want, got, model->config().vocab_size, step, tolerance_of(GetParam()));
   });
   EXPECT_GT(gpu->captured_graphs(), 0u) << gpu->graph_failure();
   EXPECT_EQ(gpu->graph_failure(), "");
 }
 
 // Safetensors of each architecture (HF's half-split RoPE, Llama 3 scaling, Mistral's window,
-// Qwen2's biases, Qwen3's q/k norms), GGUF (interleaved RoPE), f16 storage, and stories260K.
+// Qwen2's biases, Qwen3's q/k norms; Gemma 2's soft caps, GeGLU, scaled embedding, sandwich
+// norms and interleaved windows, Gemma 3's local RoPE; SmolLM3's layers without RoPE), GGUF
+// (interleaved RoPE; Gemma 3's norms stored with their 1 added), f16 storage, and stories260K.
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
-                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "llama/model-f32.gguf",
-                                           "qwen3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"),
+                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3",
+                                           "llama/model-f32.gguf", "qwen3/model-f32.gguf", "gemma3/model-f32.gguf",
+                                           "smollm3/model-f32.gguf", "llama/model-f16.gguf", "stories260K"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (auto& c : name)
@@ -226,19 +239,24 @@ TEST(CudaBackend, DecodeGraphsFollowAGrowingTableAcrossStrideClasses) {
   EXPECT_GE(graphs->captured_graphs(), 2u) << graphs->graph_failure();
 }
 
+// Gemma 3 too: its back stage's layers 2-5 must keep their own windows and RoPE bases (layer
+// 5 is its only global one), which are the model's layers, not the stage's.
 TEST(CudaBackend, TwoStagesEqualOneWhetherHiddenStatesStayOnTheDeviceOrNot) {
   ORZO_REQUIRE_GPU();
-  auto model = Model::load(kStories);
-  auto whole = gpu_stage(model);
-  auto front = gpu_stage(model, {0, 2}), back = gpu_stage(model, {2, 0});
-  back->receive_from(*front);
-  auto host_front = gpu_stage(model, {0, 2}), host_back = gpu_stage(model, {2, 0});
-  for (const auto& split : {std::vector<LayerBackend*>{front.get(), back.get()},
-                      std::vector<LayerBackend*>{host_front.get(), host_back.get()}}) {
-    StepScript script(model->config().vocab_size);
-    script.run({whole.get()}, split, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << step;
-    });
+  for (const std::string& path : {kStories, std::string(ORZO_FIXTURES_DIR) + "/gemma3"}) {
+    SCOPED_TRACE(path);
+    auto model = Model::load(path);
+    auto whole = gpu_stage(model);
+    auto front = gpu_stage(model, {0, 2}), back = gpu_stage(model, {2, 0});
+    back->receive_from(*front);
+    auto host_front = gpu_stage(model, {0, 2}), host_back = gpu_stage(model, {2, 0});
+    for (const auto& split : {std::vector<LayerBackend*>{front.get(), back.get()},
+                              std::vector<LayerBackend*>{host_front.get(), host_back.get()}}) {
+      StepScript script(model->config().vocab_size);
+      script.run({whole.get()}, split, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << step;
+      });
+    }
   }
 }
 

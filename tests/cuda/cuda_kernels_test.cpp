@@ -1,5 +1,6 @@
-// The elementwise and per-row GPU kernels (embedding, RMSNorm, bias, SwiGLU, q/k/v to the
-// paged cache) and the cuBLAS GEMM, each against its CPU twin, for both storage types.
+// The elementwise and per-row GPU kernels (embedding, RMSNorm and the post-block norm, bias,
+// SwiGLU and GeGLU, the logit soft cap, q/k/v to the paged cache) and the cuBLAS GEMM, each
+// against its CPU twin, for both storage types.
 // Outputs in the storage type are compared with the twin's f32 result within the rounding
 // of that type; f32 outputs within f32 noise, so an element taken from the wrong place fails.
 #include <algorithm>
@@ -14,14 +15,17 @@
 #include <vector>
 
 #include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
+#include "kernels/cpu/tanh.hpp"
 #include "kernels/cuda/bias.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope_cache.hpp"
+#include "kernels/cuda/softcap.hpp"
 #include "kernels/cuda/swiglu.hpp"
 #include "runtime/model_config.hpp"
 #include "tests/support/cuda_harness.hpp"
@@ -74,27 +78,31 @@ void expect_f32_near(const std::vector<float>& got, const std::vector<float>& wa
 
 DType dtype_of(Elem e) { return e == Elem::bf16 ? DType::BF16 : DType::F16; }
 
-TEST(CudaKernels, EmbeddingCopiesTableRowsAndZeroesPadding) {
+// Unscaled, and scaled by sqrt(hidden) as Gemma's embedding is: the same f32 product as the
+// CPU backend's, so equal to the bit.
+TEST(CudaKernels, EmbeddingCopiesTableRowsScalesThemAndZeroesPadding) {
   ORZO_REQUIRE_GPU();
   std::mt19937 rng(1);
   const int32_t vocab = 37, hidden = 333;
   const std::vector<int32_t> tokens = {5, 0, -1, 36, 5, 17, -1};
   const auto rows = static_cast<int32_t>(tokens.size());
-  for (Elem e : kElems) {
-    SCOPED_TRACE(elem_name(e));
-    const std::vector<uint16_t> table = to_elem(e, uniform(size_t(vocab) * hidden, -3, 3, rng));
-    DeviceBuffer<uint16_t> d_table(table);
-    DeviceBuffer<int32_t> d_tokens(tokens);
-    DeviceBuffer<float> x(std::vector<float>(size_t(rows) * hidden, std::nanf("")));
-    embed_rows(e, d_table.get(), d_tokens.get(), rows, hidden, x.get(), nullptr);
-    const std::vector<float> got = x.download();
+  for (Elem e : kElems)
+    for (float scale : {1.0f, std::sqrt(float(hidden))}) {
+      SCOPED_TRACE(std::string(elem_name(e)) + " scale " + std::to_string(scale));
+      const std::vector<uint16_t> table = to_elem(e, uniform(size_t(vocab) * hidden, -3, 3, rng));
+      DeviceBuffer<uint16_t> d_table(table);
+      DeviceBuffer<int32_t> d_tokens(tokens);
+      DeviceBuffer<float> x(std::vector<float>(size_t(rows) * hidden, std::nanf("")));
+      embed_rows(e, d_table.get(), d_tokens.get(), rows, hidden, scale, x.get(), nullptr);
+      const std::vector<float> got = x.download();
 
-    std::vector<float> want(got.size(), 0.0f);
-    for (int32_t r = 0; r < rows; ++r)
-      if (tokens[r] >= 0)
-        cpu::dequantize_row(dtype_of(e), table.data() + size_t(hidden) * tokens[r], hidden, want.data() + size_t(hidden) * r);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
-  }
+      std::vector<float> want(got.size(), 0.0f);
+      for (int32_t r = 0; r < rows; ++r)
+        if (tokens[r] >= 0)
+          cpu::dequantize_row(dtype_of(e), table.data() + size_t(hidden) * tokens[r], hidden, want.data() + size_t(hidden) * r);
+      for (float& v : want) v *= scale;
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+    }
 }
 
 TEST(CudaKernels, RmsnormMatchesCpuPlainAndGathered) {
@@ -130,6 +138,30 @@ TEST(CudaKernels, RmsnormMatchesCpuPlainAndGathered) {
   }
 }
 
+// Gemma's norm of a block's output on its way into the residual: CpuBackend::add_residual's
+// rmsnorm then sum, in f32 throughout, on rows of very different scales.
+TEST(CudaKernels, RmsnormAddNormalizesEachRowIntoTheResidual) {
+  ORZO_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  const float eps = 1e-6f;
+  const int32_t rows = 5;
+  for (int32_t n : {32, 640, 4097}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> y = uniform(size_t(rows) * n, -1, 1, rng);
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t i = 0; i < n; ++i) y[size_t(r) * n + i] *= std::ldexp(1.0f, 6 * r - 12);
+    const std::vector<float> weight = uniform(size_t(n), 0.25f, 2.0f, rng), x = uniform(size_t(rows) * n, -4, 4, rng);
+    DeviceBuffer<float> d_y(y), d_weight(weight), d_x(x);
+    rmsnorm_add_rows(d_y.get(), d_weight.get(), rows, n, eps, d_x.get(), nullptr);
+
+    std::vector<float> want(x.size());
+    for (int32_t r = 0; r < rows; ++r) cpu::rmsnorm(y.data() + size_t(r) * n, weight.data(), n, eps, want.data() + size_t(r) * n);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += x[i];
+    expect_f32_near(d_x.download(), want, 2e-5, 2e-5, "x");
+    EXPECT_EQ(d_y.download(), y) << "the block's output is left as it was";
+  }
+}
+
 TEST(CudaKernels, BiasIsAddedToEveryRow) {
   ORZO_REQUIRE_GPU();
   std::mt19937 rng(3);
@@ -145,36 +177,74 @@ TEST(CudaKernels, BiasIsAddedToEveryRow) {
   }
 }
 
-TEST(CudaKernels, SwigluMatchesCpuIncludingLargeGates) {
-  ORZO_REQUIRE_GPU();
-  std::mt19937 rng(4);
+// `twin` is the CPU's activation of one row, in place over the gate; `extremes` are gates
+// where its exponential overflows or vanishes in f32, planted in every row.
+template <typename Twin>
+void check_gated(GateActivation act, const Twin& twin, const std::vector<float>& extremes, std::mt19937& rng) {
   const int32_t rows = 3, inter = 1001;
   std::vector<float> gate_up = uniform(size_t(rows) * 2 * inter, -8, 8, rng);
-  // Gates where e^-g overflows or vanishes in f32, in every row.
-  const float extremes[] = {100.0f, -100.0f, 88.0f, -88.0f, -87.5f, 30.0f, -30.0f, 0.0f};
   for (int32_t r = 0; r < rows; ++r)
-    for (size_t j = 0; j < std::size(extremes); ++j) gate_up[size_t(r) * 2 * inter + 97 * j + size_t(r)] = extremes[j];
+    for (size_t j = 0; j < extremes.size(); ++j) gate_up[size_t(r) * 2 * inter + 97 * j + size_t(r)] = extremes[j];
   DeviceBuffer<float> d_gate_up(gate_up);
   std::vector<float> want(size_t(rows) * inter), scratch(static_cast<size_t>(inter));
   for (int32_t r = 0; r < rows; ++r) {
     const float* g = gate_up.data() + size_t(r) * 2 * inter;
     std::copy(g, g + inter, want.data() + size_t(r) * inter);
-    cpu::swiglu(want.data() + size_t(r) * inter, g + inter, inter, scratch.data());
+    twin(want.data() + size_t(r) * inter, g + inter, inter, scratch.data());
   }
   for (Elem e : kElems) {
     SCOPED_TRACE(elem_name(e));
     DeviceBuffer<uint16_t> out(size_t(rows) * inter);
-    swiglu_rows(e, d_gate_up.get(), rows, inter, out.get(), nullptr);
-    expect_elem_near(e, out.download(), want, "swiglu");
+    swiglu_rows(e, act, d_gate_up.get(), rows, inter, out.get(), nullptr);
+    expect_elem_near(e, out.download(), want, "gated activation");
+  }
+}
+
+TEST(CudaKernels, SwigluMatchesCpuIncludingLargeGates) {
+  ORZO_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  // e^-g overflows below about -88.
+  check_gated(GateActivation::silu, cpu::swiglu, {100.0f, -100.0f, 88.0f, -88.0f, -87.5f, 30.0f, -30.0f, 0.0f}, rng);
+}
+
+// GeGLU (Gemma): its exponent -2 sqrt(2/pi) (g + 0.044715 g^3) reaches the cap of 87 near
+// g = -10.5, and grows as g^3 past it.
+TEST(CudaKernels, SwigluGeluTanhMatchesCpuGegluIncludingLargeGates) {
+  ORZO_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  check_gated(GateActivation::gelu_tanh, cpu::geglu_tanh,
+              {100.0f, -100.0f, 10.5f, -10.5f, -10.4f, -10.6f, 3.0f, -3.0f, 0.0f, -1e20f}, rng);
+}
+
+// Gemma 2's final soft cap over logit rows, against the CPU LM head's division then
+// scaled_tanh_inplace. That tanh is within ~1e-7 of the true one, times the cap; logits far past
+// the cap land on it exactly. The largest shape needs more than one grid pass.
+TEST(CudaKernels, SoftcapBoundsLogitsAsTheCpuLmHead) {
+  ORZO_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  const std::tuple<float, int32_t, int32_t> cases[] = {{8.0f, 1, 7}, {8.0f, 3, 4099}, {30.0f, 4097, 4099}};  // cap, shape
+  for (const auto& [cap, rows, n] : cases) {
+    SCOPED_TRACE("cap " + std::to_string(cap) + ", " + std::to_string(rows) + "x" + std::to_string(n));
+    std::vector<float> x = uniform(size_t(rows) * n, -4 * cap, 4 * cap, rng);
+    const float extremes[] = {0.0f, -0.0f, 1e-30f, 1e30f, -1e30f, cap, -cap};
+    for (size_t j = 0; j < std::size(extremes) && j < x.size(); ++j) x[j] = extremes[j];
+    DeviceBuffer<float> d_x(x);
+    softcap_rows(d_x.get(), rows, n, cap, nullptr);
+    std::vector<float> want = x;
+    for (float& v : want) v /= cap;
+    cpu::scaled_tanh_inplace(want.data(), static_cast<int64_t>(want.size()), cap);
+    expect_f32_near(d_x.download(), want, 2e-6, 1e-6 * cap, "logits");
   }
 }
 
 struct RopeCase {
   int32_t num_heads, num_kv_heads, head_dim;
   bool interleaved, bias, qk_norm;
+  bool rotates = true;  // false: a layer without RoPE (SmolLM3)
   std::string name() const {
     return std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) + " heads, dim " + std::to_string(head_dim) +
-           (interleaved ? ", interleaved" : ", half split") + (bias ? ", bias" : "") + (qk_norm ? ", q/k norm" : "");
+           (interleaved ? ", interleaved" : ", half split") + (bias ? ", bias" : "") + (qk_norm ? ", q/k norm" : "") +
+           (rotates ? "" : ", no RoPE");
   }
 };
 
@@ -192,7 +262,7 @@ std::vector<float> llama3_inv_freq(int32_t head_dim) {
 }
 
 // What CpuBackend::attention_block does to one row's q and k after its matmul has added the
-// bias: reorder, per-head norm, rotation, in place.
+// bias: reorder, per-head norm, rotation (where the layer rotates), in place.
 void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::vector<float>& norm_q,
              const std::vector<float>& norm_k, double eps, int32_t position, float* q, float* k) {
   const int64_t hd = c.head_dim;
@@ -205,6 +275,7 @@ void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::v
     for (int64_t h = 0; h < c.num_heads; ++h) cpu::rmsnorm(q + h * hd, norm_q.data(), hd, eps, q + h * hd);
     for (int64_t h = 0; h < c.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, norm_k.data(), hd, eps, k + h * hd);
   }
+  if (!c.rotates) return;
   cpu::rope_angles(inv_freq.data(), hd / 2, position, cos_sin.data());
   cpu::apply_rope(q, c.num_heads, hd, cos_sin.data());
   cpu::apply_rope(k, c.num_kv_heads, hd, cos_sin.data());
@@ -240,7 +311,7 @@ void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
   a.k_norm = c.qk_norm ? d_norm_k.get() : nullptr;
   a.eps = eps;
   a.interleaved = c.interleaved;
-  a.inv_freq = d_inv_freq.get();
+  a.inv_freq = c.rotates ? d_inv_freq.get() : nullptr;
   a.positions = d_positions.get();
   a.slot_mapping = d_slots.get();
   a.rows = rows;
@@ -296,7 +367,8 @@ TEST(CudaKernels, QkvRopeToCacheMatchesCpuAttentionPrologue) {
     for (bool interleaved : {false, true})
       for (bool bias : {false, true})
         for (bool qk_norm : {false, true})
-          for (Elem e : kElems) check_rope_case({s[0], s[1], s[2], interleaved, bias, qk_norm}, e, rng);
+          for (bool rotates : {true, false})
+            for (Elem e : kElems) check_rope_case({s[0], s[1], s[2], interleaved, bias, qk_norm, rotates}, e, rng);
 }
 
 TEST(CudaKernels, GemmMatchesDoubleReference) {
@@ -349,10 +421,13 @@ TEST(CudaKernels, GemmMatchesDoubleReference) {
 TEST(CudaKernels, BadShapesAreRefusedBeforeAnyLaunch) {
   float f = 0;
   int32_t i = 0;
-  EXPECT_THROW(embed_rows(Elem::bf16, &f, &i, -1, 8, &f, nullptr), std::invalid_argument);
+  EXPECT_THROW(embed_rows(Elem::bf16, &f, &i, -1, 8, 1.0f, &f, nullptr), std::invalid_argument);
   EXPECT_THROW(rmsnorm_rows(Elem::bf16, &f, &f, nullptr, 1, 0, 1e-5f, &f, nullptr), std::invalid_argument);
+  EXPECT_THROW(rmsnorm_add_rows(&f, &f, -1, 8, 1e-5f, &f, nullptr), std::invalid_argument);
   EXPECT_THROW(add_bias_rows(&f, &f, 1, -3, nullptr), std::invalid_argument);
-  EXPECT_THROW(swiglu_rows(Elem::f16, &f, -2, 8, &f, nullptr), std::invalid_argument);
+  EXPECT_THROW(swiglu_rows(Elem::f16, GateActivation::gelu_tanh, &f, -2, 8, &f, nullptr), std::invalid_argument);
+  EXPECT_THROW(softcap_rows(&f, -1, 8, 30.0f, nullptr), std::invalid_argument);
+  EXPECT_THROW(softcap_rows(&f, 1, 8, 0.0f, nullptr), std::invalid_argument);
   QkvRopeArgs a;
   a.rows = 1;
   a.num_heads = 2;
