@@ -118,6 +118,18 @@ class Perplexity(unittest.TestCase):
         ids = json.loads(subprocess.run([os.environ["SCORE_TOKENS"], str(GEMMA3), str(TEXT)], check=True,
                                         capture_output=True, text=True).stdout)["ids"]
         self.assertEqual(ids, tokenizer(TEXT.read_text()).input_ids)
+        # Through the actors (batcher, worker, windows scored together): `orzo perplexity` on
+        # windows of 1,024 past the sliding layers' 512, against the same windows in transformers.
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(GEMMA3.parent), gguf_file=GEMMA3.name, dtype=torch.float32, attn_implementation="eager")
+        model.eval()
+        want, count = hf_windowed_perplexity(ids, 1024, 512, score_with(model))
+        run = subprocess.run([os.environ["ORZO"], "perplexity", "-m", str(GEMMA3), "-f", str(TEXT), "--ctx", "1024",
+                              "--stride", "512"], check=True, capture_output=True, text=True)
+        got, scored = run.stdout.split()[1], int(run.stdout.split()[3])
+        print(f"gemma3 ctx 1024 stride 512: orzo perplexity {got} over {scored} tokens, transformers {want:.6f}")
+        self.assertEqual(scored, count)
+        self.assertLess(abs(float(got) / want - 1), 0.001)
 
     def test_int8_activations_stay_close(self):
         # Rounding every activation row to 8 bits moves each logit by ~2% of its spread
