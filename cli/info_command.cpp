@@ -107,6 +107,13 @@ void print_text(const ModelInfo& m, bool template_lines) {
                           (m.sliding_layers == m.layers ? "every layer" : std::to_string(m.sliding_layers) + " of " +
                                                                                or_unknown(m.layers) + " layers") +
                           (m.local_rope_theta ? ", which rotate with theta " + number_text(*m.local_rope_theta) : ""));
+  if (m.experts > 0)
+    row("experts:", std::to_string(m.experts) + ", " + std::to_string(m.experts_per_token) + " per token, FFN size " +
+                        std::to_string(m.expert_ffn_size) +
+                        (m.shared_expert_ffn_size ? ", a shared one of " + std::to_string(m.shared_expert_ffn_size) : "") +
+                        (m.expert_layers == m.layers ? ", every layer"
+                                                     : ", on " + std::to_string(m.expert_layers) + " of " +
+                                                           or_unknown(m.layers) + " layers"));
   row("norm epsilon:", or_unknown(m.norm_eps));
   row("tied embeddings:", m.tied_embeddings ? (*m.tied_embeddings ? "yes" : "no") : "?");
   row("tensors:", std::to_string(m.tensors));
@@ -170,6 +177,14 @@ ordered_json to_json(const ModelInfo& m, bool template_lines) {
     j["sliding_window"] = {{"size", *m.sliding_window}, {"layers", m.sliding_layers}, {"local_rope_theta", or_null(m.local_rope_theta)}};
   else
     j["sliding_window"] = nullptr;
+  if (m.experts > 0)
+    j["experts"] = {{"count", m.experts},
+                    {"per_token", m.experts_per_token},
+                    {"ffn_size", m.expert_ffn_size},
+                    {"shared_ffn_size", m.shared_expert_ffn_size},
+                    {"layers", m.expert_layers}};
+  else
+    j["experts"] = nullptr;
   j["norm_eps"] = or_null(m.norm_eps);
   j["tied_embeddings"] = or_null(m.tied_embeddings);
   j["tensors"] = m.tensors;

@@ -102,6 +102,12 @@ void take_config(const ModelConfig& c, ModelInfo& info) {
   info.sliding_window = c.sliding_window;
   for (int64_t l = 0; l < c.num_layers; ++l) info.sliding_layers += c.window_of(l).has_value();
   if (c.rope_local_theta > 0) info.local_rope_theta = c.rope_local_theta;
+  if (c.num_experts == 0) return;
+  info.experts = c.num_experts;
+  info.experts_per_token = c.experts_per_token;
+  info.expert_ffn_size = c.expert_intermediate_size;
+  info.shared_expert_ffn_size = c.shared_expert_intermediate_size;
+  for (int64_t l = 0; l < c.num_layers; ++l) info.expert_layers += c.has_experts(l);
 }
 
 // A model orzo does not run: what its file states under the usual names, and nothing guessed

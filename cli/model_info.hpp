@@ -49,6 +49,9 @@ struct ModelInfo {
   std::optional<int64_t> sliding_window;  // runnable models only: the window, on how many layers
   int64_t sliding_layers = 0;
   std::optional<double> local_rope_theta;  // Gemma 3's sliding layers' RoPE base
+  // Runnable MoE models only: experts per layer, how many a token takes, their FFN width, the
+  // shared expert's (0: none) and how many layers have them.
+  int64_t experts = 0, experts_per_token = 0, expert_ffn_size = 0, shared_expert_ffn_size = 0, expert_layers = 0;
   std::optional<bool> tied_embeddings;
 
   int64_t parameters = 0;  // elements of every tensor

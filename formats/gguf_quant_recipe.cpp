@@ -51,7 +51,9 @@ bool use_more_bits(int64_t layer, int64_t layers) {
 }
 
 // llama_tensor_get_type's rules for the mixes offered here, before the fallback for rows
-// that do not fit. (The MoE, Falcon and 70B special cases do not arise for these decoders.)
+// that do not fit. (Its Falcon and 70B special cases do not arise for these decoders; its
+// 8-expert rules for Mixtral's attn_v and ffn_down are not followed: such a file gets the
+// types a dense model would.)
 DType mix_type(const QuantTarget& t, const RecipeTensor& tensor, int64_t layers, bool has_output) {
   const std::string& name = tensor.name;
   const bool is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
@@ -116,7 +118,8 @@ DType fallback_type(DType t, int64_t cols) {
 }
 
 DType recipe_type(const QuantTarget& target, const RecipeTensor& tensor, int64_t layers, bool has_output) {
-  if (tensor.shape.size() < 2) return DType::F32;
+  // A MoE router is small and decides which experts run: llama.cpp never quantizes it.
+  if (tensor.shape.size() < 2 || has_part(tensor.name, "ffn_gate_inp")) return DType::F32;
   const int64_t cols = tensor.shape.back();
   if (target.mix) return fallback_type(mix_type(target, tensor, layers, has_output), cols);
   if (cols % dtype_block_elems(target.base) != 0)

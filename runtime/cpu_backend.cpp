@@ -1,6 +1,7 @@
 #include "runtime/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -38,9 +39,14 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   grow(v_, rows * cfg_.kv_dim());
   grow(attn_, rows * cfg_.q_dim());
   grow(proj_, rows * cfg_.hidden_size);
-  grow(gate_, rows * cfg_.intermediate_size);
-  grow(up_, rows * cfg_.intermediate_size);
+  grow(gate_, rows * ffn_width());
+  grow(up_, rows * ffn_width());
   grow(cos_sin_, rows * cfg_.head_dim);
+}
+
+// The widest FFN a layer runs: the dense one, an expert or the shared expert.
+int64_t CpuBackend::ffn_width() const {
+  return std::max({cfg_.intermediate_size, cfg_.expert_intermediate_size, cfg_.shared_expert_intermediate_size});
 }
 
 void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std::vector<float>& logits) {
@@ -53,7 +59,11 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   grow(proj_, rows * cfg_.hidden_size);
   for (auto* buf : {&q_, &attn_}) grow(*buf, rows * cfg_.q_dim());
   for (auto* buf : {&k_, &v_}) grow(*buf, rows * cfg_.kv_dim());
-  for (auto* buf : {&gate_, &up_}) grow(*buf, rows * cfg_.intermediate_size);
+  for (auto* buf : {&gate_, &up_}) grow(*buf, rows * ffn_width());
+  if (cfg_.num_experts > 0) {
+    grow(router_logits_, rows * cfg_.num_experts);
+    for (auto* buf : {&expert_in_, &expert_out_}) grow(*buf, rows * cfg_.hidden_size);
+  }
 
   // RoPE angles depend only on position: once per step, shared by every layer (of a kind).
   const int64_t hd = cfg_.head_dim;
@@ -72,7 +82,7 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   if (embeds()) embed(b, x);
   for (int64_t l = range_.begin; l < range_.end; ++l) {
     attention_block(l, b, x);
-    ffn_block(l, rows, x);
+    cfg_.has_experts(l) ? expert_block(l, rows, x) : ffn_block(l, rows, x);
   }
   if (produces_logits()) lm_head(b, x, logits);
 }
@@ -147,14 +157,21 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   add_residual(x, rows, w.post_attn_norm);
 }
 
-// x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma), and the
-// sum through a norm of its own first where the model has one (Gemma)
+// x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), and the sum through a norm of its own
+// first where the model has one (Gemma)
 void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
-  const int64_t inter = cfg_.intermediate_size;
   norm_rows(x, w.ffn_norm, rows, xn_.data());
-  cpu::matmul(xn_.data(), rows, w.w_gate, gate_.data(), pool_, nullptr, matmul_);
-  cpu::matmul(xn_.data(), rows, w.w_up, up_.data(), pool_, nullptr, matmul_);
+  gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, proj_.data());
+  add_residual(x, rows, w.post_ffn_norm);
+}
+
+// out = W_down · (act(W_gate·in) * W_up·in), act = SiLU or GELU (Gemma)
+void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_gate, const TensorView& w_up,
+                           const TensorView& w_down, float* out) {
+  const int64_t inter = w_gate.rows();
+  cpu::matmul(in, rows, w_gate, gate_.data(), pool_, nullptr, matmul_);
+  cpu::matmul(in, rows, w_up, up_.data(), pool_, nullptr, matmul_);
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
@@ -168,7 +185,49 @@ void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
         }
       },
       4);
-  cpu::matmul(gate_.data(), rows, w.w_down, proj_.data(), pool_, nullptr, matmul_);
+  cpu::matmul(gate_.data(), rows, w_down, out, pool_, nullptr, matmul_);
+}
+
+// x += Σ p_e · FFN_e(norm(x)) over the experts the router picks for each row, plus
+// Qwen2-MoE's shared expert scaled by sigmoid(w · norm(x)). Each chosen expert runs once, over
+// all the rows that chose it, so its weights are read once per step however many rows there are.
+void CpuBackend::expert_block(int64_t l, int64_t rows, float* x) {
+  const LayerWeights& w = model_->layer(l);
+  const ExpertWeights& experts = w.experts;
+  const int64_t d = cfg_.hidden_size;
+  norm_rows(x, w.ffn_norm, rows, xn_.data());
+  cpu::matmul(xn_.data(), rows, experts.router, router_logits_.data(), pool_, nullptr, matmul_);
+  cpu::route_experts(router_logits_.data(), rows, cfg_.num_experts, cfg_.experts_per_token, cfg_.norm_topk_prob,
+                     routing_);
+
+  float* sum = proj_.data();
+  if (w.shared_expert_gate) {
+    gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, sum);
+    for (int64_t r = 0; r < rows; ++r) {
+      float z = 0;
+      for (int64_t i = 0; i < d; ++i) z += xn_[static_cast<size_t>(r * d + i)] * w.shared_expert_gate[i];
+      const float scale = 1.0f / (1.0f + std::exp(-z));
+      for (int64_t i = 0; i < d; ++i) sum[r * d + i] *= scale;
+    }
+  } else {
+    std::fill(sum, sum + rows * d, 0.0f);
+  }
+  for (int64_t e = 0; e < cfg_.num_experts; ++e) {
+    const int64_t n = routing_.rows_of(e);
+    if (n == 0) continue;
+    const auto first = static_cast<size_t>(routing_.begin[static_cast<size_t>(e)]);
+    const int32_t* chosen_by = routing_.rows.data() + first;
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(xn_.data() + chosen_by[i] * d, d, expert_in_.data() + i * d);
+    gated_ffn(expert_in_.data(), n, experts.gate[static_cast<size_t>(e)], experts.up[static_cast<size_t>(e)],
+              experts.down[static_cast<size_t>(e)], expert_out_.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float p = routing_.row_weight[first + static_cast<size_t>(i)];
+      const float* y = expert_out_.data() + i * d;
+      float* acc = sum + chosen_by[i] * d;
+      for (int64_t j = 0; j < d; ++j) acc[j] += p * y[j];
+    }
+  }
   add_residual(x, rows, w.post_ffn_norm);
 }
 

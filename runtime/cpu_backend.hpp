@@ -6,6 +6,7 @@
 
 #include "core/kv_cache.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/expert_routing.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "runtime/layer_backend.hpp"
 #include "runtime/model.hpp"
@@ -35,6 +36,10 @@ class CpuBackend final : public LayerBackend {
   void embed(const ForwardBatch& batch, float* x);
   void attention_block(int64_t layer, const ForwardBatch& batch, float* x);
   void ffn_block(int64_t layer, int64_t rows, float* x);
+  void expert_block(int64_t layer, int64_t rows, float* x);
+  void gated_ffn(const float* in, int64_t rows, const TensorView& w_gate, const TensorView& w_up,
+                 const TensorView& w_down, float* out);
+  int64_t ffn_width() const;
   void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
   void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
   // x += proj_, row by row; through `norm` first where the model normalizes a block's output.
@@ -49,6 +54,9 @@ class CpuBackend final : public LayerBackend {
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> cos_sin_, local_cos_sin_;  // RoPE angles of this step's rows (local: Gemma 3's sliding layers)
+  // MoE layers: the router's logits, its choices, and one expert's rows gathered and answered.
+  std::vector<float> router_logits_, expert_in_, expert_out_;
+  cpu::ExpertRouting routing_;
 };
 
 }  // namespace orzo

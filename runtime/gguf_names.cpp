@@ -17,7 +17,17 @@ const std::pair<const char*, const char*> kPerLayer[] = {
     {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
     {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
+    // Mixture of Experts: the router, every expert's matrix stacked into one [experts, rows,
+    // cols] tensor (HF stores one per expert: mlp.experts.E.gate_proj), Qwen2-MoE's shared one.
+    {"ffn_gate_inp", "mlp.gate"},        {"ffn_gate_exps", "mlp.experts.gate_proj"},
+    {"ffn_up_exps", "mlp.experts.up_proj"}, {"ffn_down_exps", "mlp.experts.down_proj"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"}, {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
 };
+
+// Mixtral names the experts' gate, up and down projections w1, w3 and w2.
+const std::pair<const char*, const char*> kMixtralExpertMatrices[] = {
+    {".w1.", ".gate_proj."}, {".w3.", ".up_proj."}, {".w2.", ".down_proj."}};
 
 // Gemma's sandwich norms: there post_attention_layernorm normalizes the attention's output,
 // and the FFN's input norm is pre_feedforward_layernorm. Read before kPerLayer.
@@ -43,7 +53,20 @@ std::optional<LayerName> split_layer_name(const std::string& name, const std::st
                    name.substr(dot_last + 1)};
 }
 
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  if (const auto at = s.find(from); at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
 }  // namespace
+
+std::string canonical_hf_name(const std::string& name) {
+  std::string n = replace_once(name, "block_sparse_moe.gate.", "mlp.gate.");
+  if (n.find("block_sparse_moe.experts.") == std::string::npos) return n;
+  n = replace_once(n, "block_sparse_moe.experts.", "mlp.experts.");
+  for (const auto& [w, proj] : kMixtralExpertMatrices) n = replace_once(n, w, proj);
+  return n;
+}
 
 std::string hf_name_of_gguf(const std::string& name, const std::string& arch) {
   for (const auto& [gguf, hf] : kGlobals)

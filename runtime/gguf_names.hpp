@@ -10,6 +10,10 @@ namespace orzo {
 // GGUF name -> HF name for a model of `arch` (ModelConfig::architecture: Gemma names its
 // norms otherwise); a name outside the table is returned as it is.
 std::string hf_name_of_gguf(const std::string& gguf_name, const std::string& arch);
+// An HF name as orzo's loader knows it: Mixtral's block_sparse_moe.gate and its experts'
+// w1/w3/w2 become mlp.gate and gate_proj/up_proj/down_proj (the names of Qwen's MoE models);
+// any other name is returned as it is.
+std::string canonical_hf_name(const std::string& hf_name);
 // HF name -> GGUF name; nullopt for a tensor llama.cpp's layout has no place for.
 std::optional<std::string> gguf_name_of_hf(const std::string& hf_name, const std::string& arch);
 

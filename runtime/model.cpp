@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/load_error.hpp"
 #include "core/mapped_file.hpp"
@@ -28,6 +30,17 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A layer's matrices with the first `experts` of its experts (Layer: LayerWeights, const or not).
+template <class Layer, class View>
+void add_matrices(Layer& l, size_t experts, std::vector<View*>& out) {
+  for (View* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+    if (t->data) out.push_back(t);
+  if (!l.experts.router.data) return;
+  out.push_back(&l.experts.router);
+  for (size_t x = 0; x < std::min(experts, l.experts.gate.size()); ++x)
+    for (auto* proj : {&l.experts.gate, &l.experts.up, &l.experts.down}) out.push_back(&(*proj)[x]);
 }
 
 }  // namespace
@@ -71,6 +84,49 @@ class Model::Builder {
     return need_f32(name, n, static_cast<float>(m_.config_.norm_weight_offset));
   }
 
+  void need_ffn(LayerWeights& w, const std::string& p, int64_t inter) {
+    const int64_t d = m_.config_.hidden_size;
+    w.w_gate = need(p + "gate_proj.weight", {inter, d});
+    w.w_up = need(p + "up_proj.weight", {inter, d});
+    w.w_down = need(p + "down_proj.weight", {d, inter});
+  }
+
+  // The experts' matrices stacked in one tensor per projection (GGUF), or one tensor per
+  // expert (HF); a stacked one is sliced into views of its experts, which are whole rows.
+  ExpertWeights need_experts(const std::string& p) {
+    const ModelConfig& c = m_.config_;
+    const int64_t d = c.hidden_size, inter = c.expert_intermediate_size, n = c.num_experts;
+    ExpertWeights e;
+    e.router = need(p + "gate.weight", {n, d});
+    for (auto [proj, out, rows, cols] : {std::tuple{"gate_proj", &e.gate, inter, d}, std::tuple{"up_proj", &e.up, inter, d},
+                                         std::tuple{"down_proj", &e.down, d, inter}}) {
+      const std::string stacked = p + "experts." + proj + ".weight";
+      for (int64_t x = 0; x < n; ++x) {
+        TensorView v;
+        if (has(stacked)) {
+          const TensorView& all = need(stacked, {n, rows, cols});
+          v = all;
+          v.data = all.row(x * rows);
+          v.nbytes = all.nbytes / static_cast<size_t>(n);
+        } else {
+          v = need(p + "experts." + std::to_string(x) + "." + proj + ".weight", {rows, cols});
+        }
+        v.shape = {rows, cols};
+        v.name = stacked;  // orzo quantize's recipes go by it, as llama.cpp's do
+        out->push_back(v);
+      }
+    }
+    return e;
+  }
+
+  // A [1, n] tensor (an HF Linear to one output) read as the vector it is.
+  const std::string& flat(const std::string& name) {
+    auto it = tensors_.find(name);
+    if (it != tensors_.end() && it->second.shape.size() == 2 && it->second.shape[0] == 1)
+      it->second.shape = {it->second.shape[1]};
+    return name;
+  }
+
   void build() {
     const ModelConfig& c = m_.config_;
     const int64_t d = c.hidden_size;
@@ -108,9 +164,15 @@ class Model::Builder {
       } else {
         w.ffn_norm = need_norm(p + "post_attention_layernorm.weight", d);
       }
-      w.w_gate = need(p + "mlp.gate_proj.weight", {c.intermediate_size, d});
-      w.w_up = need(p + "mlp.up_proj.weight", {c.intermediate_size, d});
-      w.w_down = need(p + "mlp.down_proj.weight", {d, c.intermediate_size});
+      if (!c.has_experts(i)) {
+        need_ffn(w, p + "mlp.", c.intermediate_size);
+      } else {
+        w.experts = need_experts(p + "mlp.");
+        if (const int64_t shared = c.shared_expert_intermediate_size; shared > 0) {
+          need_ffn(w, p + "mlp.shared_expert.", shared);
+          w.shared_expert_gate = need_f32(flat(p + "mlp.shared_expert_gate.weight"), d);
+        }
+      }
       m_.layers_.push_back(w);
     }
     m_.rope_inv_freq_ = orzo::rope_inv_freq(c);
@@ -142,7 +204,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const std::str
   if (is_directory(path)) {
     m->config_ = read_hf_config(path);
     for (auto& f : read_safetensors_dir(path)) {
-      for (const auto& t : f.tensors) b.add(t, t.name);
+      for (const auto& t : f.tensors) b.add(t, canonical_hf_name(t.name));
       m->files_.push_back(f.file);
     }
   } else {
@@ -161,8 +223,7 @@ void Model::requantize(const QuantTarget& target) {
   const bool tied = lm_head_.data == embedding_.data;
   std::vector<TensorView*> matrices = {&embedding_};
   if (!tied) matrices.push_back(&lm_head_);
-  for (auto& l : layers_)
-    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(t);
+  for (auto& l : layers_) add_matrices(l, l.experts.gate.size(), matrices);
   ThreadPool pool(0);
   for (TensorView* t : matrices) {
     const DType type =
@@ -187,14 +248,19 @@ void Model::requantize(const QuantTarget& target) {
 
 std::vector<const TensorView*> Model::layer_matrices() const {
   std::vector<const TensorView*> out;
-  for (const auto& l : layers_)
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) out.push_back(t);
+  for (const auto& l : layers_) add_matrices(l, l.experts.gate.size(), out);
+  return out;
+}
+
+std::vector<const TensorView*> Model::token_matrices() const {
+  std::vector<const TensorView*> out;
+  for (const auto& l : layers_) add_matrices(l, static_cast<size_t>(config_.experts_per_token), out);
   return out;
 }
 
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = dtype_row_bytes(embedding_.dtype, embedding_.cols()) + lm_head_.nbytes;
-  for (const auto* t : layer_matrices()) bytes += t->nbytes;
+  for (const auto* t : token_matrices()) bytes += t->nbytes;
   return bytes;
 }
 
@@ -217,7 +283,7 @@ void Model::page_in(const std::function<void(size_t done, size_t total)>& progre
 
 int64_t Model::layer_parameters() const {
   int64_t n = 0;
-  for (const auto* t : layer_matrices()) n += t->numel();
+  for (const auto* t : token_matrices()) n += t->numel();
   return n;
 }
 

@@ -16,6 +16,12 @@ namespace orzo {
 class MappedFile;
 struct QuantTarget;
 
+// A Mixture-of-Experts FFN (ModelConfig::has_experts): the router and each expert's SwiGLU.
+struct ExpertWeights {
+  TensorView router;                       // [experts, hidden]
+  std::vector<TensorView> gate, up, down;  // per expert: [expert_inter, hidden] x2, [hidden, expert_inter]
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [hidden]
   TensorView wq, wk, wv, wo;         // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
@@ -26,9 +32,13 @@ struct LayerWeights {
   const float* q_norm = nullptr;     // [head_dim], Qwen3 only
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;   // [hidden]
-  TensorView w_gate, w_up, w_down;   // [inter, hidden] x2, [hidden, inter]
+  // The dense FFN, [inter, hidden] x2, [hidden, inter]; in a MoE layer Qwen2-MoE's shared
+  // expert, or nothing.
+  TensorView w_gate, w_up, w_down;
   const float* post_attn_norm = nullptr;  // [hidden], on each block's output: Gemma only
   const float* post_ffn_norm = nullptr;
+  ExpertWeights experts;                  // empty in a dense layer
+  const float* shared_expert_gate = nullptr;  // [hidden]: the shared expert is scaled by sigmoid(this · x)
 };
 
 class Model {
@@ -49,11 +59,16 @@ class Model {
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
   // RoPE inverse frequencies; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope).
   const std::vector<float>& rope_inv_freq(bool local = false) const { return local ? local_rope_inv_freq_ : rope_inv_freq_; }
-  // Every layer's seven matrices, layer by layer: what one token streams through.
+  // Every layer's matrices, layer by layer: attention's four, then the FFN's three, or a MoE
+  // layer's router, shared expert and every expert's three.
   std::vector<const TensorView*> layer_matrices() const;
-  // Bytes of weights one decode step reads: every matrix once, one embedding row.
+  // The matrices one token multiplies: those of layer_matrices() less the experts it is not
+  // routed to (experts_per_token of them stand for any, all being stored alike).
+  std::vector<const TensorView*> token_matrices() const;
+  // Bytes of weights one decode step of one sequence reads: token_matrices() once, one
+  // embedding row and the LM head.
   size_t weight_bytes_per_token() const;
-  // Weights of the layers' matrices: every token costs 2 flops for each. (The LM head adds
+  // Weights of token_matrices(): every token costs 2 flops for each. (The LM head adds
   // 2 x vocab x hidden for each row that produces logits.)
   int64_t layer_parameters() const;
   // Reads every weight once so the mapped pages are resident before the first request needs

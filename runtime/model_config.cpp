@@ -1,5 +1,6 @@
 #include "runtime/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -185,11 +186,68 @@ void read_gemma(const json& j, ModelConfig& c, const std::string& source) {
     c.sliding_layers[static_cast<size_t>(l)] = c.architecture == "gemma2" ? l % 2 == 0 : (l + 1) % pattern != 0;
 }
 
+// A per-layer list none of whose layers is marked says nothing: empty, as for a model without.
+void forget_if_none(std::vector<bool>& layers) {
+  if (std::find(layers.begin(), layers.end(), true) == layers.end()) layers.clear();
+}
+
+// Mixtral's, Qwen2-MoE's and Qwen3-MoE's experts. Mixtral's experts are intermediate_size
+// wide and always renormalized; Qwen's are moe_intermediate_size wide, renormalized where
+// norm_topk_prob, and some of their layers may keep a dense FFN.
+void read_experts(const json& j, ModelConfig& c, const std::string& source) {
+  const bool mixtral = c.architecture == "mixtral";
+  // Mixtral's key; transformers 5 writes Qwen3-MoE's so too, where the Hub's configs say num_experts.
+  c.num_experts = get_int(j, j.contains("num_local_experts") ? "num_local_experts" : "num_experts", source);
+  c.experts_per_token = get_int(j, "num_experts_per_tok", source);
+  c.expert_intermediate_size = mixtral ? c.intermediate_size : get_int(j, "moe_intermediate_size", source);
+  c.norm_topk_prob = mixtral || get_bool_or(j, "norm_topk_prob", false, source);
+  if (c.architecture == "qwen2moe") c.shared_expert_intermediate_size = get_int(j, "shared_expert_intermediate_size", source);
+  if (mixtral) return;
+  const int64_t step = get_int_or(j, "decoder_sparse_step", 1, source);
+  if (step <= 0) fail(source, "decoder_sparse_step must be positive");
+  c.dense_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  for (int64_t l = 0; l < c.num_layers; ++l) c.dense_layers[static_cast<size_t>(l)] = (l + 1) % step != 0;
+  if (auto only = j.find("mlp_only_layers"); only != j.end() && only->is_array())
+    for (const json& v : *only) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers)
+        fail(source, "\"mlp_only_layers\" holds " + v.dump() + ", not a layer");
+      c.dense_layers[v.get<size_t>()] = true;
+    }
+  forget_if_none(c.dense_layers);
+}
+
 void read_gguf_gemma(const GgufMetadata& m, const std::string& p, ModelConfig& c) {
   apply_gguf_gemma_rules(c);
   if (auto v = m.find_float(p + "attn_logit_softcapping"); v && *v != 0.0) c.attn_softcap = *v;
   if (auto v = m.find_float(p + "final_logit_softcapping"); v && *v != 0.0) c.final_softcap = *v;
   if (auto v = m.find_float(p + "rope.freq_base_swa"); v && c.architecture == "gemma3") c.rope_local_theta = *v;
+}
+
+// Experts as llama.cpp's loader reads them: a llama file with experts is a Mixtral; whether
+// the chosen probabilities are renormalized is not a key but fixed (Qwen2-MoE no, Qwen3-MoE and
+// Mixtral yes), unless the file says it. A layer without a router has a dense FFN (Qwen's
+// mlp_only_layers), which llama.cpp does not allow but costs nothing to read.
+void read_gguf_experts(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  const GgufMetadata& m = file.metadata;
+  const std::string& source = file.file->path();
+  c.num_experts = m.find_int(p + "expert_count").value_or(0);
+  if (c.num_experts == 0) {
+    if (c.architecture == "qwen2moe" || c.architecture == "qwen3moe") fail(source, "missing " + p + "expert_count");
+    return;
+  }
+  c.experts_per_token = m.get_int(p + "expert_used_count");
+  c.expert_intermediate_size = m.find_int(p + "expert_feed_forward_length").value_or(c.intermediate_size);
+  const std::string norm = p + "expert_weights_norm";
+  c.norm_topk_prob = m.has(norm) ? m.get_bool(norm) : c.architecture != "qwen2moe";
+  if (c.architecture == "qwen2moe")
+    c.shared_expert_intermediate_size = m.find_int(p + "expert_shared_feed_forward_length").value_or(c.intermediate_size);
+  c.dense_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string router = "blk." + std::to_string(l) + ".ffn_gate_inp.weight";
+    c.dense_layers[static_cast<size_t>(l)] =
+        std::none_of(file.tensors.begin(), file.tensors.end(), [&](const TensorView& t) { return t.name == router; });
+  }
+  forget_if_none(c.dense_layers);
 }
 
 }  // namespace
@@ -244,6 +302,16 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(attn_scale >= 0) || !std::isfinite(attn_scale)) fail(source, "the attention scale must be positive");
   for (const auto& cap : {attn_softcap, final_softcap})
     if (cap && !(*cap > 0 && std::isfinite(*cap))) fail(source, "logit soft-capping must be positive");
+  if (num_experts != 0) {
+    positive(num_experts, "num_experts");
+    positive(expert_intermediate_size, "moe_intermediate_size");
+    if (experts_per_token <= 0 || experts_per_token > num_experts)
+      fail(source, "num_experts_per_tok must be between 1 and num_experts (" + std::to_string(num_experts) + "), got " +
+                       std::to_string(experts_per_token));
+    if (shared_expert_intermediate_size < 0) fail(source, "shared_expert_intermediate_size must not be negative");
+    if (!dense_layers.empty() && static_cast<int64_t>(dense_layers.size()) != num_layers)
+      fail(source, "the dense layers do not match the layer count");
+  }
   for (auto id : eos_token_ids)
     if (id < 0 || id >= vocab_size) fail(source, "eos token id " + std::to_string(id) + " is outside the vocabulary");
 }
@@ -278,10 +346,17 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     c.architecture = "gemma3";
   } else if (arch == "SmolLM3ForCausalLM" || arch == "smollm3") {
     c.architecture = "smollm3";
+  } else if (arch == "MixtralForCausalLM" || arch == "mixtral") {
+    c.architecture = "mixtral";
+  } else if (arch == "Qwen2MoeForCausalLM" || arch == "qwen2_moe") {
+    c.architecture = "qwen2moe";
+  } else if (arch == "Qwen3MoeForCausalLM" || arch == "qwen3_moe") {
+    c.architecture = "qwen3moe";
   } else {
     fail(source, "unsupported architecture \"" + (arch.empty() ? std::string("(none given)") : arch) +
                      "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                     "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM)");
+                     "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM, MixtralForCausalLM, "
+                     "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
   }
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   // Gemma's configs name it hidden_activation (and some keep a stale hidden_act beside it).
@@ -308,19 +383,21 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", gemma, source);
   read_rope(j, c, source);
   if (gemma) read_gemma(j, c, source);
+  const bool moe = c.architecture == "mixtral" || c.architecture == "qwen2moe" || c.architecture == "qwen3moe";
+  if (moe) read_experts(j, c, source);
 
-  if (c.architecture == "mistral") {
+  if (c.architecture == "mistral" || c.architecture == "mixtral") {
     if (auto sw = get_int_or(j, "sliding_window", 0, source); sw > 0) c.sliding_window = sw;
-  } else if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "smollm3") {
+  } else if (c.architecture != "gemma2" && c.architecture != "gemma3" && c.architecture != "llama") {
     if (get_bool_or(j, "use_sliding_window", false, source))
       fail(source, "use_sliding_window is not supported for " + c.architecture);
   }
-  if (c.architecture == "qwen2") {
+  if (c.architecture == "qwen2" || c.architecture == "qwen2moe") {
     c.qkv_bias = true;
   } else {
     c.qkv_bias = c.o_bias = get_bool_or(j, "attention_bias", false, source);
   }
-  c.qk_norm = c.qk_norm || c.architecture == "qwen3";
+  c.qk_norm = c.qk_norm || c.architecture == "qwen3" || c.architecture == "qwen3moe";
   if (c.architecture == "smollm3") read_no_rope_layers(j, c, source);
 
   if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer())
@@ -350,9 +427,10 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   const GgufMetadata& m = file.metadata;
   const std::string& source = file.file->path();
   const std::string arch = m.get_string("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "smollm3")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "smollm3" &&
+      arch != "qwen2moe" && arch != "qwen3moe")
     fail(source, "unsupported GGUF architecture \"" + arch +
-                     "\" (supported: llama, qwen2, qwen3, gemma2, gemma3, smollm3)");
+                     "\" (supported: llama, qwen2, qwen3, gemma2, gemma3, smollm3, qwen2moe, qwen3moe)");
   ModelConfig c;
   c.architecture = arch;
   const std::string p = arch + ".";
@@ -382,8 +460,9 @@ ModelConfig read_gguf_config(const GgufFile& file) {
     c.no_rope_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
     for (int64_t l = 3; l < c.num_layers; l += 4) c.no_rope_layers[static_cast<size_t>(l)] = true;
   }
-  c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3" || arch == "gemma3";
+  c.qkv_bias = arch == "qwen2" || arch == "qwen2moe";
+  c.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
+  read_gguf_experts(file, p, c);
   if (arch == "gemma2" || arch == "gemma3") read_gguf_gemma(m, p, c);
   if (auto bos = m.find_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})

@@ -30,7 +30,7 @@ struct RopeScaling {
 enum class Activation { Silu, GeluTanh };
 
 struct ModelConfig {
-  std::string architecture;  // llama, mistral, qwen2, qwen3, gemma2, gemma3, smollm3
+  std::string architecture;  // llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, smollm3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -69,6 +69,19 @@ struct ModelConfig {
   double attn_scale = 0.0;
   // Gemma 2 bounds attention scores and final logits smoothly: x -> cap * tanh(x / cap).
   std::optional<double> attn_softcap, final_softcap;
+  // Mixture of Experts: a router scores num_experts FFNs (of expert_intermediate_size) for
+  // each row, softmax over all of them, and the row goes through the experts_per_token best,
+  // weighted by their probabilities (renormalized to sum to 1 where norm_topk_prob: Mixtral,
+  // Qwen3-MoE). 0 experts: a dense model.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  // Qwen2-MoE adds a dense expert every row takes, scaled by sigmoid(w · x); 0: none.
+  int64_t shared_expert_intermediate_size = 0;
+  // Layers of a MoE model with a dense FFN of intermediate_size instead (Qwen's
+  // mlp_only_layers and decoder_sparse_step); empty: none.
+  std::vector<bool> dense_layers;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
 
@@ -80,6 +93,9 @@ struct ModelConfig {
     return sliding_window;
   }
   bool local_rope(int64_t l) const { return rope_local_theta > 0 && window_of(l).has_value(); }
+  bool has_experts(int64_t l) const {
+    return num_experts > 0 && (dense_layers.empty() || !dense_layers[static_cast<size_t>(l)]);
+  }
   bool rotates(int64_t l) const { return no_rope_layers.empty() || !no_rope_layers[static_cast<size_t>(l)]; }
   double attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   // Throws LoadError (naming `source`) when the numbers do not describe a usable model.

@@ -53,10 +53,16 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -205,6 +211,29 @@ SPECS = [
               tie_word_embeddings=True, pad_token_id=0),
          seed=8017, prompt_seed=8, gguf_arch="smollm3",
          ablations=dict(no_rope_layers=[1, 1, 1, 1])),
+    # Mixture of Experts: more experts than each row takes, routed by random (so uneven) router
+    # weights. Mixtral's GGUF is llama's with experts (q/k permuted).
+    Spec("mixtral", MixtralForCausalLM, MixtralConfig,
+         dict(BASE, rms_norm_eps=1e-5, rope_theta=1000000.0, tie_word_embeddings=False,
+              num_local_experts=8, num_experts_per_tok=2),
+         seed=9001, prompt_seed=9, gguf_arch="llama", ablations=dict(num_experts_per_tok=1)),
+    # Qwen2-MoE: q/k/v biases, a shared expert behind its sigmoid gate, probabilities not
+    # renormalized, and a layer with a dense FFN (mlp_only_layers), which llama.cpp's qwen2moe
+    # does not know but orzo's GGUF reader takes from the layer's missing router.
+    Spec("qwen2moe", Qwen2MoeForCausalLM, Qwen2MoeConfig,
+         dict(BASE, num_hidden_layers=3, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+              num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+              shared_expert_intermediate_size=48, norm_topk_prob=False, mlp_only_layers=[1],
+              use_sliding_window=False),
+         seed=10009, prompt_seed=10, gguf_arch="qwen2moe", ablations=dict(norm_topk_prob=True)),
+    # Qwen3-MoE: q/k norms, 16 experts of which 4 per row (Qwen3-30B-A3B has 128 and 8),
+    # renormalized; its GGUF also in Q8_0, so experts are read quantized.
+    Spec("qwen3moe", Qwen3MoeForCausalLM, Qwen3MoeConfig,
+         dict(BASE, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+              num_experts=16, num_experts_per_tok=4, moe_intermediate_size=32, norm_topk_prob=True,
+              use_sliding_window=False),
+         seed=11034, prompt_seed=11, gguf_arch="qwen3moe", gguf_dtypes=("f32", "q8_0"),
+         ablations=dict(norm_topk_prob=False, num_experts_per_tok=2)),
 ]
 
 
@@ -311,6 +340,14 @@ HF_TO_GGUF_LAYER = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    # Mixture of Experts (transformers 5 holds the experts as [experts, ...] tensors, gate and
+    # up stacked in gate_up_proj; GGUF stacks them too, gate and up apart: see gguf_tensors).
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.experts.down_proj": "ffn_down_exps.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
 }
 HF_TO_GGUF_GLOBAL = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -410,11 +447,26 @@ def gguf_tensors(model, arch: str, dtype: str) -> dict[str, tuple[np.ndarray, QT
         if arch in PERMUTED_QK and name.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in name else cfg.num_key_value_heads
             w = permute_qk(w, n_head)
-        if w.ndim == 1 or qtype == QT.F32:
-            out[hf_to_gguf_name(name, arch)] = (w.astype(np.float32), QT.F32)
-        else:
-            out[hf_to_gguf_name(name, arch)] = (gguf.quants.quantize(w, qtype), qtype)
+        for gname, part in gguf_parts(name, w, arch):
+            # llama.cpp never quantizes a MoE router (ffn_gate_inp).
+            if part.ndim == 1 or qtype == QT.F32 or "ffn_gate_inp" in gname:
+                out[gname] = (part.astype(np.float32), QT.F32)
+            else:
+                out[gname] = (gguf.quants.quantize(part, qtype), qtype)
     return out
+
+
+def gguf_parts(name: str, w: np.ndarray, arch: str) -> list[tuple[str, np.ndarray]]:
+    """The GGUF tensors of one HF tensor: the experts' gate_up_proj [experts, 2 inter, hidden] is
+    ffn_gate_exps and ffn_up_exps; Qwen2-MoE's shared-expert gate [1, hidden] is a vector."""
+    if name.endswith("mlp.experts.gate_up_proj"):
+        gate, up = np.split(w, 2, axis=1)
+        prefix = hf_to_gguf_name(name.replace("gate_up_proj", "down_proj"), arch).rsplit(".", 2)[0]
+        return [(f"{prefix}.ffn_gate_exps.weight", np.ascontiguousarray(gate)),
+                (f"{prefix}.ffn_up_exps.weight", np.ascontiguousarray(up))]
+    if name.endswith("shared_expert_gate.weight"):
+        return [(hf_to_gguf_name(name, arch), w.reshape(-1))]
+    return [(hf_to_gguf_name(name, arch), w)]
 
 
 def write_gguf(path: Path, model, arch: str, dtype: str,
@@ -444,6 +496,14 @@ def write_gguf(path: Path, model, arch: str, dtype: str,
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_vocab_size(cfg.vocab_size)
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        if getattr(cfg, "moe_intermediate_size", None):
+            w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        if getattr(cfg, "shared_expert_intermediate_size", None):
+            w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     w.add_file_type(FILE_TYPES[dtype])
     if dtype in ("q8_0", "q4_0"):
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
@@ -465,8 +525,18 @@ def dequantized_state_dict(tensors: dict[str, tuple[np.ndarray, QT]], cfg,
             continue  # not a weight in HF: the llama3 rope lives in the config
         if gname == "output.weight" and cfg.tie_word_embeddings:
             continue  # some GGUFs store the tied head as a copy; HF shares the embedding
+        if gname.endswith("ffn_up_exps.weight"):
+            continue  # with ffn_gate_exps below
+        if gname.endswith("ffn_gate_exps.weight"):
+            up = tensors[gname.replace("gate_exps", "up_exps")]
+            halves = [gguf.quants.dequantize(d, q).astype(np.float32) for d, q in ((data, qtype), up)]
+            hname = gguf_to_hf_name(gname.replace("gate_exps", "down_exps"), arch).replace("down_proj", "gate_up_proj")
+            sd[hname] = torch.from_numpy(np.ascontiguousarray(np.concatenate(halves, axis=1)))
+            continue
         hname = gguf_to_hf_name(gname, arch)
         w = gguf.quants.dequantize(data, qtype).astype(np.float32) - np.float32(norm_shift(arch, hname))
+        if hname.endswith("shared_expert_gate.weight"):
+            w = w.reshape(1, -1)
         if arch in PERMUTED_QK and hname.endswith(("q_proj.weight", "k_proj.weight")):
             n_head = cfg.num_attention_heads if "q_proj" in hname else cfg.num_key_value_heads
             w = unpermute_qk(w, n_head)
@@ -536,11 +606,35 @@ def save_checkpoint(spec: Spec, model, out: Path) -> None:
     sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         sd.pop("lm_head.weight")  # as HF writes tied checkpoints: the head is the embedding
+    if any(".experts." in k for k in sd):
+        sd = hub_expert_layout(spec, sd)
     save_file(dict(sorted(sd.items())), str(out / "model.safetensors"), metadata={"format": "pt"})
 
     if spec.generation_eos is not None:
         GenerationConfig(bos_token_id=model.config.bos_token_id,
                          eos_token_id=spec.generation_eos).save_pretrained(str(out))
+
+
+def hub_expert_layout(spec: Spec, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """transformers 5 holds a layer's experts as [experts, ...] tensors; checkpoints on the Hub
+    (and save_pretrained) have one tensor per expert and matrix, under Mixtral's names there."""
+    mixtral = spec.model_cls is MixtralForCausalLM
+    names = {"gate": "w1", "up": "w3", "down": "w2"} if mixtral else {m: f"{m}_proj" for m in ("gate", "up", "down")}
+    out = {}
+    for k, v in sd.items():
+        prefix = k.rsplit(".mlp.", 1)[0] + (".block_sparse_moe." if mixtral else ".mlp.")
+        if k.endswith("mlp.experts.gate_up_proj"):
+            for e, (gate, up) in enumerate(zip(*v.chunk(2, dim=1))):
+                out[f"{prefix}experts.{e}.{names['gate']}.weight"] = gate.contiguous()
+                out[f"{prefix}experts.{e}.{names['up']}.weight"] = up.contiguous()
+        elif k.endswith("mlp.experts.down_proj"):
+            for e, down in enumerate(v):
+                out[f"{prefix}experts.{e}.{names['down']}.weight"] = down.contiguous()
+        elif mixtral and k.endswith("mlp.gate.weight"):
+            out[f"{prefix}gate.weight"] = v
+        else:
+            out[k] = v
+    return out
 
 
 def reload(spec: Spec, out: Path):
@@ -864,6 +958,9 @@ References are HF transformers, float32, eager attention, on CPU.
 | gemma2/ | Gemma2ForCausalLM, sandwich norms, GeGLU, soft caps 2/4, window 8 on even layers, query_pre_attn_scalar 12 | no GGUF (llama.cpp fixes that scalar to head_dim) |
 | smollm3/ | SmolLM3ForCausalLM, no RoPE in layer 3 of 4 | GGUF f32 (q/k permuted as for llama) |
 | gemma3/ | Gemma3ForCausalLM, 6 layers (5 sliding, window 8), q/k norms, global RoPE 1e6 linear x2, local 1e4 | GGUF f32 (norms stored as 1 + w, as llama.cpp's converter does); config.json in transformers-5 form |
+| mixtral/ | MixtralForCausalLM, 8 experts, 2 per row | GGUF f32 as llama with `ffn_*_exps` (q/k permuted); safetensors with one tensor per expert, as on the Hub |
+| qwen2moe/ | Qwen2MoeForCausalLM, 8 experts, 2 per row not renormalized, shared expert 48 wide, layer 1 dense (mlp_only_layers) | GGUF f32 (the dense layer has no `ffn_gate_inp`) |
+| qwen3moe/ | Qwen3MoeForCausalLM, 16 experts, 4 per row renormalized, q/k norms | GGUF f32 and q8_0 (experts quantized; the router stays F32, as llama.cpp keeps it) |
 | stories260K/ | /work/shared/models/stories260K/hf | real trained model, 64-token greedy + decoded text |
 
 All but llama/ and gemma3/ write config.json the way transformers 4 did (`rope_theta`, `rope_scaling`).

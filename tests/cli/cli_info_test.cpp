@@ -274,6 +274,21 @@ TEST(Info, DescribesGemma3) {
   EXPECT_EQ(j["tokenizer"]["chat_template"], false);
 }
 
+// The experts as the forward pass will run them, from both forms of a fixture.
+TEST(Info, DescribesMixtureOfExperts) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/qwen2moe";
+  const json experts = {{"count", 8}, {"per_token", 2}, {"ffn_size", 32}, {"shared_ffn_size", 48}, {"layers", 2}};
+  for (const std::string& model : {dir, dir + "/model-f32.gguf"}) {
+    const json j = info_json(model);
+    EXPECT_EQ(j["runnable"], true) << model;
+    EXPECT_EQ(j["experts"], experts) << model;
+  }
+  EXPECT_NE(info_text(dir).find("experts:         8, 2 per token, FFN size 32, a shared one of 48, on 2 of 3 layers"),
+            std::string::npos)
+      << info_text(dir);
+  EXPECT_EQ(info_json(std::string(ORZO_FIXTURES_DIR) + "/llama")["experts"], nullptr);
+}
+
 TEST_F(InfoFiles, BadInputIsOneLineAndNonZero) {
   testing::Bytes truncated = testing::read_bytes(kStories);
   truncated.resize(truncated.size() / 2);

@@ -115,15 +115,17 @@ TEST_P(Fixture, SafetensorsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, Fixture,
-                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3"));
+                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3",
+                                           "mixtral", "qwen2moe", "qwen3moe"));
 
-// Gemma's per-layer terms (which layers slide, Gemma 3's two RoPE tables, soft caps) must
-// not depend on how a step is cut: the 23-token prompt prefilled in chunks of 5, batched with
-// the other two prompts, and run as two layer ranges (Gemma 3's front range slides
-// everywhere, its back range holds the global layer) all give its logits alone.
-class GemmaFixture : public ::testing::TestWithParam<std::string> {};
+// Per-layer terms (Gemma's sliding layers, Gemma 3's two RoPE tables, soft caps) and the
+// experts' routing must not depend on how a step is cut: the 23-token prompt prefilled in
+// chunks of 5, batched with the other two prompts (whose rows then share its experts), and
+// run as two layer ranges (Gemma 3's front range slides everywhere, its back range holds the
+// global layer; Qwen2-MoE's dense layer sits in one) all give its logits alone.
+class LayerTermsFixture : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GemmaFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
+TEST_P(LayerTermsFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
   const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
   const Expected e = read_expected(dir, "expected_logits.bin");
   auto model = Model::load(dir);
@@ -176,12 +178,14 @@ TEST_P(GemmaFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
   EXPECT_EQ(split.greedy(0, prompt, 32, e.vocab), e.greedy.back());
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, GemmaFixture, ::testing::Values("gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, LayerTermsFixture,
+                         ::testing::Values("gemma2", "gemma3", "mixtral", "qwen2moe", "qwen3moe"));
 
 // The GGUF architectures: llama (q/k rows permuted for interleaved RoPE, Llama 3 scaling as
 // a rope_freqs tensor), qwen2 (biases), qwen3 (q/k norms), gemma3 (norms stored as 1 + w,
 // llama.cpp's fixed layer pattern and local RoPE base), smollm3 (permuted like llama, every
-// fourth layer without RoPE).
+// fourth layer without RoPE), and the experts stacked per projection: llama with experts
+// (Mixtral), qwen2moe (a shared expert; a dense layer, known by its missing router), qwen3moe.
 class GgufFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufFixture, F32GgufMatchesTransformers) {
@@ -193,7 +197,8 @@ TEST_P(GgufFixture, F32GgufMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture,
-                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3", "smollm3"));
+                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3", "smollm3", "mixtral",
+                                           "qwen2moe", "qwen3moe"));
 
 // Stored in a narrower type, the weights are exactly the dequantized values transformers
 // was given, so the only difference left is f32 rounding, and for block types on a level
@@ -248,6 +253,21 @@ TEST(Bf16Gguf, Bf16ActivationsStayWithinTheirRounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedGguf, ::testing::Values("f16", "bf16", "q8_0", "q4_0"));
+
+// Experts stored as Q8_0 (the router stays F32, as llama.cpp keeps it): each expert's
+// product takes the block types' path, over the few rows routed to it.
+TEST(MoeGguf, Q8ExpertsMatchTransformersOnDequantizedWeights) {
+  orzo::testing::for_each_isa([&] {
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/qwen3moe";
+    const Expected e = read_expected(dir, "expected_logits-q8_0.bin");
+    std::ifstream in(dir + "/expected.json");
+    const auto j = nlohmann::json::parse(in);
+    const auto greedy = j.at("greedy_by_dtype").at("q8_0").get<std::vector<std::vector<int32_t>>>();
+    const bool margin_ok = j.at("greedy_margin_ok_by_dtype").at("q8_0").get<bool>();
+    check_model(dir + "/model-q8_0.gguf", e, 1e-4f, margin_ok ? &greedy : nullptr, {},
+                cpu::has_matmul_q16() ? kTwoDigitRoundingRms : 0.0);
+  });
+}
 
 }  // namespace
 }  // namespace orzo

@@ -97,7 +97,7 @@ TEST(ModelConfig, Llama3ScalingKeepsHighAndSlowsLowFrequencies) {
 
 TEST(ModelConfig, RefusesWhatItCannotRunByName) {
   EXPECT_NE(error_of(llama_json("", "GPT2LMHeadModel")).find("GPT2LMHeadModel"), std::string::npos);
-  EXPECT_NE(error_of(llama_json("", "Qwen2MoeForCausalLM")).find("Qwen2MoeForCausalLM"), std::string::npos);
+  EXPECT_NE(error_of(llama_json("", "DeepseekV2ForCausalLM")).find("DeepseekV2ForCausalLM"), std::string::npos);
   EXPECT_NE(error_of(llama_json(R"(, "hidden_act": "gelu")")).find("gelu"), std::string::npos);
   EXPECT_NE(error_of(llama_json(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4})")).find("yarn"),
             std::string::npos);
@@ -254,6 +254,59 @@ TEST_F(GgufConfig, GemmaTermsFollowLlamaCpp) {
   EXPECT_EQ(g3.rope_local_theta, 10000.0);
   for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(g3.local_rope(l), (l + 1) % 6 != 0);
   EXPECT_DOUBLE_EQ(write("gemma3", 62, false).attention_scale(), 1.0 / 8.0);
+}
+
+// The experts' keys as the Hub's configs spell them: Mixtral-8x7B (num_local_experts, always
+// renormalized), Qwen1.5-MoE (a shared expert, probabilities as they are, decoder_sparse_step),
+// Qwen3-30B-A3B (num_experts, norm_topk_prob, mlp_only_layers).
+TEST(ModelConfig, ReadsTheExpertsOfEachFamily) {
+  const auto mixtral = parse_hf_config(
+      llama_json(R"(, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": null)", "MixtralForCausalLM"),
+      "", "x");
+  EXPECT_EQ(mixtral.architecture, "mixtral");
+  EXPECT_EQ(mixtral.num_experts, 8);
+  EXPECT_EQ(mixtral.experts_per_token, 2);
+  EXPECT_EQ(mixtral.expert_intermediate_size, 96);  // Mixtral's experts are intermediate_size wide
+  EXPECT_TRUE(mixtral.norm_topk_prob);
+  EXPECT_FALSE(mixtral.sliding_window);
+  EXPECT_TRUE(mixtral.has_experts(0) && mixtral.has_experts(1));
+
+  const auto qwen2 = parse_hf_config(llama_json(R"(, "num_experts": 60, "num_experts_per_tok": 4,
+      "moe_intermediate_size": 32, "shared_expert_intermediate_size": 128, "decoder_sparse_step": 2)",
+                                                "Qwen2MoeForCausalLM"),
+                                     "", "x");
+  EXPECT_EQ(qwen2.architecture, "qwen2moe");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.norm_topk_prob);
+  EXPECT_EQ(qwen2.shared_expert_intermediate_size, 128);
+  EXPECT_FALSE(qwen2.has_experts(0));  // layer l has experts where (l + 1) % step == 0
+  EXPECT_TRUE(qwen2.has_experts(1));
+
+  const auto qwen3 = parse_hf_config(llama_json(R"(, "num_experts": 128, "num_experts_per_tok": 8,
+      "moe_intermediate_size": 48, "norm_topk_prob": true, "mlp_only_layers": [0])",
+                                                "Qwen3MoeForCausalLM"),
+                                     "", "x");
+  EXPECT_EQ(qwen3.architecture, "qwen3moe");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_EQ(qwen3.num_experts, 128);
+  EXPECT_EQ(qwen3.expert_intermediate_size, 48);
+  EXPECT_TRUE(qwen3.norm_topk_prob);
+  EXPECT_EQ(qwen3.shared_expert_intermediate_size, 0);
+  EXPECT_FALSE(qwen3.has_experts(0));
+  EXPECT_TRUE(qwen3.has_experts(1));
+  EXPECT_FALSE(parse_hf_config(llama_json(), "", "x").has_experts(0));  // a dense model
+
+  const std::string qwen3_moe = "Qwen3MoeForCausalLM";
+  EXPECT_NE(error_of(llama_json(R"(, "num_experts": 4, "num_experts_per_tok": 5, "moe_intermediate_size": 8)", qwen3_moe))
+                .find("num_experts_per_tok"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama_json(R"(, "num_experts": 4, "num_experts_per_tok": 2)", qwen3_moe)).find("moe_intermediate_size"),
+            std::string::npos);
+  EXPECT_NE(error_of(llama_json(R"(, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+                                   "mlp_only_layers": [2])",
+                                qwen3_moe))
+                .find("mlp_only_layers"),
+            std::string::npos);
 }
 
 TEST_F(GgufConfig, UnsupportedArchitectureIsNamed) {
