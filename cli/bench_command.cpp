@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -137,6 +138,8 @@ class BareBench {
     return seconds_since(t0);
   }
 
+  const CpuBackend::ExpertUse& expert_use() const { return backend_.expert_use(); }
+
   // `gen` steps of one row per sequence; returns seconds.
   double decode() {
     const auto t0 = Clock::now();
@@ -178,7 +181,14 @@ class BareBench {
   Sampler sampler_;
 };
 
-void report_bench(const BenchOptions& o, const Model& model, int threads, double prefill_s, double decode_s) {
+// What a MoE model's decode steps did with its experts: distinct experts run per layer and
+// step, and rows each served per read of its weights.
+struct DecodeExperts {
+  double run_per_layer_step = 0, rows_per_expert = 0;
+};
+
+void report_bench(const BenchOptions& o, const Model& model, int threads, double prefill_s, double decode_s,
+                  const std::optional<DecodeExperts>& experts) {
   const ModelConfig& cfg = model.config();
   const double prefill_tps = o.batch * o.prompt / prefill_s;
   const double weight_bw = o.json ? weight_read_bandwidth(model, threads) : 0.0;
@@ -205,6 +215,9 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
                         {"blas_core", cpu::blas_core().name}};
+    if (experts)
+      j["decode_experts"] = {{"run_per_layer_step", experts->run_per_layer_step},
+                             {"rows_per_expert_read", experts->rows_per_expert}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
@@ -212,6 +225,9 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                 cpu::blas_core().name.c_str());
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
+    if (experts)
+      std::printf("experts: %.1f of %lld run per layer and decode step, each read for %.2f rows\n",
+                  experts->run_per_layer_step, static_cast<long long>(cfg.num_experts), experts->rows_per_expert);
   }
 }
 
@@ -221,8 +237,16 @@ void run_bench(const BenchOptions& o) {
   BareBench bench(model, o, threads, blocks_per_sequence(o, model->config()));
   bench.warm_up();
   const double prefill_s = bench.prefill();
+  const CpuBackend::ExpertUse before = bench.expert_use();
   const double decode_s = bench.decode();
-  report_bench(o, *model, threads, prefill_s, decode_s);
+  const CpuBackend::ExpertUse& after = bench.expert_use();
+  std::optional<DecodeExperts> experts;
+  if (after.routings > before.routings) {
+    const auto routings = static_cast<double>(after.routings - before.routings);
+    const auto run = static_cast<double>(after.experts_run - before.experts_run);
+    experts = DecodeExperts{run / routings, static_cast<double>(after.choices - before.choices) / run};
+  }
+  report_bench(o, *model, threads, prefill_s, decode_s, experts);
 }
 
 }  // namespace

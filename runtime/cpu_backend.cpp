@@ -42,6 +42,8 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   grow(gate_, rows * ffn_width());
   grow(up_, rows * ffn_width());
   grow(cos_sin_, rows * cfg_.head_dim);
+  if (cfg_.num_experts > 0)
+    for (int t = 0; t < pool_.size(); ++t) serial_pools_.emplace_back(1);
 }
 
 // The widest FFN a layer runs: the dense one, an expert or the shared expert.
@@ -62,7 +64,8 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   for (auto* buf : {&gate_, &up_}) grow(*buf, rows * ffn_width());
   if (cfg_.num_experts > 0) {
     grow(router_logits_, rows * cfg_.num_experts);
-    for (auto* buf : {&expert_in_, &expert_out_}) grow(*buf, rows * cfg_.hidden_size);
+    grow(expert_in_, rows * cfg_.hidden_size);
+    grow(expert_out_, rows * cfg_.experts_per_token * cfg_.hidden_size);
   }
 
   // RoPE angles depend only on position: once per step, shared by every layer (of a kind).
@@ -162,72 +165,99 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
 void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
   norm_rows(x, w.ffn_norm, rows, xn_.data());
-  gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, proj_.data());
+  gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, proj_.data(), gate_.data(), up_.data(), pool_);
   add_residual(x, rows, w.post_ffn_norm);
 }
 
-// out = W_down · (act(W_gate·in) * W_up·in), act = SiLU or GELU (Gemma)
+// out = W_down · (act(W_gate·in) * W_up·in), act = SiLU or GELU (Gemma); `gate` and `up` hold
+// rows × the FFN's width.
 void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_gate, const TensorView& w_up,
-                           const TensorView& w_down, float* out) {
+                           const TensorView& w_down, float* out, float* gate, float* up, ThreadPool& pool) {
   const int64_t inter = w_gate.rows();
-  cpu::matmul(in, rows, w_gate, gate_.data(), pool_, nullptr, matmul_);
-  cpu::matmul(in, rows, w_up, up_.data(), pool_, nullptr, matmul_);
-  pool_.parallel_for(
+  cpu::matmul(in, rows, w_gate, gate, pool, nullptr, matmul_);
+  cpu::matmul(in, rows, w_up, up, pool, nullptr, matmul_);
+  pool.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(inter));
         const bool gelu = cfg_.activation == Activation::GeluTanh;
-        for (int64_t r = begin; r < end; ++r) {
-          float* gate = gate_.data() + r * inter;
-          const float* up = up_.data() + r * inter;
-          gelu ? cpu::geglu_tanh(gate, up, inter, scratch.data()) : cpu::swiglu(gate, up, inter, scratch.data());
-        }
+        for (int64_t r = begin; r < end; ++r)
+          gelu ? cpu::geglu_tanh(gate + r * inter, up + r * inter, inter, scratch.data())
+               : cpu::swiglu(gate + r * inter, up + r * inter, inter, scratch.data());
       },
       4);
-  cpu::matmul(gate_.data(), rows, w_down, out, pool_, nullptr, matmul_);
+  cpu::matmul(gate, rows, w_down, out, pool, nullptr, matmul_);
 }
 
 // x += Σ p_e · FFN_e(norm(x)) over the experts the router picks for each row, plus
 // Qwen2-MoE's shared expert scaled by sigmoid(w · norm(x)). Each chosen expert runs once, over
-// all the rows that chose it, so its weights are read once per step however many rows there are.
+// all the rows that chose it, so its weights are read once per step however many rows there
+// are. With many experts to run (decode: 8 of 128 per row), each thread runs whole experts,
+// one parallel region for all of them instead of four per expert; with few (Mixtral's
+// prefill) each expert's products are split across the threads.
 void CpuBackend::expert_block(int64_t l, int64_t rows, float* x) {
   const LayerWeights& w = model_->layer(l);
   const ExpertWeights& experts = w.experts;
-  const int64_t d = cfg_.hidden_size;
+  const int64_t d = cfg_.hidden_size, k = cfg_.experts_per_token, inter = cfg_.expert_intermediate_size;
   norm_rows(x, w.ffn_norm, rows, xn_.data());
   cpu::matmul(xn_.data(), rows, experts.router, router_logits_.data(), pool_, nullptr, matmul_);
-  cpu::route_experts(router_logits_.data(), rows, cfg_.num_experts, cfg_.experts_per_token, cfg_.norm_topk_prob,
-                     routing_);
+  cpu::route_experts(router_logits_.data(), rows, cfg_.num_experts, k, cfg_.norm_topk_prob, routing_);
+  const int64_t active = routing_.active_experts();
+  expert_use_.routings += 1;
+  expert_use_.choices += rows * k;
+  expert_use_.experts_run += active;
+
+  // Expert e answers its rows into expert_out_ at its slots: [begin[e], begin[e+1]) x d.
+  const auto run_expert = [&](int64_t e, ThreadPool& pool, float* in, float* gate, float* up) {
+    const int64_t n = routing_.rows_of(e), first = routing_.begin[static_cast<size_t>(e)];
+    const int32_t* chosen_by = routing_.rows.data() + first;
+    for (int64_t i = 0; i < n; ++i) std::copy_n(xn_.data() + chosen_by[i] * d, d, in + i * d);
+    const auto x_e = static_cast<size_t>(e);
+    gated_ffn(in, n, experts.gate[x_e], experts.up[x_e], experts.down[x_e], expert_out_.data() + first * d, gate, up,
+              pool);
+  };
+  if (active >= 2 * pool_.size()) {
+    pool_.parallel_for_dynamic(cfg_.num_experts, [&](int64_t begin, int64_t end, int thread) {
+      thread_local std::vector<float> in, gate, up;
+      for (int64_t e = begin; e < end; ++e) {
+        const int64_t n = routing_.rows_of(e);
+        if (n == 0) continue;
+        grow(in, n * d);
+        grow(gate, n * inter);
+        grow(up, n * inter);
+        run_expert(e, serial_pools_[static_cast<size_t>(thread)], in.data(), gate.data(), up.data());
+      }
+    });
+  } else {
+    for (int64_t e = 0; e < cfg_.num_experts; ++e)
+      if (routing_.rows_of(e) > 0) run_expert(e, pool_, expert_in_.data(), gate_.data(), up_.data());
+  }
 
   float* sum = proj_.data();
-  if (w.shared_expert_gate) {
-    gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, sum);
-    for (int64_t r = 0; r < rows; ++r) {
-      float z = 0;
-      for (int64_t i = 0; i < d; ++i) z += xn_[static_cast<size_t>(r * d + i)] * w.shared_expert_gate[i];
-      const float scale = 1.0f / (1.0f + std::exp(-z));
-      for (int64_t i = 0; i < d; ++i) sum[r * d + i] *= scale;
-    }
-  } else {
-    std::fill(sum, sum + rows * d, 0.0f);
-  }
-  for (int64_t e = 0; e < cfg_.num_experts; ++e) {
-    const int64_t n = routing_.rows_of(e);
-    if (n == 0) continue;
-    const auto first = static_cast<size_t>(routing_.begin[static_cast<size_t>(e)]);
-    const int32_t* chosen_by = routing_.rows.data() + first;
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(xn_.data() + chosen_by[i] * d, d, expert_in_.data() + i * d);
-    gated_ffn(expert_in_.data(), n, experts.gate[static_cast<size_t>(e)], experts.up[static_cast<size_t>(e)],
-              experts.down[static_cast<size_t>(e)], expert_out_.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float p = routing_.row_weight[first + static_cast<size_t>(i)];
-      const float* y = expert_out_.data() + i * d;
-      float* acc = sum + chosen_by[i] * d;
-      for (int64_t j = 0; j < d; ++j) acc[j] += p * y[j];
-    }
-  }
+  if (w.shared_expert_gate)
+    gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, sum, gate_.data(), up_.data(), pool_);
+  pool_.parallel_for(
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* acc = sum + r * d;
+          if (w.shared_expert_gate) {
+            float z = 0;
+            for (int64_t i = 0; i < d; ++i) z += xn_[static_cast<size_t>(r * d + i)] * w.shared_expert_gate[i];
+            const float scale = 1.0f / (1.0f + std::exp(-z));
+            for (int64_t i = 0; i < d; ++i) acc[i] *= scale;
+          } else {
+            std::fill(acc, acc + d, 0.0f);
+          }
+          for (int64_t j = r * k; j < (r + 1) * k; ++j) {
+            const float p = routing_.weight[static_cast<size_t>(j)];
+            const float* y = expert_out_.data() + static_cast<int64_t>(routing_.slot[static_cast<size_t>(j)]) * d;
+            for (int64_t i = 0; i < d; ++i) acc[i] += p * y[i];
+          }
+        }
+      },
+      4);
   add_residual(x, rows, w.post_ffn_norm);
 }
 

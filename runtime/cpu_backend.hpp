@@ -1,6 +1,7 @@
 #pragma once
 // The CPU implementation of a layer range: the Llama forward pass over a flat batch of
 // rows, f32 activations, weights read in their stored dtype, KV in a paged f32 cache.
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -32,13 +33,21 @@ class CpuBackend final : public LayerBackend {
   int32_t kv_blocks() const override { return kv_.num_blocks(); }
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
 
+  // How the experts were used, summed over every MoE layer of every step so far: how often a
+  // layer routed, the (row, expert) choices it made and how many distinct experts ran. Their
+  // ratio is the reuse of an expert's weights: rows served per read.
+  struct ExpertUse {
+    int64_t routings = 0, choices = 0, experts_run = 0;
+  };
+  const ExpertUse& expert_use() const { return expert_use_; }
+
  private:
   void embed(const ForwardBatch& batch, float* x);
   void attention_block(int64_t layer, const ForwardBatch& batch, float* x);
   void ffn_block(int64_t layer, int64_t rows, float* x);
   void expert_block(int64_t layer, int64_t rows, float* x);
   void gated_ffn(const float* in, int64_t rows, const TensorView& w_gate, const TensorView& w_up,
-                 const TensorView& w_down, float* out);
+                 const TensorView& w_down, float* out, float* gate, float* up, ThreadPool& pool);
   int64_t ffn_width() const;
   void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
   void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
@@ -54,9 +63,12 @@ class CpuBackend final : public LayerBackend {
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> cos_sin_, local_cos_sin_;  // RoPE angles of this step's rows (local: Gemma 3's sliding layers)
-  // MoE layers: the router's logits, its choices, and one expert's rows gathered and answered.
+  // MoE layers: the router's logits, its choices, one expert's rows gathered, every choice's
+  // answer (at its slot), and a one-thread pool per thread for experts run whole on one.
   std::vector<float> router_logits_, expert_in_, expert_out_;
+  std::deque<ThreadPool> serial_pools_;
   cpu::ExpertRouting routing_;
+  ExpertUse expert_use_;
 };
 
 }  // namespace orzo

@@ -1,6 +1,8 @@
 // orzo-make-model: writes a Llama model with random weights, as an HF directory
 // (config.json + model.safetensors) or as one GGUF file, for load and throughput tests of
-// real-sized models without downloading any.
+// real-sized models without downloading any. With --experts its FFNs are a Mixture of
+// Experts, written as llama.cpp writes Mixtral (GGUF only): a router and each projection's
+// experts stacked in one tensor.
 //
 // Every weight is a pure function of (seed, HF tensor name, element index), so a model is
 // the same whatever the thread count, and the two formats hold the same model: the GGUF
@@ -38,6 +40,7 @@ namespace {
 struct Shape {
   int64_t dim, hidden, layers, heads, kv_heads, vocab;
   bool tied;
+  int64_t experts = 0, experts_used = 0;  // hidden is then each expert's FFN width
   int64_t head_dim() const { return dim / heads; }
 };
 
@@ -45,6 +48,9 @@ const std::map<std::string, Shape> kShapes = {
     {"llama-3.2-1b", {2048, 8192, 16, 32, 8, 128256, true}},
     {"small", {1024, 2816, 8, 16, 4, 32000, false}},
     {"tiny", {64, 172, 2, 8, 4, 512, false}},
+    // Qwen3-30B-A3B's experts (128, 8 per token, FFN 3/8 of the width) at half its width and
+    // a sixth of its depth, so that it fits a small machine.
+    {"moe-small", {1024, 384, 8, 16, 4, 32000, false, 128, 8}},
 };
 
 // Every type, by the lower-case name orzo quantize also takes.
@@ -63,7 +69,7 @@ constexpr size_t kChunkBytes = 32u << 20;  // generated, then written, this much
 
 struct Weight {
   std::string hf_name, gguf_name;
-  std::vector<int64_t> shape;  // [rows, cols]
+  std::vector<int64_t> shape;  // [rows, cols], or [experts, rows, cols]
   bool norm = false;
   int64_t rope_heads = 0;  // > 0: GGUF rows are permuted per head for interleaved RoPE
 };
@@ -80,6 +86,13 @@ std::vector<Weight> weights_of(const Shape& s) {
     w.push_back({hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv_rows, s.dim}});
     w.push_back({hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {s.dim, q_rows}});
     w.push_back({hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {s.dim}, true});
+    if (s.experts > 0) {
+      w.push_back({hf + "mlp.gate.weight", gg + "ffn_gate_inp.weight", {s.experts, s.dim}});
+      w.push_back({hf + "mlp.experts.gate_proj.weight", gg + "ffn_gate_exps.weight", {s.experts, s.hidden, s.dim}});
+      w.push_back({hf + "mlp.experts.up_proj.weight", gg + "ffn_up_exps.weight", {s.experts, s.hidden, s.dim}});
+      w.push_back({hf + "mlp.experts.down_proj.weight", gg + "ffn_down_exps.weight", {s.experts, s.dim, s.hidden}});
+      continue;
+    }
     w.push_back({hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {s.hidden, s.dim}});
     w.push_back({hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {s.hidden, s.dim}});
     w.push_back({hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {s.dim, s.hidden}});
@@ -115,7 +128,9 @@ void fill_row(uint64_t key, uint64_t first_index, float* out, int64_t n) {
 
 template <typename Writer>
 void write_data(Writer& out, ThreadPool& pool, const Weight& w, DType dtype, uint64_t seed, bool permute) {
-  const int64_t cols = w.shape.back(), rows = w.shape.size() == 1 ? 1 : w.shape[0];
+  const int64_t cols = w.shape.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < w.shape.size(); ++i) rows *= w.shape[i];
   const size_t row_bytes = dtype_row_bytes(dtype, cols);
   const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / row_bytes));
   const uint64_t key = name_key(seed, w.hf_name);
@@ -226,13 +241,17 @@ uint64_t write_gguf_model(const std::string& path, const std::string& shape_name
   out.add_f32("llama.rope.freq_base", 500000.0f);
   out.add_u32("llama.rope.dimension_count", u32(s.head_dim()));
   out.add_u32("llama.vocab_size", u32(s.vocab));
+  if (s.experts > 0) {
+    out.add_u32("llama.expert_count", u32(s.experts));
+    out.add_u32("llama.expert_used_count", u32(s.experts_used));
+  }
   out.add_u32("tokenizer.ggml.bos_token_id", 1);
   out.add_u32("tokenizer.ggml.eos_token_id", 2);
   if (s.vocab >= 259) write_byte_tokenizer(out, s.vocab);
 
   const auto weights = weights_of(s);
   const auto type_of = [&](const Weight& w) {
-    if (w.norm) return DType::F32;
+    if (w.norm || w.gguf_name.find("ffn_gate_inp") != std::string::npos) return DType::F32;  // as llama.cpp keeps routers
     return fallback_type(dtype, w.shape.back());
   };
   for (const auto& w : weights) out.add_tensor(w.gguf_name, type_of(w), w.shape);
@@ -259,9 +278,12 @@ int run(int argc, char** argv) {
                           {"--layers", "Number of layers", &Shape::layers},
                           {"--heads", "Attention heads", &Shape::heads},
                           {"--kv-heads", "Key/value heads", &Shape::kv_heads},
-                          {"--vocab", "Vocabulary size", &Shape::vocab}};
-  app.add_option("--shape", shape_name, "Base shape: llama-3.2-1b, small or tiny")
-      ->check(CLI::IsMember({"llama-3.2-1b", "small", "tiny"}))
+                          {"--vocab", "Vocabulary size", &Shape::vocab},
+                          {"--experts", "Experts per layer (a Mixture of Experts; --hidden is then each one's width)",
+                           &Shape::experts},
+                          {"--experts-used", "Experts each token takes", &Shape::experts_used}};
+  app.add_option("--shape", shape_name, "Base shape: llama-3.2-1b, small, tiny or moe-small")
+      ->check(CLI::IsMember({"llama-3.2-1b", "small", "tiny", "moe-small"}))
       ->capture_default_str();
   for (auto& o : overrides) o.option = app.add_option(o.flag, o.value, o.help);
   auto* tied_flag = app.add_flag("--tied,!--untied", tied, "Share the embedding with the LM head (or not)");
@@ -297,9 +319,12 @@ int run(int argc, char** argv) {
   if (s.dim % s.heads != 0) throw std::invalid_argument("--dim must be a multiple of --heads");
   if (s.heads % s.kv_heads != 0) throw std::invalid_argument("--heads must be a multiple of --kv-heads");
   if (s.head_dim() % 2 != 0) throw std::invalid_argument("head_dim (dim / heads) must be even for RoPE");
+  if (s.experts > 0 && (s.experts_used <= 0 || s.experts_used > s.experts))
+    throw std::invalid_argument("--experts-used must be between 1 and --experts");
   const DType dtype = dtypes.at(dtype_name_arg);
   if (format == "safetensors" && dtype_is_quantized(dtype))
     throw std::invalid_argument("safetensors cannot hold " + dtype_name_arg + "; use --format gguf");
+  if (format == "safetensors" && s.experts > 0) throw std::invalid_argument("experts are written as GGUF only");
 
   ThreadPool pool(threads);
   const auto start = std::chrono::steady_clock::now();

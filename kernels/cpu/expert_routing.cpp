@@ -47,9 +47,11 @@ void route_experts(const float* logits, int64_t rows, int64_t experts, int64_t t
   std::partial_sum(out.begin.begin(), out.begin.end(), out.begin.begin());
   out.rows.resize(out.choice.size());
   out.row_weight.resize(out.choice.size());
+  out.slot.resize(out.choice.size());
   std::vector<int32_t> next(out.begin.begin(), out.begin.end() - 1);
   for (size_t i = 0; i < out.choice.size(); ++i) {
     const auto at = static_cast<size_t>(next[static_cast<size_t>(out.choice[i])]++);
+    out.slot[i] = static_cast<int32_t>(at);
     out.rows[at] = static_cast<int32_t>(i / k);
     out.row_weight[at] = out.weight[i];
   }

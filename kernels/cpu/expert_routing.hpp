@@ -11,9 +11,11 @@ namespace orzo::cpu {
 
 struct ExpertRouting {
   int64_t experts = 0, top_k = 0;
-  // Row r's choices are [r·top_k, (r+1)·top_k), best first: expert ids and their weights.
+  // Row r's choices are [r·top_k, (r+1)·top_k), best first: expert ids, their weights, and
+  // where each sits in the grouping below.
   std::vector<int32_t> choice;
   std::vector<float> weight;
+  std::vector<int32_t> slot;
   // By expert: the choices of expert e are [begin[e], begin[e+1]) of `rows` (which rows, in
   // row order) and `row_weight` (their weights).
   std::vector<int32_t> begin, rows;

@@ -21,6 +21,7 @@
 #include "formats/gguf.hpp"
 #include "formats/safetensors.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "runtime/model.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace orzo {
@@ -258,6 +259,30 @@ TEST_F(MakeModel, WeightsDependOnTheSeedOnly) {
   ASSERT_EQ(run("--dtype q4_0 --format gguf --seed 6 --out " + path("c.gguf")), 0) << log();
   EXPECT_EQ(bytes(path("a.gguf")), bytes(path("b.gguf")));
   EXPECT_NE(bytes(path("a.gguf")), bytes(path("c.gguf")));
+}
+
+// --experts writes Mixtral's GGUF layout: a router kept F32 and each projection's experts
+// stacked, in the asked type; the file loads as a MoE model.
+TEST_F(MakeModel, ExpertsAreStackedAsLlamaCppWritesMixtral) {
+  ASSERT_EQ(run("--shape tiny --hidden 64 --experts 4 --experts-used 2 --dtype q8_0 --format gguf --out " +
+                path("moe.gguf")),
+            0)
+      << log();
+  const GgufFile g = read_gguf(path("moe.gguf"));
+  EXPECT_EQ(g.metadata.get_int("llama.expert_count"), 4);
+  EXPECT_EQ(g.metadata.get_int("llama.expert_used_count"), 2);
+  const auto gg = index(g.tensors);
+  EXPECT_EQ(gg.at("blk.1.ffn_gate_inp.weight")->dtype, DType::F32);
+  EXPECT_EQ(gg.at("blk.1.ffn_gate_inp.weight")->shape, (std::vector<int64_t>{4, 64}));
+  EXPECT_EQ(gg.at("blk.1.ffn_up_exps.weight")->shape, (std::vector<int64_t>{4, 64, 64}));
+  EXPECT_EQ(gg.at("blk.1.ffn_down_exps.weight")->dtype, DType::Q8_0);
+  EXPECT_EQ(gg.count("blk.1.ffn_up.weight"), 0u);
+  auto model = Model::load(path("moe.gguf"));
+  EXPECT_EQ(model->config().num_experts, 4);
+  EXPECT_EQ(model->layer(1).experts.down.size(), 4u);
+  EXPECT_NE(run("--shape tiny --experts 4 --dtype f32 --format gguf --out " + path("no-used.gguf")), 0);
+  EXPECT_NE(run("--shape tiny --experts 4 --experts-used 2 --dtype f32 --format safetensors --out " + path("hf")), 0);
+  EXPECT_NE(log().find("GGUF only"), std::string::npos) << log();
 }
 
 TEST_F(MakeModel, BadArgumentsFailWithOneLine) {
