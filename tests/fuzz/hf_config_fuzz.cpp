@@ -22,6 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c.window_of(l).value_or(1) <= 0 || (c.local_rope(l) && !c.window_of(l)) || !(c.attention_scale() > 0))
         __builtin_trap();
     for (int64_t l = 0; l < c.num_layers; ++l) (void)c.rotates(l);
+    // A MoE model routes each row to between 1 and all of its experts, of a positive width.
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.has_experts(l) && (c.experts_per_token < 1 || c.experts_per_token > c.num_experts ||
+                               c.expert_intermediate_size <= 0 || c.shared_expert_intermediate_size < 0))
+        __builtin_trap();
   } catch (const orzo::LoadError&) {
   }
   return 0;
