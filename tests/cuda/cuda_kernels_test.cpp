@@ -277,8 +277,8 @@ void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::v
   }
   if (!c.rotates) return;
   cpu::rope_angles(inv_freq.data(), hd / 2, position, cos_sin.data());
-  cpu::apply_rope(q, c.num_heads, hd, cos_sin.data());
-  cpu::apply_rope(k, c.num_kv_heads, hd, cos_sin.data());
+  cpu::apply_rope(q, c.num_heads, hd, cos_sin.data(), hd);
+  cpu::apply_rope(k, c.num_kv_heads, hd, cos_sin.data(), hd);
 }
 
 void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
