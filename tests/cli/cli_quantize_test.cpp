@@ -88,9 +88,10 @@ TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
 
 // The HF fixtures converted to F32 GGUF (names, q/k permutation, rope_freqs for Llama 3,
 // Mistral as llama with its sliding window, Qwen biases and q/k norms, Gemma 3's norms as
-// 1 + w) reproduce the logits transformers computed from the checkpoint.
+// 1 + w, Phi-3's fused matrices and LongRope) reproduce the logits transformers computed from
+// the checkpoint.
 TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
-  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3"}) {
+  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3", "phi3"}) {
     SCOPED_TRACE(arch);
     const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
     const std::string out = path(std::string(arch) + ".gguf");
@@ -136,6 +137,29 @@ TEST_F(QuantizeCommand, HfQ8_0IsTheFixtureMadeByGgufPy) {
   }
 }
 
+// Phi-3 as llama.cpp's converter writes it (the fixture's GGUF, made by gguf-py to its rules):
+// attn_qkv and the gate|up ffn_up fused, LongRope's factors as tensors, the rotary dims, the
+// original context and the attention factor as keys.
+TEST_F(QuantizeCommand, Phi3IsWrittenAsLlamaCppsConverterWritesIt) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3", out = path("phi3.gguf");
+  quantize(dir, out, "f32");
+  const GgufFile ours = read_gguf(out), theirs = read_gguf(dir + "/model-f32.gguf");
+  ASSERT_EQ(ours.tensors.size(), theirs.tensors.size());
+  for (const auto& t : theirs.tensors) {
+    const TensorView* mine = nullptr;
+    for (const auto& o : ours.tensors)
+      if (o.name == t.name) mine = &o;
+    ASSERT_NE(mine, nullptr) << t.name;
+    ASSERT_EQ(mine->shape, t.shape) << t.name;
+    EXPECT_EQ(std::memcmp(mine->data, t.data, t.nbytes), 0) << t.name;
+  }
+  for (const char* key : {"phi3.rope.dimension_count", "phi3.rope.scaling.original_context_length",
+                          "phi3.attention.sliding_window", "phi3.context_length"})
+    EXPECT_EQ(ours.metadata.find_int(key), theirs.metadata.find_int(key)) << key;
+  EXPECT_FLOAT_EQ(static_cast<float>(ours.metadata.get_float("phi3.rope.scaling.attn_factor")),
+                  static_cast<float>(theirs.metadata.get_float("phi3.rope.scaling.attn_factor")));
+}
+
 // --quantize re-encodes at load with the same recipe and encoder: the model equals the one
 // loaded from orzo quantize's output, logit for logit.
 TEST_F(QuantizeCommand, QuantizingAtLoadEqualsLoadingTheQuantizedFile) {
@@ -156,6 +180,26 @@ TEST_F(QuantizeCommand, QuantizingAtLoadEqualsLoadingTheQuantizedFile) {
     EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
   }
   EXPECT_THROW(Model::load(f32, "q9"), std::invalid_argument);
+}
+
+// Phi-3's q, k and v are rows of one attn_qkv: at load they take the fused matrix's type
+// (llama.cpp's Q4_K_M gives attn_qkv Q5_K, here Q5_1 for rows of 64), not attn_q's and attn_v's.
+TEST_F(QuantizeCommand, FusedMatricesQuantizeAtLoadAsTheirFile) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3", q = path("phi3-q4_k_m.gguf");
+  quantize(dir, q, "Q4_K_M");
+  auto at_load = Model::load(dir, "Q4_K_M");
+  auto from_file = Model::load(q);
+  EXPECT_EQ(from_file->layer(0).wq.dtype, DType::Q5_1);
+  for (int64_t l = 0; l < 2; ++l)
+    for (auto part : {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::w_gate, &LayerWeights::w_up}) {
+      EXPECT_EQ((at_load->layer(l).*part).dtype, (from_file->layer(l).*part).dtype) << l;
+    }
+  CpuBackend::Options o;
+  o.kv_blocks = 4;
+  o.threads = 2;
+  CpuBackend a(at_load, o), b(from_file, o);
+  orzo::testing::Pipeline pa({&a}, 4), pb({&b}, 4);
+  EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
 }
 
 TEST_F(QuantizeCommand, GenerateTakesQuantize) {
