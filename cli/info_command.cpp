@@ -79,9 +79,14 @@ std::string or_unknown(const std::optional<T>& v) {
 
 std::string rope_text(const ModelInfo& m) {
   std::string s = "theta " + or_unknown(m.rope_theta);
-  if (m.rope_scaling == "none") return s + ", no scaling";
-  s += ", " + m.rope_scaling + " scaling";
-  if (m.rope_scaling_factor) s += " x" + number_text(*m.rope_scaling_factor);
+  if (m.rope_scaling == "none") {
+    s += ", no scaling";
+  } else {
+    s += ", " + m.rope_scaling + " scaling";
+    if (m.rope_scaling_factor) s += " x" + number_text(*m.rope_scaling_factor);
+    if (m.rope_original_context) s += " from " + std::to_string(*m.rope_original_context);
+  }
+  if (m.rotary_dim) s += ", on " + std::to_string(*m.rotary_dim) + " of " + or_unknown(m.head_dim) + " dims";
   return s;
 }
 
@@ -172,7 +177,8 @@ ordered_json to_json(const ModelInfo& m, bool template_lines) {
   j["vocab_size"] = or_null(m.vocab_size);
   j["context_length"] = or_null(m.context_length);
   j["rope"] = {
-      {"theta", or_null(m.rope_theta)}, {"scaling", m.rope_scaling}, {"factor", or_null(m.rope_scaling_factor)}};
+      {"theta", or_null(m.rope_theta)}, {"scaling", m.rope_scaling}, {"factor", or_null(m.rope_scaling_factor)},
+      {"original_context", or_null(m.rope_original_context)}, {"rotary_dim", or_null(m.rotary_dim.has_value() ? m.rotary_dim : m.head_dim)}};
   if (m.sliding_window)
     j["sliding_window"] = {{"size", *m.sliding_window}, {"layers", m.sliding_layers}, {"local_rope_theta", or_null(m.local_rope_theta)}};
   else

@@ -81,6 +81,7 @@ const char* scaling_name(RopeScaling::Type t) {
     case RopeScaling::Type::None: return "none";
     case RopeScaling::Type::Linear: return "linear";
     case RopeScaling::Type::Llama3: return "llama3";
+    case RopeScaling::Type::LongRope: return "longrope";
   }
   return "?";
 }
@@ -98,6 +99,8 @@ void take_config(const ModelConfig& c, ModelInfo& info) {
   info.rope_theta = c.rope_theta;
   info.rope_scaling = scaling_name(c.rope_scaling.type);
   if (c.rope_scaling.type != RopeScaling::Type::None) info.rope_scaling_factor = c.rope_scaling.factor;
+  if (c.rope_scaling.type == RopeScaling::Type::LongRope) info.rope_original_context = c.rope_scaling.original_max_position;
+  if (c.rope_dim() != c.head_dim) info.rotary_dim = c.rope_dim();
   info.norm_eps = c.rms_norm_eps;
   info.sliding_window = c.sliding_window;
   for (int64_t l = 0; l < c.num_layers; ++l) info.sliding_layers += c.window_of(l).has_value();

@@ -46,6 +46,8 @@ struct ModelInfo {
   std::optional<double> rope_theta, norm_eps;
   std::string rope_scaling;  // "none", "linear", "llama3", or as the file names it
   std::optional<double> rope_scaling_factor;
+  std::optional<int64_t> rope_original_context;  // runnable LongRope models: the context it extends
+  std::optional<int64_t> rotary_dim;             // runnable models that rotate part of each head only
   std::optional<int64_t> sliding_window;  // runnable models only: the window, on how many layers
   int64_t sliding_layers = 0;
   std::optional<double> local_rope_theta;  // Gemma 3's sliding layers' RoPE base

@@ -73,6 +73,10 @@ DType mix_type(const QuantTarget& t, const RecipeTensor& tensor, int64_t layers,
     if (mix == "Q4_K_S" && layer < layers / 8) return DType::Q5_K;
   } else if (has_part(name, "attn_output.weight")) {
     if (mix == "Q3_K_M") return DType::Q4_K;
+  } else if (has_part(name, "attn_qkv.weight")) {  // Phi-3's fused q|k|v
+    if (mix == "Q3_K_M") return DType::Q4_K;
+    if (mix == "Q4_K_M") return DType::Q5_K;
+    if (mix == "Q5_K_M") return DType::Q6_K;
   }
   return t.base;
 }

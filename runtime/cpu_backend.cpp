@@ -29,6 +29,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
     : model_(std::move(model)),
       cfg_(model_->config()),
       range_(resolve_range(o.range, cfg_.num_layers)),
+      long_rope_(cfg_.long_rope(o.max_model_len > 0 ? o.max_model_len : cfg_.max_position)),
       kv_(range_.end - range_.begin, o.kv_blocks, o.block_size, cfg_.kv_dim()),
       pool_(o.threads),
       matmul_(o.matmul) {
@@ -41,7 +42,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   grow(proj_, rows * cfg_.hidden_size);
   grow(gate_, rows * ffn_width());
   grow(up_, rows * ffn_width());
-  grow(cos_sin_, rows * cfg_.head_dim);
+  grow(cos_sin_, rows * cfg_.rope_dim());
   if (cfg_.num_experts > 0)
     for (int t = 0; t < pool_.size(); ++t) serial_pools_.emplace_back(1);
 }
@@ -69,16 +70,17 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
   }
 
   // RoPE angles depend only on position: once per step, shared by every layer (of a kind).
-  const int64_t hd = cfg_.head_dim;
+  const int64_t rd = cfg_.rope_dim();
   bool wanted[2] = {false, false};  // by local_rope
   for (int64_t l = range_.begin; l < range_.end; ++l) wanted[cfg_.local_rope(l)] = true;
   for (const bool local : {false, true}) {
     if (!wanted[local]) continue;
     std::vector<float>& table = local ? local_cos_sin_ : cos_sin_;
-    const std::vector<float>& inv_freq = model_->rope_inv_freq(local);
-    grow(table, rows * hd);
+    const std::vector<float>& inv_freq = model_->rope_inv_freq(local, long_rope_);
+    const auto scale = static_cast<float>(local ? 1.0 : cfg_.rope_scaling.attention_factor);
+    grow(table, rows * rd);
     for (int64_t r = 0; r < rows; ++r)
-      cpu::rope_angles(inv_freq.data(), hd / 2, b.positions[static_cast<size_t>(r)], table.data() + r * hd);
+      cpu::rope_angles(inv_freq.data(), rd / 2, b.positions[static_cast<size_t>(r)], table.data() + r * rd, scale);
   }
 
   float* x = hidden.data();
@@ -132,7 +134,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
           float* q = q_.data() + r * cfg_.q_dim();
           float* k = k_.data() + r * cfg_.kv_dim();
           const auto i = static_cast<size_t>(r);
-          const float* cs = angles.data() + r * hd;
+          const float* cs = angles.data() + r * cfg_.rope_dim();
           if (cfg_.rope_style == RopeStyle::Interleaved) {
             cpu::deinterleave_heads(q, cfg_.num_heads, hd, head_scratch.data());
             cpu::deinterleave_heads(k, cfg_.num_kv_heads, hd, head_scratch.data());
@@ -142,8 +144,8 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
             for (int64_t h = 0; h < cfg_.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, w.k_norm, hd, cfg_.rms_norm_eps, k + h * hd);
           }
           if (cfg_.rotates(l)) {
-            cpu::apply_rope(q, cfg_.num_heads, hd, cs);
-            cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs);
+            cpu::apply_rope(q, cfg_.num_heads, hd, cs, cfg_.rope_dim());
+            cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs, cfg_.rope_dim());
           }
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
           const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];

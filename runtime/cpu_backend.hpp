@@ -23,6 +23,7 @@ class CpuBackend final : public LayerBackend {
     int threads = 0;              // 0: one per hardware thread
     int64_t max_rows = 512;       // scratch is sized for this many rows up front
     cpu::MatmulOptions matmul;  // how the weights meet the activations (kernels/cpu/matmul.hpp)
+    int64_t max_model_len = 0;    // the longest context served (0: the model's), which picks LongRope's factors
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);
@@ -57,6 +58,7 @@ class CpuBackend final : public LayerBackend {
   std::shared_ptr<const Model> model_;
   const ModelConfig& cfg_;
   LayerRange range_;
+  bool long_rope_;  // LongRope's long factors (ModelConfig::long_rope)
   KvCache kv_;
   ThreadPool pool_;
   cpu::MatmulOptions matmul_;

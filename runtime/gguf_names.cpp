@@ -37,6 +37,12 @@ const std::pair<const char*, const char*> kGemmaPerLayer[] = {
     {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
+// Phi-3's fused projections: q|k|v in one matrix, and ffn_up holding gate then up (2 x inter rows).
+const std::pair<const char*, const char*> kPhi3PerLayer[] = {
+    {"attn_qkv", "self_attn.qkv_proj"},
+    {"ffn_up", "mlp.gate_up_proj"},
+};
+
 bool is_gemma(const std::string& arch) { return arch == "gemma2" || arch == "gemma3"; }
 
 struct LayerName {
@@ -76,6 +82,9 @@ std::string hf_name_of_gguf(const std::string& name, const std::string& arch) {
   if (is_gemma(arch))
     for (const auto& [gguf, hf] : kGemmaPerLayer)
       if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
+  if (arch == "phi3")
+    for (const auto& [gguf, hf] : kPhi3PerLayer)
+      if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
   for (const auto& [gguf, hf] : kPerLayer)
     if (n->part == gguf) return "model.layers." + n->layer + "." + hf + "." + n->kind;
   return name;
@@ -88,6 +97,9 @@ std::optional<std::string> gguf_name_of_hf(const std::string& name, const std::s
   if (!n) return std::nullopt;
   if (is_gemma(arch))
     for (const auto& [gguf, hf] : kGemmaPerLayer)
+      if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;
+  if (arch == "phi3")
+    for (const auto& [gguf, hf] : kPhi3PerLayer)
       if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;
   for (const auto& [gguf, hf] : kPerLayer)
     if (n->part == hf) return "blk." + n->layer + "." + gguf + "." + n->kind;

@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 #include "core/load_error.hpp"
 #include "core/mapped_file.hpp"
@@ -127,9 +128,37 @@ class Model::Builder {
     return name;
   }
 
+  // Phi-3 stores q|k|v, and gate|up, as one matrix each. Its parts are row ranges of it, kept
+  // under the separate matrices' names so the forward pass reads them as any other; each part
+  // keeps the fused matrix's own name, by which quantization recipes choose its type.
+  void split_fused(const std::string& fused, int64_t cols, const std::vector<std::pair<std::string, int64_t>>& parts) {
+    if (!has(fused)) return;
+    int64_t rows = 0;
+    for (const auto& part : parts) rows += part.second;
+    const TensorView& t = need(fused, {rows, cols});
+    const size_t row_bytes = dtype_row_bytes(t.dtype, cols);
+    int64_t first = 0;
+    for (const auto& [name, count] : parts) {
+      TensorView v = t;
+      v.shape = {count, cols};
+      v.data = t.row(first);
+      v.nbytes = static_cast<size_t>(count) * row_bytes;
+      if (!tensors_.emplace(name, v).second) throw LoadError(t.file + ": tensor " + name + " appears beside " + fused);
+      first += count;
+    }
+  }
+
   void build() {
     const ModelConfig& c = m_.config_;
     const int64_t d = c.hidden_size;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      split_fused(p + "self_attn.qkv_proj.weight", d,
+                  {{p + "self_attn.q_proj.weight", c.q_dim()}, {p + "self_attn.k_proj.weight", c.kv_dim()},
+                   {p + "self_attn.v_proj.weight", c.kv_dim()}});
+      split_fused(p + "mlp.gate_up_proj.weight", d,
+                  {{p + "mlp.gate_proj.weight", c.intermediate_size}, {p + "mlp.up_proj.weight", c.intermediate_size}});
+    }
     m_.embedding_ = need("model.embed_tokens.weight", {c.vocab_size, d});
     if (has("lm_head.weight") && !c.tie_word_embeddings) {
       m_.lm_head_ = need("lm_head.weight", {c.vocab_size, d});
@@ -177,6 +206,7 @@ class Model::Builder {
     }
     m_.rope_inv_freq_ = orzo::rope_inv_freq(c);
     if (c.rope_local_theta > 0) m_.local_rope_inv_freq_ = orzo::rope_inv_freq(c, true);
+    if (c.rope_scaling.type == RopeScaling::Type::LongRope) m_.long_rope_inv_freq_ = orzo::rope_inv_freq(c, false, true);
     // llama.cpp stores Llama 3 RoPE scaling as per-frequency divisors instead of keys.
     if (has("rope_freqs.weight")) {
       const float* factors = need_f32("rope_freqs.weight", c.head_dim / 2);

@@ -57,8 +57,11 @@ class Model {
   const TensorView& lm_head() const { return lm_head_; }      // [vocab, hidden]; the embedding when tied
   const float* final_norm() const { return final_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
-  // RoPE inverse frequencies; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope).
-  const std::vector<float>& rope_inv_freq(bool local = false) const { return local ? local_rope_inv_freq_ : rope_inv_freq_; }
+  // RoPE inverse frequencies; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope);
+  // `long_factors`: LongRope's long ones (ModelConfig::long_rope).
+  const std::vector<float>& rope_inv_freq(bool local = false, bool long_factors = false) const {
+    return local ? local_rope_inv_freq_ : long_factors ? long_rope_inv_freq_ : rope_inv_freq_;
+  }
   // Every layer's matrices, layer by layer: attention's four, then the FFN's three, or a MoE
   // layer's router, shared expert and every expert's three.
   std::vector<const TensorView*> layer_matrices() const;
@@ -90,6 +93,7 @@ class Model {
   const float* final_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_inv_freq_, local_rope_inv_freq_;
+  std::vector<float> long_rope_inv_freq_;  // LongRope's long factors (rope_inv_freq_ has the short ones)
 };
 
 }  // namespace orzo

@@ -55,6 +55,17 @@ bool get_bool_or(const json& j, const char* key, bool fallback, const std::strin
   return it->get<bool>();
 }
 
+std::vector<double> get_numbers(const json& j, const char* key, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) fail(source, std::string("missing list \"") + key + "\"");
+  std::vector<double> out;
+  for (const auto& v : *it) {
+    if (!v.is_number()) fail(source, std::string("\"") + key + "\" holds " + v.dump() + ", not a number");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
 // eos_token_id may be one id or a list of them.
 void add_token_ids(const json& j, const char* key, std::vector<int32_t>& out, const std::string& source) {
   auto it = j.find(key);
@@ -88,7 +99,13 @@ void read_rope_params(const json& params, ModelConfig& c, const std::string& sou
   auto& s = c.rope_scaling;
   if (type == "default") return;
   s.factor = get_number_or(params, "factor", 1.0, source);
-  if (type == "linear") {
+  // Phi3Config reads its older names ("su", and "yarn", which Phi-3 configs used for it) as longrope.
+  if (type == "longrope" || (c.architecture == "phi3" && (type == "su" || type == "yarn"))) {
+    s.type = RopeScaling::Type::LongRope;
+    s.short_factor = get_numbers(params, "short_factor", source);
+    s.long_factor = get_numbers(params, "long_factor", source);
+    s.original_max_position = get_int_or(params, "original_max_position_embeddings", c.max_position, source);
+  } else if (type == "linear") {
     s.type = RopeScaling::Type::Linear;
   } else if (type == "llama3") {
     s.type = RopeScaling::Type::Llama3;
@@ -96,8 +113,32 @@ void read_rope_params(const json& params, ModelConfig& c, const std::string& sou
     s.high_freq_factor = get_number_or(params, "high_freq_factor", 4.0, source);
     s.original_max_position = get_int(params, "original_max_position_embeddings", source);
   } else {
-    fail(source, "unsupported rope scaling type \"" + type + "\" (supported: default, linear, llama3)");
+    fail(source, "unsupported rope scaling type \"" + type + "\" (supported: default, linear, llama3, longrope)");
   }
+}
+
+// partial_rotary_factor, in the rope parameters (transformers 5) or at the top level: RoPE
+// turns int(head_dim * factor) dims of each head, as transformers truncates it.
+void read_partial_rotary(const json& j, const json* params, ModelConfig& c, const std::string& source) {
+  double factor = get_number_or(j, "partial_rotary_factor", 1.0, source);
+  if (params) factor = get_number_or(*params, "partial_rotary_factor", factor, source);
+  if (!(factor > 0 && factor <= 1)) fail(source, "partial_rotary_factor must be in (0, 1]");
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  if (c.rotary_dim == 0 && c.head_dim > 0) fail(source, "partial_rotary_factor leaves no dims of the head to rotate");
+}
+
+// What LongRope scales beyond its factors, as transformers' _compute_longrope_parameters: Phi-3
+// keeps original_max_position_embeddings at the top level, which wins over the parameters';
+// without a "factor" the context's growth max_position / original is the factor, and without
+// an "attention_factor" cos and sin grow by sqrt(1 + ln factor / ln original).
+void read_longrope_scale(const json& j, const json& params, ModelConfig& c, const std::string& source) {
+  auto& s = c.rope_scaling;
+  s.original_max_position = get_int_or(j, "original_max_position_embeddings", s.original_max_position, source);
+  if (s.original_max_position <= 0) fail(source, "original_max_position_embeddings must be positive");
+  s.factor = get_number_or(params, "factor",
+                           static_cast<double>(c.max_position) / static_cast<double>(s.original_max_position), source);
+  s.attention_factor = get_number_or(params, "attention_factor", longrope_attention_factor(s.factor, s.original_max_position),
+                                     source);
 }
 
 // transformers < 5 writes "rope_scaling" (+ top-level "rope_theta"); 5.x writes
@@ -115,9 +156,14 @@ void read_rope(const json& j, ModelConfig& c, const std::string& source) {
     }
   }
   if (c.architecture == "gemma3") c.rope_local_theta = get_number_or(j, "rope_local_base_freq", 10000.0, source);
+  read_partial_rotary(j, params, c, source);
   if (!params) return;
   auto full = params->find("full_attention");
-  if (full == params->end()) return read_rope_params(*params, c, source);
+  if (full == params->end()) {
+    read_rope_params(*params, c, source);
+    if (c.rope_scaling.type == RopeScaling::Type::LongRope) read_longrope_scale(j, *params, c, source);
+    return;
+  }
   if (!full->is_object()) fail(source, "\"full_attention\" rope parameters are not an object");
   read_rope_params(*full, c, source);
   if (auto local = params->find("sliding_attention"); local != params->end() && local->is_object()) {
@@ -250,7 +296,36 @@ void read_gguf_experts(const GgufFile& file, const std::string& p, ModelConfig& 
   forget_if_none(c.dense_layers);
 }
 
+// llama.cpp's Phi-3 GGUFs hold LongRope's factors as two F32 tensors of rope_dim / 2 (absent
+// without scaling), beside keys for the original context and the attention factor.
+void read_gguf_longrope(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  const std::string& source = file.file->path();
+  const TensorView *short_t = nullptr, *long_t = nullptr;
+  for (const auto& t : file.tensors) {
+    if (t.name == "rope_factors_short.weight") short_t = &t;
+    if (t.name == "rope_factors_long.weight") long_t = &t;
+  }
+  if (!short_t && !long_t) return;
+  if (!short_t || !long_t) fail(source, "rope_factors_short.weight and rope_factors_long.weight come as a pair");
+  auto& s = c.rope_scaling;
+  s.type = RopeScaling::Type::LongRope;
+  for (auto [t, out] : {std::pair{short_t, &s.short_factor}, std::pair{long_t, &s.long_factor}}) {
+    if (t->dtype != DType::F32 || t->shape.size() != 1) fail(source, "tensor " + t->name + " is not a vector of F32");
+    const auto* v = static_cast<const float*>(t->data);
+    out->assign(v, v + t->shape[0]);
+  }
+  s.original_max_position = file.metadata.find_int(p + "rope.scaling.original_context_length").value_or(c.max_position);
+  s.factor = static_cast<double>(c.max_position) / static_cast<double>(std::max<int64_t>(s.original_max_position, 1));
+  s.attention_factor = file.metadata.find_float(p + "rope.scaling.attn_factor")
+                           .value_or(longrope_attention_factor(s.factor, s.original_max_position));
+}
+
 }  // namespace
+
+double longrope_attention_factor(double factor, int64_t original_max_position) {
+  if (factor <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(original_max_position)));
+}
 
 void apply_gguf_gemma_rules(ModelConfig& c) {
   c.sandwich_norms = true;
@@ -293,6 +368,24 @@ void ModelConfig::validate(const std::string& source) const {
   if (rope_scaling.type == RopeScaling::Type::Llama3 &&
       (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) || rope_scaling.original_max_position <= 0))
     fail(source, "llama3 rope scaling needs high_freq_factor > low_freq_factor and original_max_position_embeddings > 0");
+  if (rotary_dim < 0 || rotary_dim > head_dim || rope_dim() % 2 != 0)
+    fail(source, "the rotary dims (" + std::to_string(rope_dim()) + ") must be even and at most head_dim (" +
+                     std::to_string(head_dim) + ")");
+  if (rope_style == RopeStyle::Interleaved && rope_dim() != head_dim)
+    fail(source, "partial rotary with llama.cpp's interleaved q/k rows is not supported");
+  if (rope_scaling.type == RopeScaling::Type::LongRope) {
+    const auto pairs = static_cast<size_t>(rope_dim() / 2);
+    for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
+      if (factors->size() != pairs)
+        fail(source, "longrope lists " + std::to_string(factors->size()) + " factors, not rotary dims / 2 = " +
+                         std::to_string(pairs));
+      for (double f : *factors)
+        if (!(f > 0) || !std::isfinite(f)) fail(source, "longrope factors must be positive");
+    }
+    if (rope_scaling.original_max_position <= 0) fail(source, "longrope needs original_max_position_embeddings > 0");
+    if (!(rope_scaling.attention_factor > 0) || !std::isfinite(rope_scaling.attention_factor))
+      fail(source, "the longrope attention factor must be positive");
+  }
   if (sliding_window && *sliding_window <= 0) fail(source, "sliding_window must be positive");
   if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != num_layers)
     fail(source, "the sliding-window layers do not match the layer count");
@@ -346,6 +439,8 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     c.architecture = "gemma3";
   } else if (arch == "SmolLM3ForCausalLM" || arch == "smollm3") {
     c.architecture = "smollm3";
+  } else if (arch == "Phi3ForCausalLM" || arch == "phi3") {
+    c.architecture = "phi3";
   } else if (arch == "MixtralForCausalLM" || arch == "mixtral") {
     c.architecture = "mixtral";
   } else if (arch == "Qwen2MoeForCausalLM" || arch == "qwen2_moe") {
@@ -355,7 +450,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
   } else {
     fail(source, "unsupported architecture \"" + (arch.empty() ? std::string("(none given)") : arch) +
                      "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                     "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM, MixtralForCausalLM, "
+                     "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
   }
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
@@ -386,7 +481,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
   const bool moe = c.architecture == "mixtral" || c.architecture == "qwen2moe" || c.architecture == "qwen3moe";
   if (moe) read_experts(j, c, source);
 
-  if (c.architecture == "mistral" || c.architecture == "mixtral") {
+  if (c.architecture == "mistral" || c.architecture == "mixtral" || c.architecture == "phi3") {
     if (auto sw = get_int_or(j, "sliding_window", 0, source); sw > 0) c.sliding_window = sw;
   } else if (c.architecture != "gemma2" && c.architecture != "gemma3" && c.architecture != "llama") {
     if (get_bool_or(j, "use_sliding_window", false, source))
@@ -428,9 +523,9 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   const std::string& source = file.file->path();
   const std::string arch = m.get_string("general.architecture");
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" && arch != "smollm3" &&
-      arch != "qwen2moe" && arch != "qwen3moe")
+      arch != "phi3" && arch != "qwen2moe" && arch != "qwen3moe")
     fail(source, "unsupported GGUF architecture \"" + arch +
-                     "\" (supported: llama, qwen2, qwen3, gemma2, gemma3, smollm3, qwen2moe, qwen3moe)");
+                     "\" (supported: llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, qwen2moe, qwen3moe)");
   ModelConfig c;
   c.architecture = arch;
   const std::string p = arch + ".";
@@ -443,6 +538,7 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   c.max_position = m.find_int(p + "context_length").value_or(2048);
   c.rms_norm_eps = m.get_float(p + "attention.layer_norm_rms_epsilon");
   c.rope_theta = m.find_float(p + "rope.freq_base").value_or(10000.0);
+  c.rotary_dim = m.find_int(p + "rope.dimension_count").value_or(0);
   // The embedding is the truth about the vocabulary: older files have no vocab_size key.
   for (const auto& t : file.tensors)
     if (t.name == "token_embd.weight" && t.shape.size() == 2) c.vocab_size = t.shape[0];
@@ -464,6 +560,7 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   c.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
   read_gguf_experts(file, p, c);
   if (arch == "gemma2" || arch == "gemma3") read_gguf_gemma(m, p, c);
+  if (arch == "phi3") read_gguf_longrope(file, p, c);
   if (auto bos = m.find_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
     if (auto id = m.find_int(key)) {
@@ -477,17 +574,20 @@ ModelConfig read_gguf_config(const GgufFile& file) {
   return c;
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c, bool local) {
-  const int64_t half = c.head_dim / 2;
+std::vector<float> rope_inv_freq(const ModelConfig& c, bool local, bool long_factors) {
+  const int64_t dim = c.rope_dim(), half = dim / 2;
+  const auto& s = c.rope_scaling;
+  const bool longrope = !local && s.type == RopeScaling::Type::LongRope;
   std::vector<float> inv(static_cast<size_t>(half));
   const double theta = local && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   for (int64_t i = 0; i < half; ++i) {
-    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in float32.
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
-    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(theta), exponent);
+    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in float32; LongRope
+    // divides by its factor before inverting: 1 / (factor * base ** ...).
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const double divisor = longrope ? (long_factors ? s.long_factor : s.short_factor)[static_cast<size_t>(i)] : 1.0;
+    inv[static_cast<size_t>(i)] = 1.0f / (static_cast<float>(divisor) * std::pow(static_cast<float>(theta), exponent));
   }
   if (local) return inv;  // Gemma 3 scales only its global layers' frequencies
-  const auto& s = c.rope_scaling;
   if (s.type == RopeScaling::Type::Linear) {
     for (auto& f : inv) f = f / static_cast<float>(s.factor);
   } else if (s.type == RopeScaling::Type::Llama3) {

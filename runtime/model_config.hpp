@@ -17,12 +17,17 @@ struct GgufFile;
 enum class RopeStyle { HalfSplit, Interleaved };
 
 struct RopeScaling {
-  enum class Type { None, Linear, Llama3 };
+  enum class Type { None, Linear, Llama3, LongRope };
   Type type = Type::None;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
+  // LongRope (Phi-3): each frequency is divided by its short factor, or by its long one where
+  // the context exceeds original_max_position (ModelConfig::long_rope); cos and sin are
+  // multiplied by attention_factor either way.
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
 };
 
 // The FFN's gate: SwiGLU (silu, Llama and most others) or GeGLU with the tanh-approximated
@@ -30,7 +35,8 @@ struct RopeScaling {
 enum class Activation { Silu, GeluTanh };
 
 struct ModelConfig {
-  std::string architecture;  // llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, smollm3
+  // llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, smollm3, phi3
+  std::string architecture;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -43,6 +49,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   RopeStyle rope_style = RopeStyle::HalfSplit;
+  // RoPE turns only the first rotary_dim dims of each head (partial_rotary_factor, Phi-4-mini:
+  // 0.75), pairing i with i + rotary_dim/2; the rest pass through. 0: all of head_dim.
+  int64_t rotary_dim = 0;
   std::optional<int64_t> sliding_window;  // a token sees only the last N positions (Mistral)
   // The layers that attend through sliding_window (Gemma interleaves them with global
   // ones); empty: every layer does, when there is a window.
@@ -97,6 +106,12 @@ struct ModelConfig {
     return num_experts > 0 && (dense_layers.empty() || !dense_layers[static_cast<size_t>(l)]);
   }
   bool rotates(int64_t l) const { return no_rope_layers.empty() || !no_rope_layers[static_cast<size_t>(l)]; }
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // Whether a backend serving contexts of up to `context` tokens rotates with LongRope's long
+  // factors: for every position, once the context exceeds the original one (docs/DESIGN.md).
+  bool long_rope(int64_t context) const {
+    return rope_scaling.type == RopeScaling::Type::LongRope && context > rope_scaling.original_max_position;
+  }
   double attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   // Throws LoadError (naming `source`) when the numbers do not describe a usable model.
   void validate(const std::string& source) const;
@@ -115,8 +130,13 @@ ModelConfig read_gguf_config(const GgufFile& file);
 // gemma2 or gemma3.
 void apply_gguf_gemma_rules(ModelConfig& c);
 
-// RoPE inverse frequencies, head_dim / 2 of them, with the configured scaling applied
-// exactly as transformers computes them; `local`: those of Gemma 3's sliding layers.
-std::vector<float> rope_inv_freq(const ModelConfig& config, bool local = false);
+// LongRope's attention factor where the config gives none (transformers, llama.cpp's converter):
+// 1 for a factor up to 1, sqrt(1 + ln factor / ln original_max_position) past it.
+double longrope_attention_factor(double factor, int64_t original_max_position);
+
+// RoPE inverse frequencies, rope_dim() / 2 of them, with the configured scaling applied
+// exactly as transformers computes them; `local`: those of Gemma 3's sliding layers;
+// `long_factors`: LongRope's long factors instead of its short ones.
+std::vector<float> rope_inv_freq(const ModelConfig& config, bool local = false, bool long_factors = false);
 
 }  // namespace orzo

@@ -66,6 +66,7 @@ std::string gguf_architecture(const ModelConfig& c, const std::string& source) {
   if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "gemma2" || c.architecture == "gemma3" ||
       c.architecture == "smollm3")
     return c.architecture;
+  if (c.architecture == "phi3") return "phi3";  // q|k|v and gate|up stay fused, as its converter keeps them
   // llama.cpp converts Mistral as llama; its sliding window is a key of its own.
   if (c.architecture == "llama" || c.architecture == "mistral") return "llama";
   throw LoadError(source + ": no GGUF layout for architecture " + c.architecture);
@@ -127,6 +128,14 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
     const auto n = static_cast<int64_t>(d.size());
     in.tensors.push_back({"rope_freqs.weight", {}, std::move(d), {n}, 0});
   }
+  if (c.rope_scaling.type == RopeScaling::Type::LongRope) {  // llama.cpp divides by these, as transformers does
+    for (const auto& [name, factors] : {std::pair{"rope_factors_long.weight", &c.rope_scaling.long_factor},
+                                        std::pair{"rope_factors_short.weight", &c.rope_scaling.short_factor}}) {
+      std::vector<float> values(factors->begin(), factors->end());
+      const auto n = static_cast<int64_t>(values.size());
+      in.tensors.push_back({name, {}, std::move(values), {n}, 0});
+    }
+  }
   in.write_metadata = [c, arch, dir, tokenizer = options.hf_tokenizer](GgufWriter& out) {
     const std::string p = arch + ".";
     const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
@@ -142,11 +151,15 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
     out.add_u32(p + "attention.value_length", u32(c.head_dim));
     out.add_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
     out.add_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
-    out.add_u32(p + "rope.dimension_count", u32(c.head_dim));
+    out.add_u32(p + "rope.dimension_count", u32(c.rope_dim()));
     out.add_u32(p + "vocab_size", u32(c.vocab_size));
     if (c.rope_scaling.type == RopeScaling::Type::Linear) {
       out.add_string(p + "rope.scaling.type", "linear");
       out.add_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+    }
+    if (c.rope_scaling.type == RopeScaling::Type::LongRope) {
+      out.add_f32(p + "rope.scaling.attn_factor", static_cast<float>(c.rope_scaling.attention_factor));
+      out.add_u32(p + "rope.scaling.original_context_length", u32(c.rope_scaling.original_max_position));
     }
     if (c.sliding_window) out.add_u32(p + "attention.sliding_window", u32(*c.sliding_window));
     if (c.attn_softcap) out.add_f32(p + "attn_logit_softcapping", static_cast<float>(*c.attn_softcap));

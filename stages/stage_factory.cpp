@@ -35,6 +35,7 @@ CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, con
   o.threads = options.threads;
   o.max_rows = terms.max_rows;
   o.matmul = {options.int8_activations, options.bf16_activations, options.batch_invariant};
+  o.max_model_len = terms.max_model_len;
   return o;
 }
 

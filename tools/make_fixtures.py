@@ -18,7 +18,8 @@ Per fixture directory:
   expected.json                             prompts, greedy continuations, margins, notes
   expected_logits.bin                       logits at every position of every prompt, prompts
                                             concatenated, float32 little-endian, row-major
-  model-*.gguf, expected_logits-<dtype>.bin GGUF variants (llama, llama3, qwen2, qwen3, gemma3)
+  model-*.gguf, expected_logits-<dtype>.bin GGUF variants (llama, llama3, qwen2, qwen3, gemma3, smollm3,
+                                            phi3)
 
 Greedy continuations are model.generate(do_sample=False, eos_token_id=None): EOS never stops the
 generation and no logits processor touches the scores, so the reference is a pure argmax loop.
@@ -55,6 +56,8 @@ from transformers import (
     MistralForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Qwen2MoeConfig,
@@ -146,12 +149,28 @@ class Spec:
     generation_eos: list[int] | None = None
     # Config changes that must move the logits, each alone: what the fixture is there to test.
     ablations: dict[str, Any] = field(default_factory=dict)
+    prompt_lengths: tuple[int, ...] = PROMPT_LENGTHS
 
 
 # Gemma's terms, sized to bite at this scale: a window shorter than the 23-token prompt, soft
 # caps near the scores' and logits' own size, query_pre_attn_scalar off head_dim (Gemma 2).
 GEMMA = dict(BASE, rms_norm_eps=1e-6, tie_word_embeddings=True, sliding_window=8,
              hidden_activation="gelu_pytorch_tanh")
+
+# Phi-3's terms at this scale: head_dim 16 with partial_rotary_factor 0.75 (Phi-4-mini's), so
+# RoPE turns 12 dims of each head and 4 pass through; LongRope from an original context of 32
+# to 256, whose short and long factors (6 each) are far enough from 1 and from each other to
+# show; a window of 40 inside the longest prompt. transformers picks the long factors for every
+# position once a forward's sequence is longer than 32, so the prompts all are (33 to 47
+# tokens): then the cached greedy continuations and one full forward agree, and so does an
+# engine that uses the long factors for any context past 32. The short factors are checked on
+# a context of 32 (check_longrope).
+PHI3_SHORT_FACTOR = [1.0, 1.25, 1.6, 2.2, 3.0, 4.5]
+PHI3_LONG_FACTOR = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+PHI3 = dict(BASE, hidden_size=64, rms_norm_eps=1e-5, tie_word_embeddings=False, pad_token_id=0,
+            original_max_position_embeddings=32, sliding_window=40, partial_rotary_factor=0.75,
+            rope_parameters=dict(rope_type="longrope", rope_theta=10000.0,
+                                 short_factor=PHI3_SHORT_FACTOR, long_factor=PHI3_LONG_FACTOR))
 
 SPECS = [
     # Written as transformers 5 saves it ("rope_parameters" holds rope_theta).
@@ -234,6 +253,10 @@ SPECS = [
               use_sliding_window=False),
          seed=11034, prompt_seed=11, gguf_arch="qwen3moe", gguf_dtypes=("f32", "q8_0"),
          ablations=dict(norm_topk_prob=False, num_experts_per_tok=2)),
+    # Written as Phi-3.5 and Phi-4-mini are on the Hub (rope_scaling "type", partial_rotary_factor
+    # and original_max_position_embeddings at the top level); fused qkv_proj and gate_up_proj.
+    Spec("phi3", Phi3ForCausalLM, Phi3Config, PHI3, seed=9001, prompt_seed=9, gguf_arch="phi3",
+         prompt_lengths=(33, 40, 47), ablations=dict(sliding_window=None)),
 ]
 
 
@@ -265,10 +288,10 @@ def build_model(spec: Spec, seed: int, **config_changes: Any) -> torch.nn.Module
     return model.eval()
 
 
-def make_prompts(vocab_size: int, seed: int) -> list[list[int]]:
+def make_prompts(vocab_size: int, seed: int, lengths=PROMPT_LENGTHS) -> list[list[int]]:
     # ids 0..2 are left out: they are the usual unk/bos/eos ids.
     rng = np.random.default_rng(seed)
-    return [rng.integers(3, vocab_size, size=n).tolist() for n in PROMPT_LENGTHS]
+    return [rng.integers(3, vocab_size, size=n).tolist() for n in lengths]
 
 
 @torch.no_grad()
@@ -365,7 +388,17 @@ GEMMA_HF_TO_GGUF_LAYER = {
 }
 
 
+# Phi-3's fused matrices: attn_qkv holds q, k, v rows; ffn_up holds gate then up rows.
+PHI3_HF_TO_GGUF_LAYER = {
+    **{k: v for k, v in HF_TO_GGUF_LAYER.items() if v != "ffn_up.weight"},
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
+}
+
+
 def layer_table(arch: str) -> dict[str, str]:
+    if arch == "phi3":
+        return PHI3_HF_TO_GGUF_LAYER
     return GEMMA_HF_TO_GGUF_LAYER if arch.startswith("gemma") else HF_TO_GGUF_LAYER
 
 
@@ -440,6 +473,11 @@ def gguf_tensors(model, arch: str, dtype: str) -> dict[str, tuple[np.ndarray, QT
     out: dict[str, tuple[np.ndarray, QT]] = {}
     if arch == "llama" and cfg.rope_parameters.get("rope_type") == "llama3":
         out["rope_freqs.weight"] = (llama3_rope_factors(cfg), QT.F32)
+    if arch == "phi3" and cfg.rope_parameters.get("rope_type") == "longrope":
+        # llama.cpp divides each frequency by these, as transformers does (1 / (factor * base^...)).
+        for kind in ("long", "short"):
+            out[f"rope_factors_{kind}.weight"] = (
+                np.array(cfg.rope_parameters[f"{kind}_factor"], dtype=np.float32), QT.F32)
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
             continue  # tied: llama.cpp falls back to token_embd when output.weight is absent
@@ -488,9 +526,15 @@ def write_gguf(path: Path, model, arch: str, dtype: str,
     if rope.get("rope_type", "default") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rope["factor"])
-    if getattr(cfg, "sliding_window", None) and arch.startswith("gemma"):
+    if getattr(cfg, "sliding_window", None) and (arch.startswith("gemma") or arch == "phi3"):
         w.add_sliding_window(cfg.sliding_window)
-    w.add_rope_dimension_count(head_dim)
+    w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
+    if rope.get("rope_type") == "longrope":
+        # As llama.cpp's converter: the context's growth gives the attention factor.
+        original = rope["original_max_position_embeddings"]
+        scale = cfg.max_position_embeddings / original
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0)
+        w.add_rope_scaling_orig_ctx_len(original)
     if head_dim != cfg.hidden_size // cfg.num_attention_heads:
         # Without these keys llama.cpp derives head_dim = embedding_length / head_count.
         w.add_key_length(head_dim)
@@ -521,8 +565,8 @@ def dequantized_state_dict(tensors: dict[str, tuple[np.ndarray, QT]], cfg,
     """Inverse of gguf_tensors: what a correct GGUF loader sees, in HF layout and float32."""
     sd = {}
     for gname, (data, qtype) in tensors.items():
-        if gname == "rope_freqs.weight":
-            continue  # not a weight in HF: the llama3 rope lives in the config
+        if gname in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
+            continue  # not weights in HF: the rope scaling lives in the config
         if gname == "output.weight" and cfg.tie_word_embeddings:
             continue  # some GGUFs store the tied head as a copy; HF shares the embedding
         if gname.endswith("ffn_up_exps.weight"):
@@ -594,12 +638,25 @@ def legacy_config_dict(d: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(d.items()))
 
 
+def phi3_hub_config_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """A legacy config dict as Phi-3.5/Phi-4-mini's config.json: rope_scaling holds "type" and the
+    factors; partial_rotary_factor and original_max_position_embeddings sit at the top level."""
+    rs = dict(d["rope_scaling"])
+    d["partial_rotary_factor"] = rs.pop("partial_rotary_factor")
+    d["original_max_position_embeddings"] = rs.pop("original_max_position_embeddings")
+    rs["type"] = rs.pop("rope_type")
+    d["rope_scaling"] = rs
+    return d
+
+
 def save_checkpoint(spec: Spec, model, out: Path) -> None:
     model.config.architectures = [spec.model_cls.__name__]
     # to_diff_dict is what save_pretrained writes: no generic PreTrainedConfig noise (id2label...).
     cfg_dict = model.config.to_diff_dict()
     if spec.legacy_config:
         cfg_dict = legacy_config_dict(cfg_dict)
+        if spec.model_cls is Phi3ForCausalLM:
+            cfg_dict = phi3_hub_config_dict(cfg_dict)
     cfg_dict.update(spec.config_overrides)
     (out / "config.json").write_text(json.dumps(cfg_dict, indent=2, sort_keys=True) + "\n")
 
@@ -735,6 +792,58 @@ def check_rope_scaling(spec: Spec, model, prompts) -> dict[str, Any]:
     return {"max_abs_logit_diff_vs_unscaled_rope": round(float(diff.max()), 6)}
 
 
+def check_longrope(spec: Spec, model, prompts, out: Path) -> dict[str, Any]:
+    """Each Phi-3 rope term must move the long prompt's logits; and a context that stays within
+    the original length (32) rotates with the short factors: its logits and greedy tokens are
+    written too, for an engine whose context is 32."""
+    long_prompt = prompts[-1]
+    ref = prompt_logits(model, [long_prompt])[0]
+    rope = model.config.rope_parameters
+    base = dict(rope_type="longrope", rope_theta=rope["rope_theta"], partial_rotary_factor=0.75,
+                short_factor=PHI3_SHORT_FACTOR, long_factor=PHI3_LONG_FACTOR)
+    # Full rotary with the same factors and ones for the frequencies it adds: only the 4 dims
+    # that pass through now turn.
+    variants = {
+        "long factors as the short ones": dict(base, long_factor=PHI3_SHORT_FACTOR),
+        "attention factor 1": dict(base, attention_factor=1.0),
+        "full rotary": dict(base, partial_rotary_factor=1.0, short_factor=PHI3_SHORT_FACTOR + [1.0, 1.0],
+                            long_factor=PHI3_LONG_FACTOR + [1.0, 1.0]),
+    }
+    effects = {}
+    for what, params in variants.items():
+        diff = float(np.abs(ref - ablated_logits(spec, model, long_prompt, rope_parameters=params)).max())
+        assert diff > 1e-2, f"{what} has no effect: {diff}"
+        print(f"  with {what}: max |logit diff| {diff:.3g}")
+        effects[what] = round(diff, 6)
+
+    original = rope["original_max_position_embeddings"]
+    short_prompt = make_prompts(model.config.vocab_size, spec.prompt_seed + 100, (original // 2,))[0]
+    n_new = original - len(short_prompt)  # the last step's sequence is `original` long
+    logits = prompt_logits(model, [short_prompt])
+    tokens, margins = greedy(model, short_prompt, n_new)
+    assert min(margins) > MIN_MARGIN, min(margins)
+    diff = float(np.abs(logits[0] - ablated_logits(spec, model, short_prompt,
+                                                   rope_parameters=dict(base, short_factor=[1.0] * 6))).max())
+    assert diff > 1e-2, f"the short factors have no effect: {diff}"
+    print(f"  short context ({len(short_prompt)} + {n_new} tokens): min greedy margin {min(margins):.4g}; "
+          f"with short factors of 1: max |logit diff| {diff:.3g}")
+    write_logits(out / "expected_logits-short.bin", logits)
+    return {
+        "longrope_ablations": effects,
+        "longrope_note": "transformers rotates every position with the long factors once a forward's "
+                         f"sequence is longer than {original}, with the short ones otherwise; the "
+                         "prompts are all longer. short_context stays within it.",
+        "short_context": {
+            "max_model_len": original,
+            "prompt": short_prompt,
+            "logits_file": "expected_logits-short.bin",
+            "greedy": tokens,
+            "greedy_min_margin": round(min(margins), 6),
+            "max_abs_logit_diff_with_short_factors_of_1": round(diff, 6),
+        },
+    }
+
+
 def describe_gguf(path: Path) -> None:
     _, reader = read_gguf(path)
     print(f"  {path.name} ({path.stat().st_size} bytes)")
@@ -764,7 +873,7 @@ def make_fixture(spec: Spec) -> dict[str, Any]:
         shutil.rmtree(out)
     out.mkdir(parents=True)
 
-    prompts = make_prompts(spec.config["vocab_size"], spec.prompt_seed)
+    prompts = make_prompts(spec.config["vocab_size"], spec.prompt_seed, spec.prompt_lengths)
     seed = pick_seed(spec, prompts)
     model = build_model(spec, seed)
     save_checkpoint(spec, model, out)
@@ -772,7 +881,9 @@ def make_fixture(spec: Spec) -> dict[str, Any]:
     # References come from the reloaded checkpoint, which must be the model we built.
     ref_model = reload(spec, out)
     assert_same_weights(model, ref_model, "model.safetensors round trip")
-    assert ref_model.config.rope_parameters == model.config.rope_parameters
+    # (A Hub-style "type" key stays beside the "rope_type" transformers derives from it.)
+    reloaded_rope = {k: v for k, v in ref_model.config.rope_parameters.items() if k != "type"}
+    assert reloaded_rope == model.config.rope_parameters
     logits = prompt_logits(ref_model, prompts)
     assert_same_logits(logits, prompt_logits(model, prompts), "config.json round trip")
     tokens, margins = greedy_all(ref_model, prompts)
@@ -799,6 +910,8 @@ def make_fixture(spec: Spec) -> dict[str, Any]:
         expected.update(check_sliding_window(spec, ref_model, prompts))
     if spec.name == "llama3":
         expected.update(check_rope_scaling(spec, ref_model, prompts))
+    if spec.name == "phi3":
+        expected.update(check_longrope(spec, ref_model, prompts, out))
     if spec.ablations:
         expected.update(check_ablations(spec, ref_model, prompts))
     if spec.config_overrides.get("use_sliding_window") is False:
@@ -961,6 +1074,7 @@ References are HF transformers, float32, eager attention, on CPU.
 | mixtral/ | MixtralForCausalLM, 8 experts, 2 per row | GGUF f32 as llama with `ffn_*_exps` (q/k permuted); safetensors with one tensor per expert, as on the Hub |
 | qwen2moe/ | Qwen2MoeForCausalLM, 8 experts, 2 per row not renormalized, shared expert 48 wide, layer 1 dense (mlp_only_layers) | GGUF f32 (the dense layer has no `ffn_gate_inp`) |
 | qwen3moe/ | Qwen3MoeForCausalLM, 16 experts, 4 per row renormalized, q/k norms | GGUF f32 and q8_0 (experts quantized; the router stays F32, as llama.cpp keeps it) |
+| phi3/ | Phi3ForCausalLM, fused qkv_proj/gate_up_proj, partial rotary 0.75 (12 of 16 dims), LongRope 32 -> 256, window 40 | prompts of 33-47 tokens (past the original 32: long factors); `short_context`: a 16-token prompt + 16 greedy within 32 (short factors); GGUF f32 (attn_qkv, fused ffn_up, rope_factors_long/short); config.json as Phi-3.5/Phi-4-mini's on the Hub |
 | stories260K/ | /work/shared/models/stories260K/hf | real trained model, 64-token greedy + decoded text |
 
 All but llama/ and gemma3/ write config.json the way transformers 4 did (`rope_theta`, `rope_scaling`).

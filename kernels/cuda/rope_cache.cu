@@ -19,8 +19,8 @@ constexpr int32_t kMaxHeadDim = 8192;
 // One block per (row, head) of the fused projection, heads in its order: num_heads q heads,
 // then num_kv_heads k heads, then num_kv_heads v heads. A q or k head is gathered into
 // shared memory (bias added, interleaved pairs reordered to the half split), normalized when
-// asked, and rotated (unless the layer has no RoPE); RoPE pairs i with i + head_dim/2, so a
-// thread writes both of its pair.
+// asked, and rotated (unless the layer has no RoPE); RoPE pairs i with i + rotary_dim/2, so a
+// thread writes both of its pair, and the dims past rotary_dim pass through as they are.
 template <typename T>
 __global__ void qkv_rope_kernel(QkvRopeArgs a) {
   extern __shared__ float smem[];
@@ -63,21 +63,32 @@ __global__ void qkv_rope_kernel(QkvRopeArgs a) {
   if (!is_q && slot < 0) return;
   float* q = is_q ? a.q_out + row * a.num_heads * hd + static_cast<int64_t>(h) * hd : nullptr;
   T* k = is_q ? nullptr : static_cast<T*>(a.k_cache) + slot * kv_width + static_cast<int64_t>(h - a.num_heads) * hd;
+  const int32_t rotary = a.rotary_dim > 0 ? a.rotary_dim : hd, pair = rotary / 2;
+  for (int32_t j = rotary + threadIdx.x; j < hd; j += blockDim.x) {
+    if (is_q)
+      q[j] = head[j];
+    else
+      k[j] = from_f32<T>(head[j]);
+  }
   const float position = static_cast<float>(a.positions[row]);
-  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+  for (int32_t i = threadIdx.x; i < pair; i += blockDim.x) {
     // __fmul_rn keeps the product from being fused into the reduction inside sincosf: the
     // angle is rounded to f32 first, as transformers computes it. sincosf (not __sincosf) stays
     // accurate at the large angles of long contexts.
     float s = 0.0f, c = 1.0f;  // angle 0 where the layer has no RoPE: the pair stays as it is
-    if (a.inv_freq) sincosf(__fmul_rn(position, a.inv_freq[i]), &s, &c);
-    const float x0 = head[i], x1 = head[i + half];
+    if (a.inv_freq) {
+      sincosf(__fmul_rn(position, a.inv_freq[i]), &s, &c);
+      s *= a.rope_scale;
+      c *= a.rope_scale;
+    }
+    const float x0 = head[i], x1 = head[i + pair];
     const float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
     if (is_q) {
       q[i] = r0;
-      q[i + half] = r1;
+      q[i + pair] = r1;
     } else {
       k[i] = from_f32<T>(r0);
-      k[i + half] = from_f32<T>(r1);
+      k[i + pair] = from_f32<T>(r1);
     }
   }
 }
@@ -95,6 +106,10 @@ void qkv_rope_to_cache(const QkvRopeArgs& a, cudaStream_t stream) {
               std::to_string(a.num_kv_heads) + ")");
   require(a.head_dim > 0 && a.head_dim % 2 == 0 && a.head_dim <= kMaxHeadDim,
           "head_dim " + std::to_string(a.head_dim) + " must be even and in (0, " + std::to_string(kMaxHeadDim) + "]");
+  require(a.rotary_dim >= 0 && a.rotary_dim <= a.head_dim && a.rotary_dim % 2 == 0,
+          "rotary_dim " + std::to_string(a.rotary_dim) + " must be even and at most head_dim " + std::to_string(a.head_dim));
+  require(!a.interleaved || a.rotary_dim == 0 || a.rotary_dim == a.head_dim,
+          "interleaved pairs are reordered over the whole head, so they rotate all of it");
   if (a.rows == 0) return;
   require(a.qkv && a.positions && a.slot_mapping && a.q_out && a.k_cache && a.v_cache,
           "a required pointer (qkv, positions, slot_mapping, q_out, k_cache, v_cache) is null");

@@ -20,8 +20,11 @@ struct QkvRopeArgs {
   const float* k_norm = nullptr;    // [head_dim] or null (Qwen3: RMSNorm of each k head)
   float eps = 1e-6f;                // of q_norm / k_norm
   bool interleaved = false;         // q/k rows in llama.cpp's (2i, 2i+1) pairs: reorder before norm and RoPE
-  const float* inv_freq = nullptr;  // [head_dim / 2], scaling (llama3, linear) already applied;
-                                    // null: q and k are not rotated (SmolLM3's layers without RoPE)
+  const float* inv_freq = nullptr;  // [rotary_dim / 2], scaling (llama3, linear, LongRope's factors) already
+                                    // applied; null: q and k are not rotated (SmolLM3's layers without RoPE)
+  int32_t rotary_dim = 0;           // RoPE turns the first rotary_dim dims of each head, the rest pass
+                                    // (Phi-4-mini); 0: all of head_dim
+  float rope_scale = 1.0f;          // cos and sin are multiplied by it (LongRope's attention factor)
   const int32_t* positions = nullptr;     // [rows]
   const int32_t* slot_mapping = nullptr;  // [rows]: block * block_size + slot; negative: write nothing
   int32_t rows = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
@@ -30,7 +33,8 @@ struct QkvRopeArgs {
   void* v_cache = nullptr;
 };
 
-// The angle of pair i at position p is f32(p * inv_freq[i]), as transformers rounds it.
+// The angle of pair i at position p is f32(p * inv_freq[i]), as transformers rounds it; pair i
+// is (i, i + rotary_dim/2).
 void qkv_rope_to_cache(const QkvRopeArgs& args, cudaStream_t stream);
 
 }  // namespace orzo::cuda

@@ -293,7 +293,10 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   r.k_norm = w.k_norm;
   r.eps = static_cast<float>(cfg_.rms_norm_eps);
   r.interleaved = cfg_.rope_style == RopeStyle::Interleaved;
-  r.inv_freq = cfg_.rotates(layer) ? weights_->inv_freq(cfg_.local_rope(layer)) : nullptr;
+  const bool local = cfg_.local_rope(layer);
+  r.inv_freq = cfg_.rotates(layer) ? weights_->inv_freq(local, cfg_.long_rope(o_.max_model_len)) : nullptr;
+  r.rotary_dim = static_cast<int32_t>(cfg_.rope_dim());
+  r.rope_scale = static_cast<float>(local ? 1.0 : cfg_.rope_scaling.attention_factor);
   r.positions = s.positions;
   r.slot_mapping = s.slots;
   r.rows = s.rows;

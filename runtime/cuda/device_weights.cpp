@@ -107,12 +107,13 @@ void DeviceWeights::place(DeviceArena& arena, const Model& model, LayerRange ran
     final_norm_ = place_floats(arena, {{model.final_norm(), c.hidden_size}});
     lm_head_ = tied && embeds ? embedding_ : place_matrix(arena, elem_, {&model.lm_head()}, staging, row);
   }
-  const auto place_freq = [&](bool local) {
-    const auto& freq = model.rope_inv_freq(local);
+  const auto place_freq = [&](bool local, bool long_factors) {
+    const auto& freq = model.rope_inv_freq(local, long_factors);
     return place_floats(arena, {{freq.data(), static_cast<int64_t>(freq.size())}});
   };
-  inv_freq_ = place_freq(false);
-  local_inv_freq_ = c.rope_local_theta > 0 ? place_freq(true) : nullptr;
+  inv_freq_ = place_freq(false, false);
+  local_inv_freq_ = c.rope_local_theta > 0 ? place_freq(true, false) : nullptr;
+  long_inv_freq_ = c.rope_scaling.type == RopeScaling::Type::LongRope ? place_freq(false, true) : nullptr;
 }
 
 }  // namespace orzo::cuda

@@ -44,8 +44,11 @@ class DeviceWeights {
   const void* embedding() const { return embedding_; }   // [vocab, hidden], first stage only
   const float* final_norm() const { return final_norm_; }  // last stage only
   const void* lm_head() const { return lm_head_; }       // [vocab, hidden], last stage only
-  // [head_dim / 2]; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope).
-  const float* inv_freq(bool local) const { return local ? local_inv_freq_ : inv_freq_; }
+  // [rotary dims / 2]; `local`: those of Gemma 3's sliding layers (ModelConfig::local_rope);
+  // `long_factors`: LongRope's long ones (ModelConfig::long_rope).
+  const float* inv_freq(bool local, bool long_factors = false) const {
+    return local ? local_inv_freq_ : long_factors ? long_inv_freq_ : inv_freq_;
+  }
 
  private:
   // Lays the weights out in `arena`, copying them when it is real.
@@ -59,6 +62,7 @@ class DeviceWeights {
   const void* lm_head_ = nullptr;
   const float* inv_freq_ = nullptr;
   const float* local_inv_freq_ = nullptr;
+  const float* long_inv_freq_ = nullptr;
 };
 
 }  // namespace orzo::cuda

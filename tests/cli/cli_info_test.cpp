@@ -191,6 +191,20 @@ TEST(Info, DescribesAnHfDirectory) {
   expect_contains(info_text(dir), "architecture:    Qwen3ForCausalLM (model_type qwen3)\n");
 }
 
+// Phi-3: LongRope from its original context, RoPE on part of each head; the same from HF and GGUF.
+TEST(Info, DescribesPhi3sRope) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3";
+  for (const std::string& path : {dir, dir + "/model-f32.gguf"}) {
+    SCOPED_TRACE(path);
+    const json j = info_json(path);
+    EXPECT_EQ(j["runnable"], true);
+    EXPECT_EQ(j["rope"], json({{"theta", 10000.0}, {"scaling", "longrope"}, {"factor", 8.0}, {"original_context", 32},
+                               {"rotary_dim", 12}}));
+    EXPECT_EQ(j["sliding_window"], json({{"size", 40}, {"layers", 2}, {"local_rope_theta", nullptr}}));
+    expect_contains(info_text(path), "RoPE:            theta 10000, longrope scaling x8 from 32, on 12 of 16 dims\n");
+  }
+}
+
 TEST(Info, DescribesAnHfTokenizer) {
   if (!fs::exists(kStoriesHf)) GTEST_SKIP() << kStoriesHf << " is absent";
   const json j = info_json(kStoriesHf);

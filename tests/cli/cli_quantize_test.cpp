@@ -64,6 +64,16 @@ float max_abs(const std::vector<float>& v) {
 
 const std::vector<int32_t> kPrompt = {1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33};
 
+// The two models give kPrompt the same logits, bit for bit.
+void expect_same_logits(const std::shared_ptr<const Model>& a, const std::shared_ptr<const Model>& b) {
+  CpuBackend::Options o;
+  o.kv_blocks = 4;
+  o.threads = 2;
+  CpuBackend backend_a(a, o), backend_b(b, o);
+  orzo::testing::Pipeline pa({&backend_a}, 4), pb({&backend_b}, 4);
+  EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
+}
+
 // A quantized file runs through the kernels of its types; the same weights dequantized to
 // F32 run through the F32 path. With f32 activations (CpuBackend's default) both compute the
 // same function of the same weights, so they agree to f32 rounding: 1e-4 of the logits' range.
@@ -88,9 +98,10 @@ TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
 
 // The HF fixtures converted to F32 GGUF (names, q/k permutation, rope_freqs for Llama 3,
 // Mistral as llama with its sliding window, Qwen biases and q/k norms, Gemma 3's norms as
-// 1 + w) reproduce the logits transformers computed from the checkpoint.
+// 1 + w, Phi-3's fused matrices and LongRope) reproduce the logits transformers computed from
+// the checkpoint.
 TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
-  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3"}) {
+  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3", "phi3"}) {
     SCOPED_TRACE(arch);
     const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
     const std::string out = path(std::string(arch) + ".gguf");
@@ -113,27 +124,49 @@ TEST_F(QuantizeCommand, GemmaOffLlamaCppsFixedRulesIsRefused) {
   EXPECT_NE(r.out.find("query_pre_attn_scalar"), std::string::npos) << r.out;
 }
 
+// Every tensor of `theirs` is one of `ours`, of the same shape, type and bytes (the matrices
+// only, where `matrices_only`).
+void expect_same_tensors(const GgufFile& ours, const GgufFile& theirs, bool matrices_only) {
+  ASSERT_EQ(ours.tensors.size(), theirs.tensors.size());
+  for (const auto& t : theirs.tensors) {
+    const TensorView* mine = nullptr;
+    for (const auto& o : ours.tensors)
+      if (o.name == t.name) mine = &o;
+    ASSERT_NE(mine, nullptr) << t.name;
+    if (matrices_only && t.shape.size() < 2) continue;
+    ASSERT_EQ(mine->shape, t.shape) << t.name;
+    ASSERT_EQ(mine->dtype, t.dtype) << t.name;
+    ASSERT_EQ(mine->nbytes, t.nbytes) << t.name;
+    EXPECT_EQ(std::memcmp(mine->data, t.data, t.nbytes), 0) << t.name;
+  }
+}
+
 // tools/make_fixtures.py quantized the llama fixture with gguf.quants after llama.cpp's
-// permutation; quantizing the checkpoint here must give the same bytes.
+// permutation; quantizing the checkpoint here must give the same bytes (of the matrices: the
+// fixture keeps its norms F32 too, but as written by numpy).
 TEST_F(QuantizeCommand, HfQ8_0IsTheFixtureMadeByGgufPy) {
   const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/llama";
   for (const char* type : {"q8_0", "q4_0"}) {
     SCOPED_TRACE(type);
     const std::string out = path(std::string(type) + ".gguf");
     quantize(dir, out, type);
-    const GgufFile ours = read_gguf(out), theirs = read_gguf(dir + "/model-" + type + ".gguf");
-    ASSERT_EQ(ours.tensors.size(), theirs.tensors.size());
-    for (const auto& t : theirs.tensors) {
-      const TensorView* mine = nullptr;
-      for (const auto& o : ours.tensors)
-        if (o.name == t.name) mine = &o;
-      ASSERT_NE(mine, nullptr) << t.name;
-      if (t.shape.size() < 2) continue;  // the fixture keeps its norms F32 too, but as written by numpy
-      ASSERT_EQ(mine->dtype, t.dtype) << t.name;
-      ASSERT_EQ(mine->nbytes, t.nbytes) << t.name;
-      EXPECT_EQ(std::memcmp(mine->data, t.data, t.nbytes), 0) << t.name;
-    }
+    expect_same_tensors(read_gguf(out), read_gguf(dir + "/model-" + type + ".gguf"), true);
   }
+}
+
+// Phi-3 as llama.cpp's converter writes it (the fixture's GGUF, made by gguf-py to its rules):
+// attn_qkv and the gate|up ffn_up fused, LongRope's factors as tensors, the rotary dims, the
+// original context and the attention factor as keys.
+TEST_F(QuantizeCommand, Phi3IsWrittenAsLlamaCppsConverterWritesIt) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3", out = path("phi3.gguf");
+  quantize(dir, out, "f32");
+  const GgufFile ours = read_gguf(out), theirs = read_gguf(dir + "/model-f32.gguf");
+  expect_same_tensors(ours, theirs, false);
+  for (const char* key : {"phi3.rope.dimension_count", "phi3.rope.scaling.original_context_length",
+                          "phi3.attention.sliding_window", "phi3.context_length"})
+    EXPECT_EQ(ours.metadata.find_int(key), theirs.metadata.find_int(key)) << key;
+  EXPECT_FLOAT_EQ(static_cast<float>(ours.metadata.get_float("phi3.rope.scaling.attn_factor")),
+                  static_cast<float>(theirs.metadata.get_float("phi3.rope.scaling.attn_factor")));
 }
 
 // --quantize re-encodes at load with the same recipe and encoder: the model equals the one
@@ -148,14 +181,24 @@ TEST_F(QuantizeCommand, QuantizingAtLoadEqualsLoadingTheQuantizedFile) {
     auto from_file = Model::load(q);
     ASSERT_EQ(at_load->layer(1).w_down.dtype, from_file->layer(1).w_down.dtype);
     ASSERT_EQ(at_load->lm_head().dtype, from_file->lm_head().dtype);
-    CpuBackend::Options o;
-    o.kv_blocks = 4;
-    o.threads = 2;
-    CpuBackend a(at_load, o), b(from_file, o);
-    orzo::testing::Pipeline pa({&a}, 4), pb({&b}, 4);
-    EXPECT_EQ(pa.prefill_all(0, kPrompt), pb.prefill_all(0, kPrompt));
+    expect_same_logits(at_load, from_file);
   }
   EXPECT_THROW(Model::load(f32, "q9"), std::invalid_argument);
+}
+
+// Phi-3's q, k and v are rows of one attn_qkv: at load they take the fused matrix's type
+// (llama.cpp's Q4_K_M gives attn_qkv Q5_K, here Q5_1 for rows of 64), not attn_q's and attn_v's.
+TEST_F(QuantizeCommand, FusedMatricesQuantizeAtLoadAsTheirFile) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3", q = path("phi3-q4_k_m.gguf");
+  quantize(dir, q, "Q4_K_M");
+  auto at_load = Model::load(dir, "Q4_K_M");
+  auto from_file = Model::load(q);
+  EXPECT_EQ(from_file->layer(0).wq.dtype, DType::Q5_1);
+  for (int64_t l = 0; l < 2; ++l)
+    for (auto part : {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::w_gate, &LayerWeights::w_up}) {
+      EXPECT_EQ((at_load->layer(l).*part).dtype, (from_file->layer(l).*part).dtype) << l;
+    }
+  expect_same_logits(at_load, from_file);
 }
 
 TEST_F(QuantizeCommand, GenerateTakesQuantize) {

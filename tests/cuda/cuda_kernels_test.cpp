@@ -241,10 +241,12 @@ struct RopeCase {
   int32_t num_heads, num_kv_heads, head_dim;
   bool interleaved, bias, qk_norm;
   bool rotates = true;  // false: a layer without RoPE (SmolLM3)
+  int32_t rotary_dim = 0;  // > 0: Phi-3's LongRope on that many dims of each head (else Llama 3.1's, on all)
+  int32_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   std::string name() const {
     return std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) + " heads, dim " + std::to_string(head_dim) +
            (interleaved ? ", interleaved" : ", half split") + (bias ? ", bias" : "") + (qk_norm ? ", q/k norm" : "") +
-           (rotates ? "" : ", no RoPE");
+           (rotates ? "" : ", no RoPE") + (rotary_dim > 0 ? ", LongRope on " + std::to_string(rotary_dim) + " dims" : "");
   }
 };
 
@@ -261,9 +263,26 @@ std::vector<float> llama3_inv_freq(int32_t head_dim) {
   return rope_inv_freq(c);
 }
 
+// Phi-3.5's long factors (from an original 4096) and attention factor, on `rotary_dim` dims.
+ModelConfig phi3_rope(int32_t head_dim, int32_t rotary_dim) {
+  ModelConfig c;
+  c.head_dim = head_dim;
+  c.rotary_dim = rotary_dim;
+  auto& s = c.rope_scaling;
+  s.type = RopeScaling::Type::LongRope;
+  s.original_max_position = 4096;
+  s.factor = 32.0;
+  s.attention_factor = longrope_attention_factor(s.factor, s.original_max_position);
+  for (int32_t i = 0; i < rotary_dim / 2; ++i) {
+    s.short_factor.push_back(1.0 + 0.05 * i);
+    s.long_factor.push_back(1.0 + 1.5 * i);
+  }
+  return c;
+}
+
 // What CpuBackend::attention_block does to one row's q and k after its matmul has added the
 // bias: reorder, per-head norm, rotation (where the layer rotates), in place.
-void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::vector<float>& norm_q,
+void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, float scale, const std::vector<float>& norm_q,
              const std::vector<float>& norm_k, double eps, int32_t position, float* q, float* k) {
   const int64_t hd = c.head_dim;
   std::vector<float> scratch(static_cast<size_t>(hd)), cos_sin(static_cast<size_t>(hd));
@@ -276,9 +295,9 @@ void cpu_row(const RopeCase& c, const std::vector<float>& inv_freq, const std::v
     for (int64_t h = 0; h < c.num_kv_heads; ++h) cpu::rmsnorm(k + h * hd, norm_k.data(), hd, eps, k + h * hd);
   }
   if (!c.rotates) return;
-  cpu::rope_angles(inv_freq.data(), hd / 2, position, cos_sin.data());
-  cpu::apply_rope(q, c.num_heads, hd, cos_sin.data());
-  cpu::apply_rope(k, c.num_kv_heads, hd, cos_sin.data());
+  cpu::rope_angles(inv_freq.data(), c.rotary() / 2, position, cos_sin.data(), scale);
+  cpu::apply_rope(q, c.num_heads, hd, cos_sin.data(), c.rotary());
+  cpu::apply_rope(k, c.num_kv_heads, hd, cos_sin.data(), c.rotary());
 }
 
 void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
@@ -295,7 +314,9 @@ void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
   const std::vector<float> qkv = uniform(size_t(rows) * width, -2, 2, rng);
   const std::vector<float> bias = uniform(size_t(width), -1, 1, rng);
   const std::vector<float> norm_q = uniform(size_t(hd), 0.5f, 1.5f, rng), norm_k = uniform(size_t(hd), 0.5f, 1.5f, rng);
-  const std::vector<float> inv_freq = llama3_inv_freq(hd);
+  const ModelConfig longrope = phi3_rope(hd, c.rotary());
+  const std::vector<float> inv_freq = c.rotary_dim > 0 ? rope_inv_freq(longrope, false, true) : llama3_inv_freq(hd);
+  const float scale = c.rotary_dim > 0 ? static_cast<float>(longrope.rope_scaling.attention_factor) : 1.0f;
 
   DeviceBuffer<float> d_qkv(qkv), d_bias(bias), d_norm_q(norm_q), d_norm_k(norm_k), d_inv_freq(inv_freq);
   DeviceBuffer<int32_t> d_positions(positions), d_slots(slots);
@@ -318,6 +339,8 @@ void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
   a.num_heads = c.num_heads;
   a.num_kv_heads = c.num_kv_heads;
   a.head_dim = hd;
+  a.rotary_dim = c.rotary_dim;
+  a.rope_scale = scale;
   a.q_out = q_out.get();
   a.k_cache = k_cache.get();
   a.v_cache = v_cache.get();
@@ -330,7 +353,7 @@ void check_rope_case(const RopeCase& c, Elem e, std::mt19937& rng) {
     std::vector<float> row(qkv.begin() + size_t(r) * width, qkv.begin() + size_t(r + 1) * width);
     if (c.bias)
       for (int32_t i = 0; i < width; ++i) row[size_t(i)] += bias[size_t(i)];
-    cpu_row(c, inv_freq, norm_q, norm_k, eps, positions[size_t(r)], row.data(), row.data() + q_dim);
+    cpu_row(c, inv_freq, scale, norm_q, norm_k, eps, positions[size_t(r)], row.data(), row.data() + q_dim);
     std::copy(row.begin(), row.begin() + q_dim, want_q.begin() + size_t(r) * q_dim);
     if (slots[size_t(r)] < 0) continue;
     const size_t at = size_t(slots[size_t(r)]) * kv_dim;
@@ -369,6 +392,18 @@ TEST(CudaKernels, QkvRopeToCacheMatchesCpuAttentionPrologue) {
         for (bool qk_norm : {false, true})
           for (bool rotates : {true, false})
             for (Elem e : kElems) check_rope_case({s[0], s[1], s[2], interleaved, bias, qk_norm, rotates}, e, rng);
+}
+
+// Phi-3: LongRope's long factors and attention factor on part of each head (Phi-4-mini: 96 of
+// 128), the rest passed through; and on all of it (Phi-3.5).
+TEST(CudaKernels, QkvRopeToCacheTurnsPartOfEachHeadWithLongRope) {
+  ORZO_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  const int32_t shapes[][4] = {{4, 2, 16, 12}, {6, 2, 128, 96}, {3, 1, 64, 64}};
+  for (const auto& s : shapes)
+    for (bool qk_norm : {false, true})
+      for (bool rotates : {true, false})
+        for (Elem e : kElems) check_rope_case({s[0], s[1], s[2], false, false, qk_norm, rotates, s[3]}, e, rng);
 }
 
 TEST(CudaKernels, GemmMatchesDoubleReference) {
@@ -436,6 +471,13 @@ TEST(CudaKernels, BadShapesAreRefusedBeforeAnyLaunch) {
   EXPECT_THROW(qkv_rope_to_cache(a, nullptr), std::invalid_argument);
   a.head_dim = 8;  // now only the pointers are missing
   EXPECT_THROW(qkv_rope_to_cache(a, nullptr), std::invalid_argument);
+  a.rows = 0;  // nothing to launch: only the rotary dims are checked
+  a.rotary_dim = 6;
+  EXPECT_NO_THROW(qkv_rope_to_cache(a, nullptr));
+  for (int32_t rotary : {-2, 5, 10}) {
+    a.rotary_dim = rotary;
+    EXPECT_THROW(qkv_rope_to_cache(a, nullptr), std::invalid_argument) << rotary;
+  }
 }
 
 }  // namespace

@@ -14,10 +14,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string generation = split == std::string::npos ? std::string() : input.substr(split + 1);
   try {
     const orzo::ModelConfig c = orzo::parse_hf_config(config, generation, "fuzz-input");
-    // What parses must be usable: the RoPE tables have one entry per rotated pair, and every
-    // layer's terms can be asked for.
-    if (orzo::rope_inv_freq(c).size() != static_cast<size_t>(c.head_dim / 2)) __builtin_trap();
-    if (orzo::rope_inv_freq(c, true).size() != static_cast<size_t>(c.head_dim / 2)) __builtin_trap();
+    // What parses must be usable: the RoPE tables (short and long) have one entry per rotated
+    // pair, and every layer's terms can be asked for.
+    const auto pairs = static_cast<size_t>(c.rope_dim() / 2);
+    if (c.rope_dim() > c.head_dim || !(c.rope_scaling.attention_factor > 0)) __builtin_trap();
+    if (orzo::rope_inv_freq(c).size() != pairs || orzo::rope_inv_freq(c, false, true).size() != pairs) __builtin_trap();
+    if (orzo::rope_inv_freq(c, true).size() != pairs) __builtin_trap();
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (c.window_of(l).value_or(1) <= 0 || (c.local_rope(l) && !c.window_of(l)) || !(c.attention_scale() > 0))
         __builtin_trap();

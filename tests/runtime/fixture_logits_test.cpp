@@ -23,7 +23,7 @@ namespace {
 using testing::max_abs_diff;
 using testing::Pipeline;
 
-constexpr int32_t kBlocksPerSeq = 4;  // 64 positions: the longest prompt plus 32 tokens
+constexpr int32_t kBlocksPerSeq = 8;  // 128 positions: the longest prompt (phi3's 47) plus 32 tokens
 
 struct Expected {
   std::vector<std::vector<int32_t>> prompts;
@@ -65,14 +65,16 @@ constexpr double kBf16RoundingRms = 0.015;
 
 // Checks logits at every position (max abs diff <= tol, or where activations are rounded
 // an rms difference below `rounding_rms` of the logits' rms and a largest one below five
-// times that) and, when `greedy` is given, the 32-token greedy continuation of each prompt.
+// times that) and, when `greedy` is given, the greedy continuation of each prompt, on a
+// backend serving contexts of `max_model_len` (0: the model's).
 void check_model(const std::string& path, const Expected& e, float tol, const std::vector<std::vector<int32_t>>* greedy,
-                 cpu::MatmulOptions matmul = {}, double rounding_rms = 0.0) {
+                 cpu::MatmulOptions matmul = {}, double rounding_rms = 0.0, int64_t max_model_len = 0) {
   SCOPED_TRACE(path);
   auto model = Model::load(path);
   ASSERT_EQ(model->config().vocab_size, e.vocab);
   CpuBackend::Options o;
   o.matmul = matmul;
+  o.max_model_len = max_model_len;
   o.kv_blocks = kBlocksPerSeq;
   o.threads = 2;
   CpuBackend backend(model, o);
@@ -98,7 +100,8 @@ void check_model(const std::string& path, const Expected& e, float tol, const st
     }
     offset += logits.size();
     if (greedy) {
-      EXPECT_EQ(p.greedy(0, e.prompts[i], 32, e.vocab), (*greedy)[i]) << "prompt " << i;
+      const auto& tokens = (*greedy)[i];
+      EXPECT_EQ(p.greedy(0, e.prompts[i], static_cast<int32_t>(tokens.size()), e.vocab), tokens) << "prompt " << i;
     }
   }
   EXPECT_EQ(offset, e.logits.size());
@@ -116,16 +119,17 @@ TEST_P(Fixture, SafetensorsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, Fixture,
                          ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3",
-                                           "mixtral", "qwen2moe", "qwen3moe"));
+                                           "phi3", "mixtral", "qwen2moe", "qwen3moe"));
 
-// Per-layer terms (Gemma's sliding layers, Gemma 3's two RoPE tables, soft caps) and the
-// experts' routing must not depend on how a step is cut: the 23-token prompt prefilled in
-// chunks of 5, batched with the other two prompts (whose rows then share its experts), and
-// run as two layer ranges (Gemma 3's front range slides everywhere, its back range holds the
-// global layer; Qwen2-MoE's dense layer sits in one) all give its logits alone.
-class LayerTermsFixture : public ::testing::TestWithParam<std::string> {};
+// Per-layer and per-model terms (which layers slide, Gemma 3's two RoPE tables, soft caps;
+// Phi-3's LongRope table, partial rotary and fused matrices; the experts' routing) must not
+// depend on how a step is cut: the longest prompt prefilled in chunks of 5, batched with the
+// other two prompts (whose rows then share its experts), and run as two layer ranges (Gemma
+// 3's front range slides everywhere, its back range holds the global layer; Qwen2-MoE's dense
+// layer sits in one) all give its logits alone.
+class StepInvariance : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LayerTermsFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
+TEST_P(StepInvariance, ChunksBatchesAndRangesGiveTheSameLogits) {
   const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + GetParam();
   const Expected e = read_expected(dir, "expected_logits.bin");
   auto model = Model::load(dir);
@@ -178,14 +182,32 @@ TEST_P(LayerTermsFixture, ChunksBatchesAndRangesGiveTheSameLogits) {
   EXPECT_EQ(split.greedy(0, prompt, 32, e.vocab), e.greedy.back());
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, LayerTermsFixture,
-                         ::testing::Values("gemma2", "gemma3", "mixtral", "qwen2moe", "qwen3moe"));
+INSTANTIATE_TEST_SUITE_P(Architectures, StepInvariance,
+                         ::testing::Values("gemma2", "gemma3", "phi3", "mixtral", "qwen2moe", "qwen3moe"));
+
+// LongRope's short factors: a backend whose context stays within the original one rotates
+// with them, as transformers does a sequence that short (the fixture's prompts, all longer,
+// test the long ones). From config.json and from the GGUF's factor tensors and keys.
+TEST(Phi3Fixture, ContextsWithinTheOriginalLengthUseTheShortFactors) {
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/phi3";
+  std::ifstream in(dir + "/expected.json");
+  const auto j = nlohmann::json::parse(in).at("short_context");
+  Expected e;
+  e.prompts = {j.at("prompt").get<std::vector<int32_t>>()};
+  e.greedy = {j.at("greedy").get<std::vector<int32_t>>()};
+  e.vocab = 128;
+  e.logits = testing::read_f32_file(dir + "/" + j.at("logits_file").get<std::string>());
+  const auto context = j.at("max_model_len").get<int64_t>();
+  for (const std::string& path : {dir, dir + "/model-f32.gguf"}) check_model(path, e, 1e-4f, &e.greedy, {}, 0.0, context);
+}
 
 // The GGUF architectures: llama (q/k rows permuted for interleaved RoPE, Llama 3 scaling as
 // a rope_freqs tensor), qwen2 (biases), qwen3 (q/k norms), gemma3 (norms stored as 1 + w,
 // llama.cpp's fixed layer pattern and local RoPE base), smollm3 (permuted like llama, every
-// fourth layer without RoPE), and the experts stacked per projection: llama with experts
-// (Mixtral), qwen2moe (a shared expert; a dense layer, known by its missing router), qwen3moe.
+// fourth layer without RoPE), phi3 (fused attn_qkv and gate|up ffn_up, LongRope's factors as
+// tensors, partial rotary as rope.dimension_count), and the experts stacked per projection:
+// llama with experts (Mixtral), qwen2moe (a shared expert; a dense layer, known by its missing
+// router), qwen3moe.
 class GgufFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufFixture, F32GgufMatchesTransformers) {
@@ -197,8 +219,8 @@ TEST_P(GgufFixture, F32GgufMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufFixture,
-                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3", "smollm3", "mixtral",
-                                           "qwen2moe", "qwen3moe"));
+                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3", "smollm3", "phi3",
+                                           "mixtral", "qwen2moe", "qwen3moe"));
 
 // Stored in a narrower type, the weights are exactly the dequantized values transformers
 // was given, so the only difference left is f32 rounding, and for block types on a level

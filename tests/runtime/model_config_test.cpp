@@ -86,12 +86,12 @@ TEST(ModelConfig, OldAndNewRopeSpellingsAgree) {
 TEST(ModelConfig, Llama3ScalingKeepsHighAndSlowsLowFrequencies) {
   auto c = parse_hf_config(llama_json(R"(, "rope_theta": 500000)"), "", "x");
   const auto plain = rope_inv_freq(c);
-  c.rope_scaling = {RopeScaling::Type::Llama3, 8.0, 1.0, 4.0, 64};
+  c.rope_scaling = {RopeScaling::Type::Llama3, 8.0, 1.0, 4.0, 64, {}, {}, 1.0};
   const auto scaled = rope_inv_freq(c);
   ASSERT_EQ(plain.size(), 8u);
   EXPECT_EQ(scaled[0], plain[0]);  // wavelength 2π < 64/4: kept
   EXPECT_FLOAT_EQ(scaled.back(), plain.back() / 8);  // wavelength far above 64: divided
-  c.rope_scaling = {RopeScaling::Type::Linear, 2.0, 1.0, 4.0, 64};
+  c.rope_scaling = {RopeScaling::Type::Linear, 2.0, 1.0, 4.0, 64, {}, {}, 1.0};
   EXPECT_FLOAT_EQ(rope_inv_freq(c)[3], plain[3] / 2);
 }
 
@@ -211,6 +211,99 @@ TEST(ModelConfig, RefusesGemmaVariantsItCannotRun) {
             std::string::npos);
 }
 
+// Phi-3.5/Phi-4-mini as on the Hub (transformers 4: rope_scaling with "type", the partial
+// rotary factor and the original context at the top level), and as transformers 5 writes it.
+std::string phi3_json(const std::string& rope, const std::string& extra = "") {
+  return R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
+    "rms_norm_eps": 1e-5, "max_position_embeddings": 256, "sliding_window": 40, )" +
+         rope + extra + "}";
+}
+
+const char* kPhi3Factors = R"("short_factor": [1, 1.25, 1.5, 2, 3, 4], "long_factor": [1, 2, 4, 8, 16, 32])";
+
+TEST(ModelConfig, ReadsPhi3InBothSpellings) {
+  const auto hub = parse_hf_config(
+      phi3_json(R"("rope_theta": 10000.0, "partial_rotary_factor": 0.75, "original_max_position_embeddings": 32,
+                   "rope_scaling": {"type": "longrope", )" + std::string(kPhi3Factors) + "}"),
+      "", "x");
+  const auto v5 = parse_hf_config(
+      phi3_json(R"("original_max_position_embeddings": 32, "rope_parameters": {"rope_type": "longrope",
+                   "rope_theta": 10000.0, "partial_rotary_factor": 0.75, "original_max_position_embeddings": 32, )" +
+                std::string(kPhi3Factors) + "}"),
+      "", "x");
+  for (const auto& c : {hub, v5}) {
+    EXPECT_EQ(c.architecture, "phi3");
+    EXPECT_EQ(c.head_dim, 16);
+    EXPECT_EQ(c.rope_dim(), 12);  // int(16 * 0.75)
+    EXPECT_EQ(c.rope_style, RopeStyle::HalfSplit);
+    EXPECT_EQ(c.sliding_window.value_or(0), 40);
+    const auto& s = c.rope_scaling;
+    EXPECT_EQ(s.type, RopeScaling::Type::LongRope);
+    EXPECT_EQ(s.short_factor, (std::vector<double>{1, 1.25, 1.5, 2, 3, 4}));
+    EXPECT_EQ(s.long_factor, (std::vector<double>{1, 2, 4, 8, 16, 32}));
+    EXPECT_EQ(s.original_max_position, 32);
+    EXPECT_DOUBLE_EQ(s.factor, 8.0);  // max_position / original, as transformers takes it
+    EXPECT_DOUBLE_EQ(s.attention_factor, std::sqrt(1 + std::log(8.0) / std::log(32.0)));
+    EXPECT_FALSE(c.long_rope(32));  // contexts within the original length: the short factors
+    EXPECT_TRUE(c.long_rope(33));
+  }
+  // Phi3Config reads the older name "su" as longrope; "factor" and "attention_factor" win.
+  const auto su = parse_hf_config(
+      phi3_json(R"("original_max_position_embeddings": 32, "rope_scaling": {"type": "su", "factor": 4,
+                   "attention_factor": 1.5, "short_factor": [1, 1, 1, 1, 1, 1, 1, 1], "long_factor": [1, 1, 1, 1, 1, 1, 1, 2]})"),
+      "", "x");
+  EXPECT_EQ(su.rope_scaling.type, RopeScaling::Type::LongRope);
+  EXPECT_EQ(su.rope_dim(), 16);
+  EXPECT_EQ(su.rope_scaling.factor, 4.0);
+  EXPECT_EQ(su.rope_scaling.attention_factor, 1.5);
+  // Phi-3-mini-4k: no scaling at all.
+  const auto plain = parse_hf_config(phi3_json(R"("rope_scaling": null, "original_max_position_embeddings": 4096)"), "", "x");
+  EXPECT_EQ(plain.rope_scaling.type, RopeScaling::Type::None);
+  EXPECT_FALSE(plain.long_rope(1 << 20));
+}
+
+// transformers' _compute_longrope_parameters: 1 / (factor * base ** (2i / rotary_dim)), f32.
+TEST(ModelConfig, LongRopeDividesEachFrequencyByItsFactor) {
+  const auto c = parse_hf_config(
+      phi3_json(R"("partial_rotary_factor": 0.75, "original_max_position_embeddings": 32,
+                   "rope_scaling": {"type": "longrope", )" + std::string(kPhi3Factors) + "}"),
+      "", "x");
+  const auto short_freq = rope_inv_freq(c), long_freq = rope_inv_freq(c, false, true);
+  ASSERT_EQ(short_freq.size(), 6u);
+  ASSERT_EQ(long_freq.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const float plain = 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / 12.0f);
+    EXPECT_FLOAT_EQ(short_freq[i], plain / static_cast<float>(c.rope_scaling.short_factor[i])) << i;
+    EXPECT_FLOAT_EQ(long_freq[i], plain / static_cast<float>(c.rope_scaling.long_factor[i])) << i;
+  }
+}
+
+TEST(ModelConfig, RefusesPhi3RopeItCannotRun) {
+  const std::string original = R"("original_max_position_embeddings": 32, )";
+  EXPECT_NE(error_of(phi3_json(original + R"("rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1],
+                                 "long_factor": [1, 1, 1]})")).find("longrope lists 3 factors, not rotary dims / 2 = 8"),
+            std::string::npos);
+  EXPECT_NE(error_of(phi3_json(original + R"("rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1]})"))
+                .find("\"long_factor\""),
+            std::string::npos);
+  EXPECT_NE(error_of(phi3_json(original + R"("rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 1, 1, 0],
+                                 "long_factor": [1, 1, 1, 1, 1, 1, 1, 1]})")).find("positive"),
+            std::string::npos);
+  EXPECT_NE(error_of(phi3_json(original + R"("rope_scaling": {"type": "dynamic", "factor": 2})")).find("\"dynamic\""),
+            std::string::npos);
+  EXPECT_NE(error_of(phi3_json(R"("partial_rotary_factor": 1.5, "rope_scaling": null)")).find("partial_rotary_factor"),
+            std::string::npos);
+  EXPECT_NE(error_of(phi3_json(R"("partial_rotary_factor": 0.05, "rope_scaling": null)")).find("no dims"), std::string::npos);
+  // int(16 * 0.3) = 4 dims is fine; int(16 * 0.2) = 3 cannot pair up.
+  EXPECT_EQ(error_of(phi3_json(R"("partial_rotary_factor": 0.3, "rope_scaling": null)")), "");
+  EXPECT_NE(error_of(phi3_json(R"("partial_rotary_factor": 0.2, "rope_scaling": null)")).find("rotary dims (3)"),
+            std::string::npos);
+  // "su" is Phi-3's own old name: a Llama with it is refused by name.
+  EXPECT_NE(error_of(llama_json(R"(, "rope_scaling": {"type": "su", "short_factor": [1], "long_factor": [1]})")).find("\"su\""),
+            std::string::npos);
+}
+
 using GgufConfig = testing::TempDirTest;
 
 // What llama.cpp's loader assumes of Gemma GGUFs beyond their keys: Gemma 2 slides on even
@@ -307,6 +400,53 @@ TEST(ModelConfig, ReadsTheExpertsOfEachFamily) {
                                 qwen3_moe))
                 .find("mlp_only_layers"),
             std::string::npos);
+// llama.cpp's Phi-3 GGUFs: partial rotary as rope.dimension_count, LongRope's factors as two
+// F32 tensors beside the original context and attention factor keys.
+TEST_F(GgufConfig, Phi3LongRopeComesFromItsTensorsAndKeys) {
+  auto write = [&](const std::string& name, bool with_long, int64_t factors) {
+    const std::string file = path(name);
+    GgufWriter w(file);
+    w.add_string("general.architecture", "phi3");
+    w.add_u32("phi3.context_length", 256);
+    w.add_u32("phi3.embedding_length", 64);
+    w.add_u32("phi3.feed_forward_length", 96);
+    w.add_u32("phi3.block_count", 2);
+    w.add_u32("phi3.attention.head_count", 4);
+    w.add_u32("phi3.attention.head_count_kv", 2);
+    w.add_f32("phi3.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_u32("phi3.rope.dimension_count", 12);
+    w.add_u32("phi3.rope.scaling.original_context_length", 32);
+    w.add_f32("phi3.rope.scaling.attn_factor", 1.25f);
+    const std::vector<float> embedding(4 * 64), short_f(static_cast<size_t>(factors), 1.5f),
+        long_f(static_cast<size_t>(factors), 4.0f);
+    w.add_tensor("token_embd.weight", DType::F32, {4, 64});
+    w.add_tensor("rope_factors_short.weight", DType::F32, {factors});
+    if (with_long) w.add_tensor("rope_factors_long.weight", DType::F32, {factors});
+    w.write_tensor_data(embedding.data(), embedding.size() * sizeof(float));
+    w.write_tensor_data(short_f.data(), short_f.size() * sizeof(float));
+    if (with_long) w.write_tensor_data(long_f.data(), long_f.size() * sizeof(float));
+    w.finish();
+    return file;
+  };
+  const auto c = read_gguf_config(read_gguf(write("phi3.gguf", true, 6)));
+  EXPECT_EQ(c.rope_dim(), 12);
+  EXPECT_EQ(c.rope_style, RopeStyle::HalfSplit);  // NEOX order: llama.cpp does not permute phi3's q/k
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::LongRope);
+  EXPECT_EQ(c.rope_scaling.short_factor, std::vector<double>(6, 1.5));
+  EXPECT_EQ(c.rope_scaling.long_factor, std::vector<double>(6, 4.0));
+  EXPECT_EQ(c.rope_scaling.original_max_position, 32);
+  EXPECT_EQ(c.rope_scaling.attention_factor, 1.25);
+  EXPECT_TRUE(c.long_rope(256));
+  auto error = [&](const std::string& file) -> std::string {
+    try {
+      read_gguf_config(read_gguf(file));
+    } catch (const LoadError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error(write("lone.gguf", false, 6)).find("come as a pair"), std::string::npos);
+  EXPECT_NE(error(write("short.gguf", true, 5)).find("longrope lists 5 factors"), std::string::npos);
 }
 
 TEST_F(GgufConfig, UnsupportedArchitectureIsNamed) {

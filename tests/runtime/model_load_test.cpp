@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,22 @@ TEST_F(ModelLoad, ShapeThatDisagreesWithConfigNamesFileAndTensor) {
   const auto e = load_error(dir_.string());
   EXPECT_NE(e.find(path("model.safetensors")), std::string::npos) << e;
   EXPECT_NE(e.find("mlp.gate_proj.weight has shape"), std::string::npos) << e;
+}
+
+// Phi-3's fused matrices are checked whole before they are split into q/k/v and gate/up.
+TEST_F(ModelLoad, FusedMatrixThatDisagreesWithConfigIsNamed) {
+  const std::string phi3 = std::string(ORZO_FIXTURES_DIR) + "/phi3";
+  fs::copy_file(phi3 + "/model.safetensors", path("model.safetensors"));
+  for (const auto& [key, value] : {std::pair{"num_key_value_heads", 4}, std::pair{"intermediate_size", 96}}) {
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(phi3 + "/config.json"));
+    config[key] = value;
+    std::ofstream(path("config.json")) << config.dump();
+    const auto e = load_error(dir_.string());
+    EXPECT_NE(e.find(std::string(key) == "intermediate_size" ? "mlp.gate_up_proj.weight has shape [128, 64], expected [192, 64]"
+                                                              : "self_attn.qkv_proj.weight has shape [128, 64], expected [192, 64]"),
+              std::string::npos)
+        << e;
+  }
 }
 
 TEST_F(ModelLoad, ShardListedInIndexButAbsentIsNamed) {
