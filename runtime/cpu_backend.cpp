@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -242,6 +243,7 @@ void CpuBackend::expert_block(int64_t l, int64_t rows, float* x) {
   pool_.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<int64_t> by_expert;  // a row's choices in expert order, as the GPU sums them
         for (int64_t r = begin; r < end; ++r) {
           float* acc = sum + r * d;
           if (w.shared_expert_gate) {
@@ -252,7 +254,12 @@ void CpuBackend::expert_block(int64_t l, int64_t rows, float* x) {
           } else {
             std::fill(acc, acc + d, 0.0f);
           }
-          for (int64_t j = r * k; j < (r + 1) * k; ++j) {
+          by_expert.resize(static_cast<size_t>(k));
+          std::iota(by_expert.begin(), by_expert.end(), r * k);
+          std::sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) {
+            return routing_.choice[static_cast<size_t>(a)] < routing_.choice[static_cast<size_t>(b)];
+          });
+          for (const int64_t j : by_expert) {
             const float p = routing_.weight[static_cast<size_t>(j)];
             const float* y = expert_out_.data() + static_cast<int64_t>(routing_.slot[static_cast<size_t>(j)]) * d;
             for (int64_t i = 0; i < d; ++i) acc[i] += p * y[i];

@@ -9,6 +9,8 @@
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/embedding.hpp"
+#include "kernels/cuda/expert_routing.hpp"
+#include "kernels/cuda/expert_rows.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope_cache.hpp"
 #include "kernels/cuda/softcap.hpp"
@@ -23,6 +25,10 @@ namespace {
 constexpr size_t kReserveBytes = size_t{512} << 20;
 
 int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+GateActivation gate_activation(const ModelConfig& c) {
+  return c.activation == Activation::GeluTanh ? GateActivation::gelu_tanh : GateActivation::silu;
+}
 
 void select(int device) { check(cudaSetDevice(device), ("cuda:" + std::to_string(device)).c_str()); }
 
@@ -50,6 +56,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
     throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
   max_table_ = ceil_div(o.max_model_len, o.block_size);
+  for (int64_t l = range_.begin; l < range_.end; ++l) has_experts_ = has_experts_ || cfg_.has_experts(l);
   select(o.device);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), name_.c_str());
 
@@ -73,6 +80,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   draws_in_ = std::make_unique<StagedUpload>(rows * (sizeof(DeviceDraw) + 64 * sizeof(int32_t) + 16 * 8) + 64,
                                              name_ + " sampling inputs");
   check(cudaMallocHost(reinterpret_cast<void**>(&host_samples_), rows * sizeof(DeviceSample)), name_.c_str());
+  if (has_experts_)
+    check(cudaMallocHost(reinterpret_cast<void**>(&host_begin_), static_cast<size_t>(cfg_.num_experts + 1) * sizeof(int32_t)),
+          name_.c_str());
 }
 
 CudaBackend::~CudaBackend() {
@@ -80,6 +90,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   gemm_.reset();
   if (host_samples_) cudaFreeHost(host_samples_);
+  if (host_begin_) cudaFreeHost(host_begin_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -88,16 +99,36 @@ void CudaBackend::layout_scratch(DeviceArena& a) {
   // A step samples each sequence at most once, and a decode graph pads to at most max_seqs rows.
   const auto logit_rows = static_cast<size_t>(o_.max_seqs);
   const auto hidden = static_cast<size_t>(cfg_.hidden_size), qd = static_cast<size_t>(cfg_.q_dim()),
-             kvd = static_cast<size_t>(cfg_.kv_dim()), inter = static_cast<size_t>(cfg_.intermediate_size);
+             kvd = static_cast<size_t>(cfg_.kv_dim());
   const size_t half = elem_bytes(storage());
+  // MoE layers route each row to top_k experts: up to rows x top_k choices in a step.
+  const size_t experts = has_experts_ ? static_cast<size_t>(cfg_.num_experts) : 0,
+               top_k = has_experts_ ? static_cast<size_t>(cfg_.experts_per_token) : 0, choices = rows * top_k;
+  // The widest FFN activation of a step: a dense layer's or the shared expert's over every row,
+  // or the experts' over every choice.
+  const size_t ffn = std::max({rows * static_cast<size_t>(cfg_.intermediate_size),
+                               rows * static_cast<size_t>(cfg_.shared_expert_intermediate_size),
+                               choices * static_cast<size_t>(cfg_.expert_intermediate_size)});
   x_ = a.take<float>(rows * hidden);
   xn_ = a.take_bytes(std::max(rows, logit_rows) * hidden * half);
   qkv_ = a.take<float>(rows * (qd + 2 * kvd));
   q_ = a.take<float>(rows * qd);
   attn_ = a.take_bytes(rows * qd * half);
-  gate_up_ = a.take<float>(rows * 2 * inter);
-  act_ = a.take_bytes(rows * inter * half);
+  gate_up_ = a.take<float>(2 * ffn);
+  act_ = a.take_bytes(ffn * half);
   if (cfg_.sandwich_norms) proj_ = a.take<float>(rows * hidden);
+  if (has_experts_) {
+    router_logits_ = a.take<float>(rows * (experts + 1));
+    choice_ = a.take<int32_t>(choices);
+    choice_weight_ = a.take<float>(choices);
+    expert_begin_ = a.take<int32_t>(experts + 1);
+    grouped_row_ = a.take<int32_t>(choices);
+    row_slot_ = a.take<int32_t>(choices);
+    row_weight_ = a.take<float>(choices);
+    expert_in_ = a.take_bytes(choices * hidden * half);
+    expert_out_ = a.take<float>(choices * hidden);
+    if (cfg_.shared_expert_intermediate_size > 0) shared_out_ = a.take<float>(rows * hidden);
+  }
   if (produces_logits()) {
     logits_ = a.take<float>(logit_rows * static_cast<size_t>(cfg_.vocab_size));
     sampling_ws_ = a.take_bytes(sampling_workspace_bytes(o_.max_seqs, static_cast<int32_t>(cfg_.vocab_size)));
@@ -233,15 +264,13 @@ CudaBackend::Step CudaBackend::stage_inputs(const ForwardBatch& b, int32_t padde
 // One step on the stream: each layer is
 //   x += Wo · attention(rope(q), rope(k) -> cache, v -> cache),  q|k|v = Wqkv · norm(x)
 //   x += Wdown · (act(Wgate · norm(x)) * Wup · norm(x)),          act = silu or gelu_tanh
+//        or, in a MoE layer, the same FFN of each expert the row is routed to, weighted
 // then the final norm and the LM head (and its soft cap) on the logit rows only.
 void CudaBackend::enqueue_forward(const Step& s) {
   const Elem e = storage();
   const auto hidden = static_cast<int32_t>(cfg_.hidden_size), qd = static_cast<int32_t>(cfg_.q_dim()),
-             kvd = static_cast<int32_t>(cfg_.kv_dim()), inter = static_cast<int32_t>(cfg_.intermediate_size),
-             vocab = static_cast<int32_t>(cfg_.vocab_size);
+             kvd = static_cast<int32_t>(cfg_.kv_dim()), vocab = static_cast<int32_t>(cfg_.vocab_size);
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
-  const GateActivation act =
-      cfg_.activation == Activation::GeluTanh ? GateActivation::gelu_tanh : GateActivation::silu;
   if (embeds())
     embed_rows(e, weights_->embedding(), s.tokens, s.rows, hidden, static_cast<float>(cfg_.embed_scale), x_, stream_);
   for (int64_t l = 0; l < range_.end - range_.begin; ++l) {
@@ -252,15 +281,83 @@ void CudaBackend::enqueue_forward(const Step& s) {
     add_projection(attn_, qd, w.o, w.o_bias, w.post_attn_norm, s.rows);
 
     rmsnorm_rows(e, x_, w.ffn_norm, nullptr, s.rows, hidden, eps, xn_, stream_);
-    gemm_->linear(e, xn_, s.rows, w.gate_up, 2 * inter, hidden, gate_up_, false);
-    swiglu_rows(e, act, gate_up_, s.rows, inter, act_, stream_);
-    add_projection(act_, inter, w.down, nullptr, w.post_ffn_norm, s.rows);
+    if (cfg_.has_experts(range_.begin + l))
+      expert_ffn(w, s.rows);
+    else
+      dense_ffn(w, s.rows);
   }
   if (s.logit_rows > 0) {
     rmsnorm_rows(e, x_, weights_->final_norm(), s.logit_index, s.logit_rows, hidden, eps, xn_, stream_);
     gemm_->linear(e, xn_, s.logit_rows, weights_->lm_head(), vocab, hidden, logits_, false);
     if (cfg_.final_softcap) softcap_rows(logits_, s.logit_rows, vocab, static_cast<float>(*cfg_.final_softcap), stream_);
   }
+}
+
+// x += Wdown · act(Wgate|up · xn)
+void CudaBackend::dense_ffn(const DeviceLayer& w, int32_t rows) {
+  const auto hidden = static_cast<int32_t>(cfg_.hidden_size), inter = static_cast<int32_t>(cfg_.intermediate_size);
+  gemm_->linear(storage(), xn_, rows, w.gate_up, 2 * inter, hidden, gate_up_, false);
+  swiglu_rows(storage(), gate_activation(cfg_), gate_up_, rows, inter, act_, stream_);
+  add_projection(act_, inter, w.down, nullptr, w.post_ffn_norm, rows);
+}
+
+// x += sigmoid(g · xn) · FFN_shared(xn) + Σ p_e · FFN_e(xn) over each row's top-k experts e,
+// as CpuBackend::expert_block: the router's softmax and top k, the choices grouped by expert,
+// each expert's FFN as GEMMs over the rows that chose it (its weights read once), and each
+// row's outputs added back in expert order. The host sizes those GEMMs from the counts, so it
+// waits here for the routing: a MoE step is never captured into a graph (graphs_enabled).
+void CudaBackend::expert_ffn(const DeviceLayer& w, int32_t rows) {
+  const Elem e = storage();
+  const GateActivation act = gate_activation(cfg_);
+  const auto hidden = static_cast<int32_t>(cfg_.hidden_size), experts = static_cast<int32_t>(cfg_.num_experts),
+             top_k = static_cast<int32_t>(cfg_.experts_per_token),
+             inter = static_cast<int32_t>(cfg_.expert_intermediate_size), choices = rows * top_k;
+  const int32_t routes = experts + (w.gate_up ? 1 : 0);  // the experts' logits, then the shared gate's
+  gemm_->linear(e, xn_, rows, w.router, routes, hidden, router_logits_, false);
+  route_expert_rows(router_logits_, routes, rows, experts, top_k, cfg_.norm_topk_prob, choice_, choice_weight_, stream_);
+  group_by_expert(choice_, choice_weight_, rows, top_k, experts, expert_begin_, grouped_row_, row_slot_, row_weight_,
+                  stream_);
+  check(cudaMemcpyAsync(host_begin_, expert_begin_, static_cast<size_t>(experts + 1) * sizeof(int32_t),
+                        cudaMemcpyDeviceToHost, stream_),
+        "expert counts download");
+  gather_rows(e, xn_, grouped_row_, choices, hidden, expert_in_, stream_);
+
+  ExpertCombineArgs sum;
+  if (w.gate_up) {  // the shared expert needs no counts: queued before the wait, the GPU never idles
+    const auto shared_inter = static_cast<int32_t>(cfg_.shared_expert_intermediate_size);
+    gemm_->linear(e, xn_, rows, w.gate_up, 2 * shared_inter, hidden, gate_up_, false);
+    swiglu_rows(e, act, gate_up_, rows, shared_inter, act_, stream_);
+    gemm_->linear(e, act_, rows, w.down, hidden, shared_inter, shared_out_, false);
+    sum.shared = shared_out_;
+    sum.shared_gate = router_logits_ + experts;
+    sum.gate_stride = routes;
+  }
+  synchronize();
+
+  // Expert x's choices are rows [begin[x], begin[x + 1]) of every grouped buffer.
+  const auto half = static_cast<int64_t>(elem_bytes(e));
+  for (int32_t x = 0; x < experts; ++x) {
+    const int32_t first = host_begin_[x], n = host_begin_[x + 1] - first;
+    gemm_->linear(e, static_cast<const char*>(expert_in_) + first * hidden * half, n, w.expert_gate_up[static_cast<size_t>(x)],
+                  2 * inter, hidden, gate_up_ + static_cast<int64_t>(first) * 2 * inter, false);
+  }
+  swiglu_rows(e, act, gate_up_, choices, inter, act_, stream_);
+  for (int32_t x = 0; x < experts; ++x) {
+    const int32_t first = host_begin_[x], n = host_begin_[x + 1] - first;
+    gemm_->linear(e, static_cast<const char*>(act_) + first * inter * half, n, w.expert_down[static_cast<size_t>(x)],
+                  hidden, inter, expert_out_ + static_cast<int64_t>(first) * hidden, false);
+  }
+
+  sum.expert_out = expert_out_;
+  sum.row_slot = row_slot_;
+  sum.row_weight = row_weight_;
+  sum.rows = rows;
+  sum.top_k = top_k;
+  sum.hidden = hidden;
+  sum.out = w.post_ffn_norm ? proj_ : x_;
+  sum.accumulate = !w.post_ffn_norm;
+  combine_experts(sum, stream_);
+  if (w.post_ffn_norm) rmsnorm_add_rows(proj_, w.post_ffn_norm, rows, hidden, static_cast<float>(cfg_.rms_norm_eps), x_, stream_);
 }
 
 // x += W · in (+ bias). The GEMM adds the residual itself (accumulate), unless the model
@@ -357,7 +454,7 @@ void CudaBackend::run(const ForwardBatch& b, std::vector<float>& hidden) {
   const bool decode = decodes_only(b);
   // A graph's padded batch must fit both the step's rows and its logit rows.
   const int32_t graph_rows =
-      decode && o_.cuda_graphs ? graph_batch_size(rows, std::min(o_.max_seqs, o_.max_rows)) : 0;
+      decode && graphs_enabled() ? graph_batch_size(rows, std::min(o_.max_seqs, o_.max_rows)) : 0;
   const Step s = stage_inputs(b, graph_rows > 0 ? graph_rows : rows, decode, graph_rows > 0);
   if (graph_rows > 0)
     graphs_.run(stream_, s.rows, s.table_stride, [&] { enqueue_forward(s); });

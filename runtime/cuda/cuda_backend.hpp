@@ -3,8 +3,9 @@
 // the paged KV cache and every activation in device memory. Weights are uploaded once in
 // the stage's storage type (bf16, or f16 for an f16 checkpoint); scratch and step inputs are
 // allocated once at start for the largest step the scheduler makes; projections are cuBLAS
-// GEMMs over all rows of the step; decode steps replay CUDA graphs (decode_graphs.hpp). The
-// last range can sample on the device, so only token ids leave it.
+// GEMMs over all rows of the step; decode steps replay CUDA graphs (decode_graphs.hpp), but
+// in a range with Mixture-of-Experts layers, whose expert GEMMs are sized by the routing the
+// host reads back each layer. The last range can sample on the device, so only token ids leave it.
 //
 // Start-up is in two parts, because the KV pool's size is the pipeline's to choose (every
 // stage holds the same block ids): construct every stage (weights, scratch), ask
@@ -61,6 +62,8 @@ class CudaBackend final : public LayerBackend {
   Elem storage() const { return weights_->elem(); }
   size_t weight_bytes() const { return weights_->bytes(); }
   size_t captured_graphs() const { return graphs_.size(); }
+  // Whether decode steps may replay graphs: not where a layer of the range has experts.
+  bool graphs_enabled() const { return o_.cuda_graphs && !has_experts_; }
   const std::string& graph_failure() const { return graphs_.failure(); }
 
   LayerRange range() const override { return range_; }
@@ -97,6 +100,8 @@ class CudaBackend final : public LayerBackend {
   Step stage_inputs(const ForwardBatch& batch, int32_t padded_rows, bool decode, bool graph);
   void enqueue_forward(const Step& step);
   void attend(int64_t layer, const Step& step);
+  void dense_ffn(const DeviceLayer& w, int32_t rows);
+  void expert_ffn(const DeviceLayer& w, int32_t rows);
   void add_projection(const void* in, int32_t in_dim, const void* w, const float* bias, const float* post_norm,
                       int32_t rows);
   void synchronize() const;
@@ -120,6 +125,21 @@ class CudaBackend final : public LayerBackend {
   float* gate_up_ = nullptr;    // [max_rows, 2 inter]
   void* act_ = nullptr;         // [max_rows, inter]
   float* proj_ = nullptr;       // [max_rows, hidden] a block's output before its norm (sandwich norms only)
+  // MoE layers (has_experts_), for max_rows x top_k choices: the router's logits (+ the shared
+  // gate's), the routing (expert_routing.hpp), each choice's input and output in grouped order,
+  // and the shared expert's output. gate_up_ and act_ above hold the grouped choices too.
+  bool has_experts_ = false;
+  float* router_logits_ = nullptr;   // [max_rows, experts + 1]
+  int32_t* choice_ = nullptr;        // [max_rows, top_k]
+  float* choice_weight_ = nullptr;   // [max_rows, top_k]
+  int32_t* expert_begin_ = nullptr;  // [experts + 1]
+  int32_t* grouped_row_ = nullptr;   // [max_rows * top_k]
+  int32_t* row_slot_ = nullptr;      // [max_rows, top_k]
+  float* row_weight_ = nullptr;      // [max_rows, top_k]
+  void* expert_in_ = nullptr;        // [max_rows * top_k, hidden]
+  float* expert_out_ = nullptr;      // [max_rows * top_k, hidden]
+  float* shared_out_ = nullptr;      // [max_rows, hidden] (a shared expert only)
+  int32_t* host_begin_ = nullptr;    // pinned copy of expert_begin_
   float* logits_ = nullptr;     // [logit rows, vocab]
   void* gemm_ws_ = nullptr;
   void* attention_ws_ = nullptr;

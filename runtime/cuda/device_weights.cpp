@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/convert.hpp"
@@ -20,7 +21,13 @@ const void* place_matrix(DeviceArena& arena, Elem elem, std::initializer_list<co
                          std::vector<uint16_t>& staging, std::vector<float>& row) {
   int64_t rows = 0;
   const int64_t cols = (*parts.begin())->cols();
-  for (const auto* t : parts) rows += t->rows();
+  for (const auto* t : parts) {
+    // An absent view (a weight this layer does not have) must never be read as one.
+    if (!t->data || t->shape.size() != 2 || t->cols() != cols)
+      throw std::logic_error("weight upload: " + (t->name.empty() ? std::string("an absent matrix") : t->name) +
+                             " is not a matrix of " + std::to_string(cols) + " columns");
+    rows += t->rows();
+  }
   auto* dst = arena.take<uint16_t>(static_cast<size_t>(rows * cols));
   if (!dst) return nullptr;
   staging.resize(static_cast<size_t>(rows * cols));
@@ -57,14 +64,48 @@ const float* place_floats(DeviceArena& arena, std::initializer_list<std::pair<co
   return dst;
 }
 
+// A MoE layer's router (with the shared-expert gate as its last row, where there is one)
+// and each expert's gate|up and down.
+void place_experts(DeviceArena& arena, Elem elem, const LayerWeights& w, const ModelConfig& c, DeviceLayer& d,
+                   std::vector<uint16_t>& staging, std::vector<float>& row) {
+  const ExpertWeights& experts = w.experts;
+  const auto n = static_cast<size_t>(c.num_experts);
+  if (experts.gate.size() != n || experts.up.size() != n || experts.down.size() != n)
+    throw std::logic_error("weight upload: a MoE layer without its " + std::to_string(n) + " experts");
+  if (w.shared_expert_gate) {
+    TensorView gate;
+    gate.name = "shared_expert_gate";
+    gate.dtype = DType::F32;
+    gate.shape = {1, c.hidden_size};
+    gate.data = w.shared_expert_gate;
+    gate.nbytes = static_cast<size_t>(c.hidden_size) * sizeof(float);
+    d.router = place_matrix(arena, elem, {&experts.router, &gate}, staging, row);
+  } else {
+    d.router = place_matrix(arena, elem, {&experts.router}, staging, row);
+  }
+  d.expert_gate_up.clear();
+  d.expert_down.clear();
+  for (size_t e = 0; e < n; ++e) {
+    d.expert_gate_up.push_back(place_matrix(arena, elem, {&experts.gate[e], &experts.up[e]}, staging, row));
+    d.expert_down.push_back(place_matrix(arena, elem, {&experts.down[e]}, staging, row));
+  }
+}
+
 }  // namespace
 
 Elem DeviceWeights::storage_for(const Model& model, LayerRange range, bool embeds, bool lm_head) {
   bool all_f16 = true;
   for (int64_t l = range.begin; l < range.end; ++l) {
     const auto& w = model.layer(l);
-    for (const auto* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down})
-      all_f16 = all_f16 && t->dtype == DType::F16;
+    for (const auto* t : {&w.wq, &w.wk, &w.wv, &w.wo}) all_f16 = all_f16 && t->dtype == DType::F16;
+    if (w.w_gate.data)
+      for (const auto* t : {&w.w_gate, &w.w_up, &w.w_down}) all_f16 = all_f16 && t->dtype == DType::F16;
+    if (model.config().has_experts(l)) {
+      // The shared-expert gate is an f32 vector, converted like the small vectors are.
+      all_f16 = all_f16 && w.experts.router.dtype == DType::F16;
+      for (const auto* mats : {&w.experts.gate, &w.experts.up, &w.experts.down})
+        for (const auto& t : *mats) all_f16 = all_f16 && t.dtype == DType::F16;
+    }
   }
   if (embeds) all_f16 = all_f16 && model.embedding().dtype == DType::F16;
   if (lm_head) all_f16 = all_f16 && model.lm_head().dtype == DType::F16;
@@ -95,8 +136,11 @@ void DeviceWeights::place(DeviceArena& arena, const Model& model, LayerRange ran
     d.q_norm = place_floats(arena, {{w.q_norm, c.head_dim}});
     d.k_norm = place_floats(arena, {{w.k_norm, c.head_dim}});
     d.ffn_norm = place_floats(arena, {{w.ffn_norm, c.hidden_size}});
-    d.gate_up = place_matrix(arena, elem_, {&w.w_gate, &w.w_up}, staging, row);
-    d.down = place_matrix(arena, elem_, {&w.w_down}, staging, row);
+    if (!c.has_experts(l) || w.shared_expert_gate) {
+      d.gate_up = place_matrix(arena, elem_, {&w.w_gate, &w.w_up}, staging, row);
+      d.down = place_matrix(arena, elem_, {&w.w_down}, staging, row);
+    }
+    if (c.has_experts(l)) place_experts(arena, elem_, w, c, d, staging, row);
     d.post_attn_norm = place_floats(arena, {{w.post_attn_norm, c.hidden_size}});
     d.post_ffn_norm = place_floats(arena, {{w.post_ffn_norm, c.hidden_size}});
     layers_.push_back(d);

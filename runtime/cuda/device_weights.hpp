@@ -2,7 +2,9 @@
 // A GPU stage's weights, uploaded once at start in the stage's storage type. The layout is
 // made for the step: q, k and v are one [q_dim + 2 kv_dim, hidden] matrix and gate and up
 // one [2 inter, hidden] matrix, so that each is a single GEMM; their biases are concatenated
-// the same way. Norm weights, biases and RoPE frequencies stay f32.
+// the same way. A Mixture-of-Experts layer has each expert's gate|up and down so too, and its
+// router with Qwen2-MoE's shared-expert gate as one more row. Norm weights, biases and RoPE
+// frequencies stay f32.
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -23,8 +25,14 @@ struct DeviceLayer {
   const float* q_norm = nullptr;     // [head_dim] or null (Qwen3)
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;   // [hidden]
+  // The dense FFN, or in a MoE layer Qwen2-MoE's shared expert (of its own width), or null.
   const void* gate_up = nullptr;     // [2 inter, hidden]
   const void* down = nullptr;        // [hidden, inter]
+  // A MoE layer (ModelConfig::has_experts): the router's [experts, hidden], with the shared
+  // expert's gate vector as row `experts` where there is one; each expert's matrices.
+  const void* router = nullptr;
+  std::vector<const void*> expert_gate_up;  // per expert: [2 expert_inter, hidden]
+  std::vector<const void*> expert_down;     // per expert: [hidden, expert_inter]
   const float* post_attn_norm = nullptr;  // [hidden] or null: each block's output norm (Gemma)
   const float* post_ffn_norm = nullptr;
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -128,13 +129,26 @@ class StepScript {
 // Phi-3's stray to 5 per cent: LongRope's attention factor (1.26 on cos and sin) sharpens every
 // score by 1.6, rounding of q and k with it; the same weights stored as f16 stray 0.4 per
 // cent, and the short factors in place of the long ones by the logits' whole scale.
+//
+// Mixture-of-Experts fixtures keep the 4 per cent for most rows, but a row whose k-th and
+// next expert are nearly tied may be routed to the other one once the router's input and
+// weights are rounded to bf16: that row, and the later rows of its sequence through the
+// cache, stray further (up to 11 per cent on these fixtures). Rounding, not a bug: stored as
+// f16 every row of the MoE fixtures is within 0.5 per cent (checked by forcing f16 storage
+// while writing this), and a wrong weight, expert or order strays on every row.
 float tolerance_of(const std::string& fixture) {
   if (fixture.rfind("gemma", 0) == 0) return 0.15f;
   return fixture.rfind("phi3", 0) == 0 ? 0.07f : 0.04f;
 }
+bool has_experts(const std::string& fixture) {
+  return fixture.rfind("mixtral", 0) == 0 || fixture.find("moe") != std::string::npos;
+}
+constexpr float kRerouted = 0.15f;      // MoE: what any row may stray, rerouted at a near tie
+constexpr double kReroutedShare = 0.2;  // MoE: the share of rows that may stray past tolerance_of
 
-void expect_close(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab, int step,
-                  float tolerance) {
+// The largest difference of each logit row, relative to the row's largest logit (at least 1).
+void row_differences(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab,
+                     std::vector<float>& out) {
   for (size_t row = 0; row * static_cast<size_t>(vocab) < want.size(); ++row) {
     const float* w = want.data() + row * static_cast<size_t>(vocab);
     const float* g = got.data() + row * static_cast<size_t>(vocab);
@@ -143,8 +157,16 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
       scale = std::max(scale, std::abs(w[i]));
       diff = std::max(diff, std::abs(w[i] - g[i]));
     }
-    EXPECT_LE(diff, tolerance * scale) << "step " << step << " logit row " << row;
+    out.push_back(diff / scale);
   }
+}
+
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, int64_t vocab, int step,
+                  float tolerance) {
+  std::vector<float> diffs;
+  row_differences(want, got, vocab, diffs);
+  for (size_t row = 0; row < diffs.size(); ++row)
+    EXPECT_LE(diffs[row], tolerance) << "step " << step << " logit row " << row;
 }
 
 class CudaBackendTwin : public ::testing::TestWithParam<std::string> {};
@@ -156,24 +178,50 @@ TEST_P(CudaBackendTwin, LogitsMatchTheCpuBackendOnEveryKindOfStep) {
   auto cpu = cpu_stage(model);
   auto gpu = gpu_stage(model);
   StepScript script(model->config().vocab_size);
+  const float tolerance = tolerance_of(GetParam());
+  std::vector<float> diffs;
   script.run({cpu.get()}, {gpu.get()}, [&](const std::vector<float>& want, const std::vector<float>& got, int step) {
-    expect_close(want, got, model->config().vocab_size, step, tolerance_of(GetParam()));
+    if (has_experts(GetParam()))
+      row_differences(want, got, model->config().vocab_size, diffs);
+    else
+      expect_close(want, got, model->config().vocab_size, step, tolerance);
   });
-  EXPECT_GT(gpu->captured_graphs(), 0u) << gpu->graph_failure();
-  EXPECT_EQ(gpu->graph_failure(), "");
+  if (has_experts(GetParam())) {
+    ASSERT_FALSE(diffs.empty());
+    const auto beyond = std::count_if(diffs.begin(), diffs.end(), [&](float d) { return d > tolerance; });
+    const float largest = *std::max_element(diffs.begin(), diffs.end());
+    std::printf("%s: largest logit difference %.4f of the row's scale, %ld of %zu rows beyond %.2f\n",
+                GetParam().c_str(), static_cast<double>(largest), static_cast<long>(beyond), diffs.size(),
+                static_cast<double>(tolerance));
+    EXPECT_LE(largest, kRerouted);
+    EXPECT_LE(static_cast<double>(beyond), kReroutedShare * static_cast<double>(diffs.size()));
+  }
+  // A stage with expert layers sizes their GEMMs from the routing the host reads back each
+  // layer, so its decode steps run eagerly; every other stage replays graphs.
+  EXPECT_EQ(gpu->graphs_enabled(), model->config().num_experts == 0);
+  if (gpu->graphs_enabled()) {
+    EXPECT_GT(gpu->captured_graphs(), 0u) << gpu->graph_failure();
+    EXPECT_EQ(gpu->graph_failure(), "");
+  } else {
+    EXPECT_EQ(gpu->captured_graphs(), 0u);
+  }
 }
 
 // Safetensors of each architecture (HF's half-split RoPE, Llama 3 scaling, Mistral's window,
 // Qwen2's biases, Qwen3's q/k norms; Gemma 2's soft caps, GeGLU, scaled embedding, sandwich
 // norms and interleaved windows, Gemma 3's local RoPE; SmolLM3's layers without RoPE; Phi-3's
-// fused matrices, partial rotary and LongRope's long factors, past its original 32), GGUF
-// (interleaved RoPE; Gemma 3's norms stored with their 1 added; Phi-3's factor tensors), f16
-// storage, and stories260K.
+// fused matrices, partial rotary and LongRope's long factors, past its original 32; the
+// experts of Mixtral (renormalized), Qwen2-MoE (not renormalized; the gated shared expert, a
+// dense layer between expert layers) and Qwen3-MoE), GGUF (interleaved RoPE; Gemma 3's norms
+// stored with their 1 added; Phi-3's factor tensors; stacked experts, and Q8_0 ones dequantized
+// on upload), f16 storage, and stories260K.
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
                          ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "smollm3",
-                                           "phi3", "llama/model-f32.gguf", "qwen3/model-f32.gguf",
-                                           "gemma3/model-f32.gguf", "smollm3/model-f32.gguf", "phi3/model-f32.gguf",
-                                           "llama/model-f16.gguf", "stories260K"),
+                                           "phi3", "mixtral", "qwen2moe", "qwen3moe", "llama/model-f32.gguf",
+                                           "qwen3/model-f32.gguf", "gemma3/model-f32.gguf", "smollm3/model-f32.gguf",
+                                           "phi3/model-f32.gguf", "mixtral/model-f32.gguf", "qwen2moe/model-f32.gguf",
+                                           "qwen3moe/model-f32.gguf", "qwen3moe/model-q8_0.gguf", "llama/model-f16.gguf",
+                                           "stories260K"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (auto& c : name)
@@ -287,10 +335,12 @@ TEST(CudaBackend, DecodeGraphsFollowAGrowingTableAcrossStrideClasses) {
 }
 
 // Gemma 3 too: its back stage's layers 2-5 must keep their own windows and RoPE bases (layer
-// 5 is its only global one), which are the model's layers, not the stage's.
+// 5 is its only global one), which are the model's layers, not the stage's. Likewise
+// Qwen2-MoE's dense layer 1 is the model's: its front stage has an expert layer and the dense one.
 TEST(CudaBackend, TwoStagesEqualOneWhetherHiddenStatesStayOnTheDeviceOrNot) {
   ORZO_REQUIRE_GPU();
-  for (const std::string& path : {kStories, std::string(ORZO_FIXTURES_DIR) + "/gemma3"}) {
+  for (const std::string& path : {kStories, std::string(ORZO_FIXTURES_DIR) + "/gemma3",
+                                  std::string(ORZO_FIXTURES_DIR) + "/qwen2moe"}) {
     SCOPED_TRACE(path);
     auto model = Model::load(path);
     auto whole = gpu_stage(model);
