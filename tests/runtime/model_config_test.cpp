@@ -400,6 +400,8 @@ TEST(ModelConfig, ReadsTheExpertsOfEachFamily) {
                                 qwen3_moe))
                 .find("mlp_only_layers"),
             std::string::npos);
+}
+
 // llama.cpp's Phi-3 GGUFs: partial rotary as rope.dimension_count, LongRope's factors as two
 // F32 tensors beside the original context and attention factor keys.
 TEST_F(GgufConfig, Phi3LongRopeComesFromItsTensorsAndKeys) {
