@@ -10,7 +10,9 @@ token actually reads: attention, the router, the 8 experts it is routed to in ea
 embedding row, the LM head and its KV cache (`orzo bench --json`'s weight_bytes_per_token), over
 the read bandwidth of a fresh buffer and of the model's own mapped weights, measured right
 before. Decode of 32 sequences reports how many experts a step runs and for how many rows each
-one's weights are read. Best of 3 for every figure and ceiling. Prints a markdown table.
+one's weights are read. Beside each, the dense `small` shape (dim 1024, FFN 2816, 8 layers) in
+the same type, against its own roofline: what the type's kernels reach without experts. Best of
+3 for every figure and ceiling. Prints a markdown table.
 """
 import argparse
 import json
@@ -23,11 +25,10 @@ from run_cpu import ceilings, decode_bytes_per_token, run
 from run_quant import cpu_model
 
 
-def moe_model(build, models, dtype):
-    path = os.path.join(models, f"moe-small-{dtype}.gguf")
+def made_model(build, models, shape, dtype):
+    path = os.path.join(models, f"{shape}-{dtype}.gguf")
     if not os.path.exists(path):
-        run([f"{build}/tools/orzo-make-model", "--shape", "moe-small", "--dtype", dtype, "--format", "gguf",
-             "--out", path])
+        run([f"{build}/tools/orzo-make-model", "--shape", shape, "--dtype", dtype, "--format", "gguf", "--out", path])
     return path
 
 
@@ -45,17 +46,21 @@ def main():
 
     rows = []
     for dtype in [t for t in args.types.split(",") if t]:
-        model = moe_model(args.build, args.models, dtype)
-        bw, _ = ceilings(args.build, "ReadBandwidth")
-        d = run_cpu.bench(args.build, model, 1, 128, 32, args.threads, "decode_tps", args.tries)
-        bytes_per_token = decode_bytes_per_token(d)
-        b = run_cpu.bench(args.build, model, 32, 128, 32, args.threads, "decode_tps", args.tries)
-        rows.append({"what": f"moe-small {dtype.upper()}", "decode_tps": d["decode_tps"],
-                     "bytes_per_token": bytes_per_token, "roofline_buffer_tps": bw / bytes_per_token,
-                     "roofline_mapped_tps": d["weight_read_bytes_per_s"] / bytes_per_token,
-                     "decode32_tps": b["decode_tps"], "decode32_experts": b["decode_experts"],
-                     "decode1_experts": d["decode_experts"], "read_bandwidth": bw,
-                     "runs": {"decode": d, "decode32": b}})
+        for shape in ("moe-small", "small"):
+            model = made_model(args.build, args.models, shape, dtype)
+            bw, _ = ceilings(args.build, "ReadBandwidth")
+            d = run_cpu.bench(args.build, model, 1, 128, 32, args.threads, "decode_tps", args.tries)
+            bytes_per_token = decode_bytes_per_token(d)
+            row = {"what": f"{shape} {dtype.upper()}", "decode_tps": d["decode_tps"],
+                   "bytes_per_token": bytes_per_token, "roofline_buffer_tps": bw / bytes_per_token,
+                   "roofline_mapped_tps": d["weight_read_bytes_per_s"] / bytes_per_token, "read_bandwidth": bw,
+                   "runs": {"decode": d}}
+            if shape == "moe-small":
+                b = run_cpu.bench(args.build, model, 32, 128, 32, args.threads, "decode_tps", args.tries)
+                row.update({"decode32_tps": b["decode_tps"], "decode32_experts": b["decode_experts"],
+                            "decode1_experts": d["decode_experts"]})
+                row["runs"]["decode32"] = b
+            rows.append(row)
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
               "cpus": os.cpu_count(), "rows": rows}
@@ -66,11 +71,12 @@ def main():
           "decode 32 seqs tok/s | experts run per layer and step | rows per expert read |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        e = r["decode32_experts"]
+        e = r.get("decode32_experts")
+        batched = (f"{r['decode32_tps']:.0f} | {e['run_per_layer_step']:.1f} of 128 | {e['rows_per_expert_read']:.2f}"
+                   if e else "| |")
         print(f"| {r['what']} | {r['bytes_per_token'] / 1e6:.1f} MB | {r['decode_tps']:.1f} | "
               f"{100 * r['decode_tps'] / r['roofline_buffer_tps']:.0f} % / "
-              f"{100 * r['decode_tps'] / r['roofline_mapped_tps']:.0f} % | {r['decode32_tps']:.0f} | "
-              f"{e['run_per_layer_step']:.1f} of 128 | {e['rows_per_expert_read']:.2f} |")
+              f"{100 * r['decode_tps'] / r['roofline_mapped_tps']:.0f} % | {batched} |")
 
 
 if __name__ == "__main__":
