@@ -30,6 +30,15 @@ struct TensorView {
   const uint8_t* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * dtype_row_bytes(dtype, cols());
   }
+  // Rows [first, first + count) as a [count, cols] matrix of the same bytes (a fused matrix's
+  // part, one expert of a stacked tensor); whole rows, so any dtype's blocks stay whole.
+  TensorView row_range(int64_t first, int64_t count) const {
+    TensorView v = *this;
+    v.shape = {count, cols()};
+    v.data = row(first);
+    v.nbytes = static_cast<size_t>(count) * dtype_row_bytes(dtype, cols());
+    return v;
+  }
 };
 
 }  // namespace orzo

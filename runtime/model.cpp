@@ -102,17 +102,10 @@ class Model::Builder {
     for (auto [proj, out, rows, cols] : {std::tuple{"gate_proj", &e.gate, inter, d}, std::tuple{"up_proj", &e.up, inter, d},
                                          std::tuple{"down_proj", &e.down, d, inter}}) {
       const std::string stacked = p + "experts." + proj + ".weight";
+      const TensorView* all = has(stacked) ? &need(stacked, {n, rows, cols}) : nullptr;
       for (int64_t x = 0; x < n; ++x) {
-        TensorView v;
-        if (has(stacked)) {
-          const TensorView& all = need(stacked, {n, rows, cols});
-          v = all;
-          v.data = all.row(x * rows);
-          v.nbytes = all.nbytes / static_cast<size_t>(n);
-        } else {
-          v = need(p + "experts." + std::to_string(x) + "." + proj + ".weight", {rows, cols});
-        }
-        v.shape = {rows, cols};
+        TensorView v = all ? all->row_range(x * rows, rows)
+                           : need(p + "experts." + std::to_string(x) + "." + proj + ".weight", {rows, cols});
         v.name = stacked;  // orzo quantize's recipes go by it, as llama.cpp's do
         out->push_back(v);
       }
@@ -136,14 +129,10 @@ class Model::Builder {
     int64_t rows = 0;
     for (const auto& part : parts) rows += part.second;
     const TensorView& t = need(fused, {rows, cols});
-    const size_t row_bytes = dtype_row_bytes(t.dtype, cols);
     int64_t first = 0;
     for (const auto& [name, count] : parts) {
-      TensorView v = t;
-      v.shape = {count, cols};
-      v.data = t.row(first);
-      v.nbytes = static_cast<size_t>(count) * row_bytes;
-      if (!tensors_.emplace(name, v).second) throw LoadError(t.file + ": tensor " + name + " appears beside " + fused);
+      if (!tensors_.emplace(name, t.row_range(first, count)).second)
+        throw LoadError(t.file + ": tensor " + name + " appears beside " + fused);
       first += count;
     }
   }
@@ -279,6 +268,13 @@ void Model::requantize(const QuantTarget& target) {
 std::vector<const TensorView*> Model::layer_matrices() const {
   std::vector<const TensorView*> out;
   for (const auto& l : layers_) add_matrices(l, l.experts.gate.size(), out);
+  return out;
+}
+
+std::vector<const TensorView*> Model::layer_matrices(int64_t layer) const {
+  std::vector<const TensorView*> out;
+  const LayerWeights& l = layers_[static_cast<size_t>(layer)];
+  add_matrices(l, l.experts.gate.size(), out);
   return out;
 }
 

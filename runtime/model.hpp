@@ -65,6 +65,8 @@ class Model {
   // Every layer's matrices, layer by layer: attention's four, then the FFN's three, or a MoE
   // layer's router, shared expert and every expert's three.
   std::vector<const TensorView*> layer_matrices() const;
+  // The same of one layer.
+  std::vector<const TensorView*> layer_matrices(int64_t layer) const;
   // The matrices one token multiplies: those of layer_matrices() less the experts it is not
   // routed to (experts_per_token of them stand for any, all being stored alike).
   std::vector<const TensorView*> token_matrices() const;

@@ -19,8 +19,11 @@ void route_experts(const float* logits, int64_t rows, int64_t experts, int64_t t
   const auto k = static_cast<size_t>(top_k), n = static_cast<size_t>(experts);
   out.choice.resize(static_cast<size_t>(rows) * k);
   out.weight.resize(out.choice.size());
-  std::vector<float> prob(n);
-  std::vector<int32_t> order(n);
+  // Scratch kept per thread: this runs in every MoE layer of every step.
+  thread_local std::vector<float> prob;
+  thread_local std::vector<int32_t> order, next;
+  prob.resize(n);
+  order.resize(n);
   for (int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * experts;
     const float top = *std::max_element(z, z + experts);
@@ -48,7 +51,7 @@ void route_experts(const float* logits, int64_t rows, int64_t experts, int64_t t
   out.rows.resize(out.choice.size());
   out.row_weight.resize(out.choice.size());
   out.slot.resize(out.choice.size());
-  std::vector<int32_t> next(out.begin.begin(), out.begin.end() - 1);
+  next.assign(out.begin.begin(), out.begin.end() - 1);
   for (size_t i = 0; i < out.choice.size(); ++i) {
     const auto at = static_cast<size_t>(next[static_cast<size_t>(out.choice[i])]++);
     out.slot[i] = static_cast<int32_t>(at);

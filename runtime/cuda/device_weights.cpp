@@ -95,18 +95,9 @@ void place_experts(DeviceArena& arena, Elem elem, const LayerWeights& w, const M
 
 Elem DeviceWeights::storage_for(const Model& model, LayerRange range, bool embeds, bool lm_head) {
   bool all_f16 = true;
-  for (int64_t l = range.begin; l < range.end; ++l) {
-    const auto& w = model.layer(l);
-    for (const auto* t : {&w.wq, &w.wk, &w.wv, &w.wo}) all_f16 = all_f16 && t->dtype == DType::F16;
-    if (w.w_gate.data)
-      for (const auto* t : {&w.w_gate, &w.w_up, &w.w_down}) all_f16 = all_f16 && t->dtype == DType::F16;
-    if (model.config().has_experts(l)) {
-      // The shared-expert gate is an f32 vector, converted like the small vectors are.
-      all_f16 = all_f16 && w.experts.router.dtype == DType::F16;
-      for (const auto* mats : {&w.experts.gate, &w.experts.up, &w.experts.down})
-        for (const auto& t : *mats) all_f16 = all_f16 && t.dtype == DType::F16;
-    }
-  }
+  // (Qwen2-MoE's shared-expert gate is an f32 vector, converted like the small vectors are.)
+  for (int64_t l = range.begin; l < range.end; ++l)
+    for (const TensorView* t : model.layer_matrices(l)) all_f16 = all_f16 && t->dtype == DType::F16;
   if (embeds) all_f16 = all_f16 && model.embedding().dtype == DType::F16;
   if (lm_head) all_f16 = all_f16 && model.lm_head().dtype == DType::F16;
   return all_f16 ? Elem::f16 : Elem::bf16;
