@@ -124,8 +124,8 @@ std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l,
   if (n >= limits.min_tokens) {
     const auto& eos = st.options.eos_token_ids;
     if (!limits.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return FinishReason::eos;
-    const auto& stops = limits.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::stop;
+    const auto& stops = limits.stop_token_ids;  // sorted at admission
+    if (std::binary_search(stops.begin(), stops.end(), token)) return FinishReason::stop;
   }
   if (n >= limits.max_tokens) return FinishReason::length;
   if (static_cast<int32_t>(l.seq.tokens.size()) >= st.options.max_model_len) return FinishReason::length;
@@ -309,6 +309,10 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   if (auto problem = check_request(req, RequestBounds{st.options.max_model_len, st.options.vocab_size}))
     return refuse(self, req, session, ErrorCode::invalid_request, std::move(problem->message));
   if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
+  // Each sampled token is looked up in the stop ids: a search, not a scan of a list a client
+  // may have made long. The server sends them sorted, so this sorts only other clients' lists.
+  auto& stops = req.limits.stop_token_ids;
+  if (!std::is_sorted(stops.begin(), stops.end())) std::sort(stops.begin(), stops.end());
   auto l = std::make_unique<Live>();
   l->seq.id = st.next_seq++;
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());

@@ -98,10 +98,10 @@ std::function<void(size_t, size_t)> progress_bar(StopSignal& stop) {
   };
 }
 
-// Waits up to `limit` for the requests in flight to end.
-bool wait_idle(const OpenAIApi& api, std::chrono::duration<double> limit) {
+// Waits up to `limit` for the requests in flight (and those still being prepared) to end.
+bool wait_idle(const OpenAIApi& api, const HttpServer& server, std::chrono::duration<double> limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
-  while (api.in_flight() > 0) {
+  while (api.in_flight() > 0 || server.preparing() > 0) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -180,10 +180,10 @@ int run_serve(ServeFlags& f) {
   std::fprintf(stderr, "orzo serve: shutting down; %zu requests in flight\n", api.in_flight());
   server.stop_accepting();
   api.drain();
-  if (!wait_idle(api, std::chrono::duration<double>(f.shutdown_grace))) {
+  if (!wait_idle(api, server, std::chrono::duration<double>(f.shutdown_grace))) {
     std::fprintf(stderr, "orzo serve: grace period over, cancelling %zu requests\n", api.in_flight());
     api.cancel_all();
-    wait_idle(api, std::chrono::seconds(5));
+    wait_idle(api, server, std::chrono::seconds(5));
   }
   server.stop();
   stats.reset();

@@ -1,5 +1,6 @@
 #include "grammar/json_schema.hpp"
 
+#include "core/ordered_json.hpp"
 #include "grammar/grammar_error.hpp"
 #include "grammar/regex_parser.hpp"
 
@@ -427,8 +428,8 @@ RegexPtr json_escaped(const RegexPtr& content) {
 RegexPtr json_schema_regex(const std::string& schema, bool strict) {
   Json root;
   try {
-    root = Json::parse(schema);
-  } catch (const nlohmann::json::exception& e) {
+    root = parse_ordered_json(schema);
+  } catch (const JsonSyntaxError& e) {
     throw GrammarError(std::string("JSON schema: not valid JSON: ") + e.what());
   }
   return seq({json_space(), Compiler(root, strict).compile(root, "#"), json_space()});

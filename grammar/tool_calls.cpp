@@ -1,5 +1,6 @@
 #include "grammar/tool_calls.hpp"
 
+#include "core/ordered_json.hpp"
 #include "grammar/grammar_error.hpp"
 #include "grammar/json_schema.hpp"
 
@@ -35,8 +36,8 @@ ToolCallFormat tool_call_format_of_template(const std::string& source) {
 RegexPtr tool_calls_regex(const std::string& text) {
   nlohmann::ordered_json spec;
   try {
-    spec = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception&) {
+    spec = parse_ordered_json(text);
+  } catch (const JsonSyntaxError&) {
     throw GrammarError("tool calls: the spec is not JSON");
   }
   const auto format = parse_tool_call_format(spec.value("format", std::string("hermes")));

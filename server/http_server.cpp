@@ -31,9 +31,9 @@ using tcp = net::ip::tcp;
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
-                 const std::atomic<bool>& draining)
+                 net::thread_pool& work, std::atomic<size_t>& preparing, const std::atomic<bool>& draining)
       : stream_(std::move(socket)), deadline_(stream_.get_executor()), options_(options), handler_(handler),
-        draining_(draining) {}
+        work_(work), preparing_(preparing), draining_(draining) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
@@ -164,16 +164,28 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void on_request(beast::error_code ec) {
     if (ec) return on_read_error(ec);
-    HttpRequest request = parser_->release();
-    begin_exchange(request.keep_alive(), &request);
+    auto request = std::make_shared<HttpRequest>(parser_->release());
+    begin_exchange(request->keep_alive(), request.get());
     watch_for_disconnect();
     auto exchange = std::make_shared<HttpExchange>(shared_from_this(), exchange_id_);
+    // A body is the client's to size: parsing it, rendering a chat and tokenizing a prompt
+    // take time in proportion, which must not hold up the other connections of this I/O
+    // thread. Bodiless requests (health probes, metrics) answer here, at once.
+    if (request->method() != http::verb::post) return handle(*request, exchange);
+    ++preparing_;
+    net::post(work_, [self = shared_from_this(), request, exchange] {
+      self->handle(*request, exchange);
+      --self->preparing_;
+    });
+  }
+
+  void handle(HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) {
     try {
       handler_(request, exchange);
     } catch (const ApiError& e) {
-      respond(e.status, error_body(e), {}, "application/json");
+      exchange->respond(e.status, error_body(e));
     } catch (const std::exception& e) {
-      respond(500, error_body(ApiError(500, e.what(), "server_error")), {}, "application/json");
+      exchange->respond(500, error_body(ApiError(500, e.what(), "server_error")));
     }
   }
 
@@ -284,6 +296,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool timed_out_ = false;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
+  net::thread_pool& work_;
+  std::atomic<size_t>& preparing_;
   const std::atomic<bool>& draining_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -335,7 +349,8 @@ void HttpExchange::report_generation(AccessRecord::Generation generation) {
 void HttpExchange::post(std::function<void()> f) { connection_->post(std::move(f)); }
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
-    : options_(std::move(options)), handler_(std::move(handler)), acceptor_(context_) {
+    : options_(std::move(options)), handler_(std::move(handler)),
+      work_(static_cast<size_t>(std::max(1, options_.work_threads))), acceptor_(context_) {
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   beast::error_code ec;
   const auto address = net::ip::make_address(options_.host, ec);
@@ -361,7 +376,7 @@ void HttpServer::accept() {
     if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<HttpConnection>(std::move(socket), options_, handler_, draining_)->start();
+      std::make_shared<HttpConnection>(std::move(socket), options_, handler_, work_, preparing_, draining_)->start();
     }
     accept();
   });
@@ -376,6 +391,8 @@ void HttpServer::stop_accepting() {
 }
 
 void HttpServer::stop() {
+  work_.stop();
+  work_.join();
   context_.stop();
   for (auto& t : threads_)
     if (t.joinable()) t.join();

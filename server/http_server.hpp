@@ -2,7 +2,9 @@
 // The HTTP/1.1 side of `orzo serve`, on Boost.Beast: an acceptor and one connection object
 // per client, each on its own strand. A connection reads one request at a time (keep-alive,
 // a size limit on bodies, a deadline on slow or silent clients), hands it to the handler
-// with an HttpExchange, and writes whatever the exchange is given, in order, as one whole
+// with an HttpExchange — a request with a body on a small pool of work threads, since
+// preparing a large one takes time that must not hold up the other connections of an I/O
+// thread — and writes whatever the exchange is given, in order, as one whole
 // response or as a chunked stream. While an answer is being produced the connection
 // watches the socket, so a client that goes away is noticed at once, not at the next write.
 // Each request answered, or left by its client, becomes one AccessRecord for the access log.
@@ -11,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -64,6 +67,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;                                 // 0: any free port (see HttpServer::port)
   int threads = 1;                                      // I/O threads
+  int work_threads = 2;                                 // threads that run the handler of requests with a body
   uint64_t max_body_bytes = uint64_t{8} << 20;          // larger bodies get 413
   std::chrono::milliseconds timeout{30000};             // a request must arrive whole within this,
                                                         // and an idle keep-alive connection closes after it
@@ -81,6 +85,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // Requests whose handler is queued or running on a work thread: not yet in anyone's count
+  // of requests in flight, so a graceful stop waits for them too.
+  size_t preparing() const { return preparing_.load(); }
   boost::asio::io_context& context() { return context_; }
 
   void start();            // accepts on `threads` threads; returns at once
@@ -93,10 +100,12 @@ class HttpServer {
 
   HttpServerOptions options_;
   HttpHandler handler_;
+  boost::asio::thread_pool work_;
   boost::asio::io_context context_;
   boost::asio::ip::tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::atomic<bool> draining_{false};
+  std::atomic<size_t> preparing_{0};
   std::vector<std::thread> threads_;
 };
 

@@ -47,7 +47,8 @@ class OpenAIApi {
   // The model is loaded: requests go to `engine`, which must outlive every request.
   // Throws ChatTemplateError when the chat template does not parse.
   void serve(Engine& engine);
-  // Every route answers here, on the connection's strand.
+  // Every route answers here: on an I/O thread for requests without a body, on one of the
+  // server's work threads for those with one (HttpServer), concurrently either way.
   void handle(HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
 
   void drain();        // shutting down: new generation requests get 503

@@ -1,5 +1,6 @@
 #include "server/openai_request.hpp"
 
+#include "core/ordered_json.hpp"
 #include "server/json_text.hpp"
 #include "text/stop_matcher.hpp"
 
@@ -22,6 +23,8 @@ using Json = nlohmann::ordered_json;
 // messages and chat_template_kwargs recurse, and no real request nests this far.
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxStops = 16;
+// The stop strings' matcher holds a table row per byte of them, a few hundred bytes each.
+constexpr size_t kMaxStopBytes = 16384;
 constexpr int64_t kMaxN = 128;
 // Each choice of each prompt is a sequence of its own: one request may not flood the queue.
 constexpr size_t kMaxSequences = 256;
@@ -59,21 +62,11 @@ std::string shown(const Json& v) {
 }
 
 Json parse_object(std::string_view body) {
-  const Json::parser_callback_t limit_depth = [](int depth, Json::parse_event_t event, Json&) {
-    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
-    if (opens && depth >= kMaxDepth) refuse("", "invalid JSON: nested deeper than " + std::to_string(kMaxDepth) + " levels");
-    return true;
-  };
   Json body_json;
   try {
-    body_json = Json::parse(body.begin(), body.end(), limit_depth);
-  } catch (const Json::exception& e) {
-    // A syntax error or a number too large for a double (out_of_range.406); nlohmann
-    // prefixes its messages with "[json.exception.parse_error.101] ".
-    std::string what = e.what();
-    const size_t tag_end = what.find("] ");
-    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
-    refuse("", "invalid JSON: " + what);
+    body_json = parse_ordered_json(body, kMaxDepth);
+  } catch (const JsonSyntaxError& e) {
+    refuse("", std::string("invalid JSON: ") + e.what());
   }
   if (!body_json.is_object()) refuse("", "the request body must be a JSON object, got " + type_name(body_json));
   return body_json;
@@ -212,11 +205,19 @@ std::string read_stop_string(const Json& v, const Where& at) {
 }
 
 std::vector<std::string> read_stop(const Json& v, const std::string& name) {
-  if (v.is_string()) return {read_stop_string(v, name)};
-  if (!v.is_array()) refuse(name, name + " must be a string or an array of strings, got " + type_name(v));
-  if (v.size() > kMaxStops) refuse(name, name + " may hold at most " + std::to_string(kMaxStops) + " strings");
   std::vector<std::string> stop;
-  for (const Json& s : v) stop.push_back(read_stop_string(s, {name, element(name, stop.size())}));
+  if (v.is_string()) {
+    stop.push_back(read_stop_string(v, name));
+  } else if (v.is_array()) {
+    if (v.size() > kMaxStops) refuse(name, name + " may hold at most " + std::to_string(kMaxStops) + " strings");
+    for (const Json& s : v) stop.push_back(read_stop_string(s, {name, element(name, stop.size())}));
+  } else {
+    refuse(name, name + " must be a string or an array of strings, got " + type_name(v));
+  }
+  size_t bytes = 0;
+  for (const auto& s : stop) bytes += s.size();
+  if (bytes > kMaxStopBytes)
+    refuse(name, name + " may hold " + std::to_string(kMaxStopBytes) + " bytes in all, got " + std::to_string(bytes));
   return stop;
 }
 
@@ -271,7 +272,11 @@ void add_generate_fields(FieldTable& t, GenerateParams& p, GenerateChecks& check
   t["seed"] = [&s](const Json& v, const std::string& n) { s.seed = read_integer<uint64_t>(v, n, 0); };
   t["logit_bias"] = [&s](const Json& v, const std::string& n) { s.logit_bias = read_logit_bias(v, n); };
   t["stop"] = [&p](const Json& v, const std::string& n) { p.stop = read_stop(v, n); };
-  t["stop_token_ids"] = [&p](const Json& v, const std::string& n) { p.stop_token_ids = read_token_ids(v, n); };
+  t["stop_token_ids"] = [&p](const Json& v, const std::string& n) {
+    p.stop_token_ids = read_token_ids(v, n);
+    std::sort(p.stop_token_ids.begin(), p.stop_token_ids.end());  // the batcher searches them
+    p.stop_token_ids.erase(std::unique(p.stop_token_ids.begin(), p.stop_token_ids.end()), p.stop_token_ids.end());
+  };
   t["include_stop_str_in_output"] = [&p](const Json& v, const std::string& n) { p.include_stop = read_bool(v, n); };
   t["ignore_eos"] = [&p](const Json& v, const std::string& n) { p.ignore_eos = read_bool(v, n); };
   t["skip_special_tokens"] = [&p](const Json& v, const std::string& n) { p.skip_special_tokens = read_bool(v, n); };
@@ -461,8 +466,8 @@ Json read_tool_calls(const Json& v, const std::string& at) {
         !call["function"]["name"].is_string())
       refuse(path, path + ".function.name is required");
     if (call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
-      Json args = Json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
-      if (!args.is_discarded()) call["function"]["arguments"] = std::move(args);
+      if (auto args = try_parse_ordered_json(call["function"]["arguments"].get<std::string>()))
+        call["function"]["arguments"] = std::move(*args);
     }
     calls.push_back(std::move(call));
   }

@@ -1,11 +1,13 @@
 #include "server/tool_call_parser.hpp"
 
+#include "core/ordered_json.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace orzo {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // the arguments keep the order the model wrote them in
 
 constexpr const char* kOpen = "<tool_call>";
 constexpr const char* kClose = "</tool_call>";
@@ -61,10 +63,9 @@ bool read_sequence(const std::string& text, std::vector<ParsedToolCall>& calls) 
     if (text[i] != '{') return false;
     const size_t end = value_end(text, i);
     if (end == std::string::npos) return false;
-    const Json v = Json::parse(text.begin() + static_cast<std::ptrdiff_t>(i), text.begin() + static_cast<std::ptrdiff_t>(end),
-                               nullptr, false);
+    const auto v = try_parse_ordered_json(std::string_view(text).substr(i, end - i));
     ParsedToolCall call;
-    if (v.is_discarded() || !read_call(v, call)) return false;
+    if (!v || !read_call(*v, call)) return false;
     calls.push_back(std::move(call));
     i = end;
   }
@@ -82,10 +83,10 @@ ToolCallSplit split_hermes(const std::string& text) {
     const size_t body = open + std::char_traits<char>::length(kOpen);
     const size_t close = text.find(kClose, body);
     const std::string inner = text.substr(body, close == std::string::npos ? std::string::npos : close - body);
-    const Json v = Json::parse(trim(inner), nullptr, false);
+    const auto v = try_parse_ordered_json(trim(inner));
     ParsedToolCall call;
     const size_t next = close == std::string::npos ? text.size() : close + std::char_traits<char>::length(kClose);
-    if (!v.is_discarded() && read_call(v, call)) {
+    if (v && read_call(*v, call)) {
       out.content += text.substr(at, open - at);
       out.calls.push_back(std::move(call));
     } else {
@@ -116,9 +117,9 @@ ToolCallSplit split_tool_calls(grammar::ToolCallFormat format, const std::string
     if (marker == std::string::npos) return {text, {}};
     before = trim(body.substr(0, marker));
     body = body.substr(marker + std::char_traits<char>::length(kMistral));
-    const Json v = Json::parse(trim(body), nullptr, false);
-    if (v.is_discarded()) return {text, {}};
-    for (const auto& item : v.is_array() ? v : Json::array({v})) {
+    const auto v = try_parse_ordered_json(trim(body));
+    if (!v) return {text, {}};
+    for (const auto& item : v->is_array() ? *v : Json::array({*v})) {
       ParsedToolCall call;
       if (!read_call(item, call)) return {text, {}};
       out.calls.push_back(std::move(call));
