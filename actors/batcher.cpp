@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,11 +33,18 @@ struct Live {
   int64_t queue_us = 0;          // admission to its first step
 };
 
+// A worker that joined for a stage another worker serves: it takes over when that one is lost.
+struct Standby {
+  worker_actor worker;
+  WorkerInfo info;
+};
+
 // One stage of the pipeline as the batcher sees it.
 struct StageSlot {
   LayerRange layers;
   worker_actor worker;             // null while the stage waits for a worker to join
   std::optional<WorkerInfo> info;  // once the worker described itself or joined
+  std::vector<Standby> standby;    // in the order they joined
 };
 
 struct BatcherState {
@@ -60,6 +68,12 @@ struct BatcherState {
   uint64_t pipeline_epoch = 0;     // bumped on every loss: older chain acknowledgements are stale
   bool healthy = false;
   std::string unhealthy_reason;
+  // From a stage's loss until every stage is served again (or recovery_timeout passes): the
+  // admitted requests wait, preempted, instead of failing.
+  bool recovering = false;
+  uint64_t recovery = 0;  // numbers the recoveries, for their deadlines
+  std::chrono::steady_clock::time_point lost_at;
+  std::mt19937_64 seeds{std::random_device{}()};  // for requests that bring no seed
   BatcherStats stats;
   static inline const char* name = "orzo.batcher";
 };
@@ -174,10 +188,12 @@ StepRequest build_step(BatcherState& st) {
                                 scores + (chunk.sample ? 1 : 0));
     if (!l.sampler_started) {
       l.sampler_started = true;
-      l.queue_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - l.admitted).count();
+      if (l.queue_us == 0)
+        l.queue_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - l.admitted).count();
       const auto& tokens = chunk.seq->tokens;
-      req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling,
-                                          std::vector<int32_t>(tokens.begin(), tokens.begin() + chunk.seq->prompt_len)});
+      const auto prompt_end = tokens.begin() + chunk.seq->prompt_len;
+      req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling, std::vector<int32_t>(tokens.begin(), prompt_end),
+                                          std::vector<int32_t>(prompt_end, tokens.end())});
     }
   }
   req.released = std::move(st.released);
@@ -289,6 +305,9 @@ void run_step(batcher_pointer self) {
           [self, step = st.in_flight_step](caf::error& err) {
             auto& s = self->state;
             if (!s.step_in_flight || s.in_flight_step != step) return;
+            // A stage died under the step; its down message, which follows, is where the
+            // batcher deals with a loss (lose_stage: recovery, or worker_lost).
+            if (err == caf::sec::request_receiver_down) return;
             s.step_in_flight = false;
             fail_step(self, err);
             queue_step(self);
@@ -305,7 +324,8 @@ void stop_request(batcher_pointer self, uint64_t id) {
 
 void admit(batcher_pointer self, GenerationRequest& req, session_actor& session) {
   auto& st = self->state;
-  if (!st.healthy) return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + st.unhealthy_reason);
+  if (!st.healthy && !st.recovering)
+    return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + st.unhealthy_reason);
   if (auto problem = check_request(req, RequestBounds{st.options.max_model_len, st.options.vocab_size}))
     return refuse(self, req, session, ErrorCode::invalid_request, std::move(problem->message));
   if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
@@ -313,6 +333,9 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   // may have made long. The server sends them sorted, so this sorts only other clients' lists.
   auto& stops = req.limits.stop_token_ids;
   if (!std::is_sorted(stops.begin(), stops.end())) std::sort(stops.begin(), stops.end());
+  // A request recomputed on another worker after a loss draws there what it would have drawn
+  // here: its draws depend on the seed and the step only, so an unseeded one gets its seed now.
+  if (!req.sampling.seed) req.sampling.seed = self->state.seeds();
   auto l = std::make_unique<Live>();
   l->seq.id = st.next_seq++;
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
@@ -360,8 +383,16 @@ void update_health(batcher_pointer self) {
   const bool was = st.healthy;
   st.healthy = why.empty();
   st.unhealthy_reason = std::move(why);
-  if (st.healthy && !was) {
+  // A standby that took over a lone stage leaves the model healthy throughout: its requests,
+  // preempted by the loss, still need a step.
+  if (st.healthy && (!was || st.recovering)) {
     st.lost.clear();
+    if (st.recovering) {
+      st.recovering = false;
+      ++st.stats.recoveries;
+      st.stats.recovery_pause_us += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - st.lost_at).count());
+    }
     queue_step(self);
   }
 }
@@ -379,9 +410,31 @@ void set_fault(batcher_pointer self, std::string why) {
   update_health(self);
 }
 
+void chain(batcher_pointer self, size_t i);
+
+// The step in flight will never be answered (or its answer is stale): its sequences leave it,
+// those stopped meanwhile end now.
+void abandon_step(batcher_pointer self) {
+  auto& st = self->state;
+  if (!st.step_in_flight) return;
+  st.step_in_flight = false;
+  std::vector<uint64_t> cancelled;
+  for (const auto& chunk : st.in_flight.chunks) {
+    auto it = st.live.find(chunk.seq->id);
+    if (it == st.live.end()) continue;
+    it->second->in_step = false;
+    if (it->second->cancelled) cancelled.push_back(chunk.seq->id);
+  }
+  for (auto id : cancelled) finish(self, id, FinishReason::cancelled);
+}
+
 // Stage i's worker is gone (dead, unreachable, hung past the middleman's connection
-// timeout). The KV it held is gone with it, so the prefix cache, which points at that KV,
-// is forgotten once every request has let go of its blocks.
+// timeout), and the KV of every stage is of no use without it. Every admitted request is
+// preempted, its tokens kept, to be recomputed once each stage has a worker again: a standby
+// takes over at once, else one that joins within recovery_timeout; after that they fail
+// with worker_lost. The sampling worker hears of each sequence again, with what it drew, so
+// its draws go on where they stood. The prefix cache, which points at the lost KV, is
+// forgotten, which the preemptions make possible (they release every block).
 void lose_stage(batcher_pointer self, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& stage = st.stages[i];
@@ -390,9 +443,41 @@ void lose_stage(batcher_pointer self, size_t i, const std::string& why) {
   st.lost = "the worker for layers " + layers_text(stage.layers) + " was lost: " + why;
   ++st.pipeline_epoch;
   st.pending_chains = 0;
-  stop_serving(self, st.lost);
+  if (st.options.recovery_timeout.count() <= 0) {
+    stop_serving(self, st.lost);
+  } else {
+    abandon_step(self);
+    st.scheduler->preempt_all();
+    // Released before they start again (a worker handles a step's releases first), so that a
+    // surviving sampling worker forgets even those that end before they run again.
+    for (auto& [id, l] : st.live)
+      if (std::exchange(l->sampler_started, false)) st.released.push_back(id);
+    if (!st.recovering) {
+      st.recovering = true;
+      st.lost_at = std::chrono::steady_clock::now();
+      self->delayed_send(self, st.options.recovery_timeout, recover_atom::value, ++st.recovery);
+    }
+  }
   st.blocks->forget_cached();
+  if (!stage.standby.empty()) {
+    stage.worker = std::move(stage.standby.front().worker);
+    stage.info = std::move(stage.standby.front().info);
+    stage.standby.erase(stage.standby.begin());
+  }
+  // Every chain is renewed: the epoch made the acknowledgements still pending stale.
+  for (size_t s = 0; s + 1 < st.stages.size(); ++s) chain(self, s);
   update_health(self);
+}
+
+// recovery_timeout after the loss that began recovery `n`: still not served, its requests fail.
+void recovery_deadline(batcher_pointer self, uint64_t n) {
+  auto& st = self->state;
+  if (!st.recovering || n != st.recovery) return;
+  st.recovering = false;
+  fail_all(self, ErrorCode::worker_lost,
+           st.lost + "; no worker took over within " +
+               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(st.options.recovery_timeout).count()) +
+               " ms");
 }
 
 // Tells stage i's worker to delegate steps to stage i + 1's, when both have one.
@@ -430,10 +515,17 @@ caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, Worke
     for (const auto& s : st.stages) ranges += (ranges.empty() ? "" : ", ") + layers_text(s.layers);
     return refuse_join("the pipeline has no such stage (its stages are " + ranges + ")");
   }
-  if (it->worker) return refuse_join("a worker already serves them");
   if (info.kv_blocks < st.options.kv_blocks)
     return refuse_join("its KV pool holds " + std::to_string(info.kv_blocks) + " blocks, the batcher plans with " +
                        std::to_string(st.options.kv_blocks));
+  const auto serves = [&](const worker_actor& w) { return w && w.address() == worker.address(); };
+  if (serves(it->worker) || std::any_of(it->standby.begin(), it->standby.end(), [&](const Standby& s) { return serves(s.worker); }))
+    return refuse_join("this worker has joined already");
+  if (it->worker) {
+    self->monitor(worker);
+    it->standby.push_back(Standby{worker, std::move(info)});
+    return caf::ok_atom::value;
+  }
   const auto i = static_cast<size_t>(it - st.stages.begin());
   it->worker = worker;
   it->info = std::move(info);
@@ -468,21 +560,30 @@ void describe_stages(batcher_pointer self) {
   update_health(self);
 }
 
-// True when the down message was a stage's worker.
+// True when the down message was a stage's worker, serving or standing by.
 bool on_stage_down(batcher_pointer self, const caf::down_msg& dm) {
   auto& stages = self->state.stages;
-  for (size_t i = 0; i < stages.size(); ++i)
+  for (size_t i = 0; i < stages.size(); ++i) {
     if (stages[i].worker && stages[i].worker.address() == dm.source) {
       lose_stage(self, i, self->system().render(dm.reason));
       return true;
     }
+    auto& standby = stages[i].standby;
+    auto it = std::find_if(standby.begin(), standby.end(), [&](const Standby& s) { return s.worker.address() == dm.source; });
+    if (it != standby.end()) {
+      standby.erase(it);
+      return true;
+    }
+  }
   return false;
 }
 
 ModelHealth health(const BatcherState& st) {
-  ModelHealth h{st.healthy, st.unhealthy_reason, {}};
-  for (const auto& stage : st.stages)
+  ModelHealth h{st.healthy, st.unhealthy_reason, {}, {}};
+  for (const auto& stage : st.stages) {
     if (stage.info) h.workers.push_back(*stage.info);
+    for (const auto& s : stage.standby) h.standby.push_back(s.info);
+  }
   return h;
 }
 
@@ -508,7 +609,7 @@ void on_down(batcher_pointer self, const caf::down_msg& dm) {
 batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<PipelineStage> stages) {
   auto& st = self->state;
   st.options = std::move(options);
-  for (auto& stage : stages) st.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt});
+  for (auto& stage : stages) st.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt, {}});
   st.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
   st.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *st.blocks);
   st.stats.finished.assign(static_cast<size_t>(FinishReason::error) + 1, 0);
@@ -525,6 +626,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
         if (it != self->state.by_request.end()) stop_request(self, it->second);
       },
       [self](step_atom) { run_step(self); },
+      [self](recover_atom, uint64_t n) { recovery_deadline(self, n); },
       [self](health_atom) { return health(self->state); },
       [self](stats_atom) {
         auto& s = self->state;

@@ -3,7 +3,9 @@
 // the scheduler and the KV block manager (batching/), sends the step down the pipeline
 // of workers, and fans the sampled tokens out to the sessions. A stage may be served by a
 // worker in another process that joins (and, after its death, joins again) at run time; the
-// model is healthy only while every stage has a worker.
+// model is healthy only while every stage has a worker. Workers that join for a stage already
+// served stand by; when a stage is lost, its requests wait, preempted, for a standby or a new
+// worker to take over, and go on by recompute.
 
 #include "batching/scheduler.hpp"
 #include "protocol/interfaces.hpp"
@@ -30,6 +32,9 @@ struct BatcherOptions {
   int32_t vocab_size = 0;                 // prompt ids must lie in [0, vocab_size)
   std::vector<int32_t> eos_token_ids;
   caf::timespan step_timeout = std::chrono::minutes(10);  // a stage that answers later is lost
+  // How long admitted requests wait, preempted, for a lost stage to be served again before
+  // they fail with worker_lost; 0: they fail at once.
+  caf::timespan recovery_timeout = std::chrono::seconds(30);
   bool check_invariants = false;          // audit the block accounting after every step (tests)
 };
 

@@ -73,6 +73,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
       if (std::find(b.eos_token_ids.begin(), b.eos_token_ids.end(), id) == b.eos_token_ids.end())
         b.eos_token_ids.push_back(id);
   b.step_timeout = options.step_timeout;
+  b.recovery_timeout = options.recovery_timeout;
 
   std::vector<LayerRange> layers;
   std::vector<std::string> devices;

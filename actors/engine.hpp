@@ -40,6 +40,7 @@ struct EngineOptions {
   bool prefix_caching = true;
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
+  caf::timespan recovery_timeout = std::chrono::seconds(30);  // BatcherOptions::recovery_timeout
   bool load_tokenizer = true;         // false: no tokenize(), no text in the output (benchmarks)
   WorkerThread worker_thread = WorkerThread::automatic;  // see actors/worker.hpp
   // Called while the weights are read in (bytes done, bytes in all); none: they are paged

@@ -33,7 +33,7 @@ using worker_pointer = worker_actor::stateful_pointer<WorkerState>;
 // Sequences come and go before the step runs, so a step that fails leaves no stale state.
 void update_sequences(WorkerState& st, StepRequest& req) {
   for (auto seq : req.released) st.sampler.release(seq);
-  for (auto& s : req.started) st.sampler.start(s.seq, s.sampling, std::move(s.prompt));
+  for (auto& s : req.started) st.sampler.start(s.seq, s.sampling, std::move(s.prompt), s.generated);
 }
 
 StepResult step_result(uint64_t step, const std::vector<SampleResult>& samples) {

@@ -163,6 +163,12 @@ void Scheduler::complete(const StepPlan& plan) {
   }
 }
 
+void Scheduler::preempt_all() {
+  StepPlan unused;
+  int32_t budget = 0;
+  while (!running_.empty()) preempt(*running_.back(), unused, budget);
+}
+
 bool Scheduler::fits(const Sequence& seq) const {
   return static_cast<int64_t>(seq.tokens.size()) + 1 <= capacity_tokens();
 }

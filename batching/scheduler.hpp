@@ -83,6 +83,11 @@ class Scheduler {
   // num_computed (a plan completed twice, or out of order).
   void complete(const StepPlan& plan);
 
+  // Every running sequence back to waiting, to be recomputed (blocks released, num_computed
+  // 0), served before those that were waiting already and in the order they were served:
+  // the KV they held is gone (a stage was lost). Counts a preemption each.
+  void preempt_all();
+
   // Whether seq, with one more token, fits the whole pool at all. A sequence that does not
   // would wait forever, holding up admission behind it: the batcher refuses it up front,
   // and ends generation before a sequence's tokens exceed capacity_tokens().

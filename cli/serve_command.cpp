@@ -40,6 +40,7 @@ struct ServeFlags {
   std::string publish_host = "127.0.0.1";
   MiddlemanFlags middleman;
   double shutdown_grace = 30;
+  double recovery_timeout = 30;
   double http_timeout = 30;
   double stats_interval = 10;  // seconds; 0: no stats lines
   std::string log_format = "text";
@@ -111,6 +112,7 @@ bool wait_idle(const OpenAIApi& api, const HttpServer& server, std::chrono::dura
 int run_serve(ServeFlags& f) {
   EngineOptions options = f.engine.engine_options();
   options.scheduler.max_waiting = f.max_queue;
+  options.recovery_timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(f.recovery_timeout));
   ApiOptions api_options;
   api_options.served_model_name =
       !f.served_model_name.empty() ? f.served_model_name : f.engine.model.empty() ? "stories260K" : f.engine.model;
@@ -214,6 +216,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(1, 65535));
   cmd->add_option("--publish-host", f->publish_host, "Address the published batcher binds to")->capture_default_str();
   f->middleman.add_to(*cmd);
+  cmd->add_option("--recovery-timeout", f->recovery_timeout,
+                  "Seconds requests wait, paused, for a lost worker's layers to be served again (a standby or a new "
+                  "worker) before they fail with worker_lost; 0: they fail at once")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--http-threads", f->http.threads, "I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--max-body-bytes", f->http.max_body_bytes, "Larger request bodies get 413")
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32))

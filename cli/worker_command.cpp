@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -158,7 +159,13 @@ int run_worker(const WorkerFlags& flags) {
     caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
     throw;
   }
-  std::fprintf(stderr, "orzo worker: serving layers %s for the batcher at %s; %s\n", flags.layers.c_str(), at.c_str(),
+  // A join for layers another worker serves is taken as a standby, which the batcher's health
+  // lists by the description this worker gave.
+  const auto health = ask<ModelHealth>(self, batcher, "the batcher at " + at + " did not say how it serves", health_atom::value);
+  const bool standby = std::any_of(health.standby.begin(), health.standby.end(),
+                                   [&](const WorkerInfo& w) { return w.device == info.device; });
+  std::fprintf(stderr, "orzo worker: %s layers %s for the batcher at %s; %s\n",
+               standby ? "standing by (another worker serves them) for" : "serving", flags.layers.c_str(), at.c_str(),
                cpu_kernels.c_str());
 
   std::signal(SIGINT, on_stop_signal);

@@ -16,6 +16,7 @@ using describe_atom = caf::atom_constant<caf::atom("describe")>;  // batcher -> 
 using terms_atom = caf::atom_constant<caf::atom("terms")>;        // worker process -> batcher: what must a stage hold?
 using join_atom = caf::atom_constant<caf::atom("join")>;          // worker process -> batcher: serve a missing stage
 using chain_atom = caf::atom_constant<caf::atom("chain")>;        // batcher -> worker: pass steps on to this stage
+using recover_atom = caf::atom_constant<caf::atom("recover")>;    // batcher -> itself: a recovery's deadline
 
 // The category of orzo's errors in caf::error values (worker replies, refused requests).
 inline constexpr caf::atom_value orzo_error_category = caf::atom("orzo");

@@ -42,12 +42,16 @@ using batcher_actor = caf::typed_actor<
     caf::reacts_to<register_atom, GenerationRequest, session_actor>,  // session -> batcher: admit
     caf::reacts_to<stop_atom, std::string>,                            // session -> batcher: end it now
     caf::reacts_to<step_atom>,                                         // batcher -> itself: next step
+    // batcher -> itself, recovery_timeout after a stage was lost: fail what still waits for it
+    // (the number names the recovery, so a later one's deadline is not mistaken for it)
+    caf::reacts_to<recover_atom, uint64_t>,
     caf::replies_to<health_atom>::with<ModelHealth>,                   // anyone -> batcher
     caf::replies_to<stats_atom>::with<BatcherStats>,                   // anyone -> batcher
     // worker process -> batcher, before it builds its stage: the KV pool and step size to match
     caf::replies_to<terms_atom>::with<StageTerms>,
-    // worker process -> batcher: serve the missing stage of info's layer range (an orzo
-    // invalid_request error when no stage of exactly that range is missing, or the KV pool is short)
+    // worker process -> batcher: serve the stage of info's layer range, or stand by for it while
+    // another worker serves it (an orzo invalid_request error when the pipeline has no stage of
+    // exactly that range, or the KV pool is short)
     caf::replies_to<join_atom, worker_actor, WorkerInfo>::with<caf::ok_atom>>;
 
 // Where a session delivers text: an application's actor, here or on another node.

@@ -16,6 +16,7 @@ struct ModelHealth {
   bool healthy = false;
   std::string detail;        // why not, when not
   std::vector<WorkerInfo> workers;
+  std::vector<WorkerInfo> standby;  // joined for a stage another worker serves; the first takes over
 };
 
 struct BatcherStats {
@@ -29,19 +30,21 @@ struct BatcherStats {
   uint64_t prefix_query_tokens = 0;      // prompt tokens looked up in the prefix cache
   uint64_t prefix_hit_tokens = 0;
   uint64_t preemptions = 0;
+  uint64_t recoveries = 0;               // stage losses the requests in flight came through
+  uint64_t recovery_pause_us = 0;        // their pauses, loss to serving again, summed
   std::vector<uint64_t> finished;        // requests ended, indexed by FinishReason
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelHealth& x) {
-  return f(caf::meta::type_name("model_health"), x.healthy, x.detail, x.workers);
+  return f(caf::meta::type_name("model_health"), x.healthy, x.detail, x.workers, x.standby);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatcherStats& x) {
   return f(caf::meta::type_name("batcher_stats"), x.running, x.waiting, x.kv_blocks_total, x.kv_blocks_used,
            x.steps, x.prompt_tokens, x.generated_tokens, x.prefix_query_tokens, x.prefix_hit_tokens,
-           x.preemptions, x.finished);
+           x.preemptions, x.recoveries, x.recovery_pause_us, x.finished);
 }
 
 }  // namespace orzo

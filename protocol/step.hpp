@@ -15,11 +15,14 @@ namespace orzo {
 
 // Sent with the first step a sequence appears in, for the worker that samples: how it
 // draws, and its prompt, which the penalties read (prefix-cached prompt tokens never pass
-// as rows).
+// as rows). Sent again, with what it drew so far, after a stage was lost: a sampling worker
+// that took over resumes the draws (Philox step, output constraint, penalty history) where
+// they stood, and one that survived starts the same place over.
 struct SequenceStart {
   uint64_t seq = 0;
   SamplingParams sampling;
   std::vector<int32_t> prompt;
+  std::vector<int32_t> generated;
 };
 
 struct StepRequest {
@@ -53,7 +56,7 @@ typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SequenceStart& x) {
-  return f(caf::meta::type_name("sequence_start"), x.seq, x.sampling, x.prompt);
+  return f(caf::meta::type_name("sequence_start"), x.seq, x.sampling, x.prompt, x.generated);
 }
 
 template <class Inspector>

@@ -9,9 +9,12 @@
 
 namespace orzo {
 
-void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt) {
+void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt,
+                         const std::vector<int32_t>& generated) {
   const size_t prompt_len = prompt.size();
   Entry e{Sampler(params), std::move(prompt), prompt_len, std::nullopt, false};
+  e.history.insert(e.history.end(), generated.begin(), generated.end());
+  e.sampler.resume_at(generated.size());
   if (params.constraint.kind != OutputConstraint::Kind::none) {
     // Front ends have compiled the constraint already (check_request), so failing here means
     // this stage has no vocabulary, or the constraint needs one it lacks.
@@ -19,6 +22,9 @@ void BatchSampler::start(uint64_t seq, const SamplingParams& params, std::vector
       if (constraints_) e.matcher.emplace(constraints_->get(params.constraint));
     } catch (const grammar::GrammarError&) {
     }
+    // Tokens it drew once under the constraint; a dead end would have ended the sequence.
+    for (int32_t token : generated)
+      if (e.matcher && !e.matcher->advance(token)) e.matcher.reset();
     e.unusable = !e.matcher;
   }
   release(seq);

@@ -25,7 +25,10 @@ class BatchSampler {
       : constraints_(std::move(constraints)) {}
 
   // Throws std::invalid_argument for params the Sampler cannot run (see sampling_problem).
-  void start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt);
+  // `generated`: what the sequence drew before (a start after a lost stage): its draws go on
+  // from that step, its output constraint from where those tokens led it.
+  void start(uint64_t seq, const SamplingParams& params, std::vector<int32_t> prompt,
+             const std::vector<int32_t>& generated = {});
   void release(uint64_t seq);
   size_t size() const { return seqs_.size(); }
 

@@ -88,6 +88,9 @@ class Sampler {
   uint64_t step() const { return step_; }  // the step index the next call will use
   // Hands out the next step index without drawing: a device sampler draws with it instead.
   uint64_t take_step() { return step_++; }
+  // Continues a request that drew `step` tokens elsewhere: the draws that follow are those
+  // it would have made there.
+  void resume_at(uint64_t step) { step_ = step; }
 
  private:
   struct Candidate {

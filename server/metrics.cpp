@@ -190,6 +190,11 @@ std::string ServerMetrics::render(const BatcherStats& batcher) const {
   append_counter(out, "orzo:num_preemptions_total", "Requests preempted to free KV cache blocks.", labels_,
                  batcher.preemptions);
   append_counter(out, "orzo:engine_steps_total", "Forward steps the batcher has run.", labels_, batcher.steps);
+  append_counter(out, "orzo:recoveries_total", "Lost workers whose requests went on once their layers were served again.",
+                 labels_, batcher.recoveries);
+  append_header(out, "orzo:recovery_pause_seconds_total", "Time from each such loss to serving again, summed.", "counter");
+  append_sample(out, "orzo:recovery_pause_seconds_total", labels_,
+                format_float(static_cast<double>(batcher.recovery_pause_us) / 1e6));
 
   std::lock_guard<std::mutex> lock(mutex_);
   append_header(out, "orzo:request_success_total", "Requests finished, by finish reason.", "counter");

@@ -411,8 +411,18 @@ void OpenAIApi::health(std::shared_ptr<HttpExchange> exchange) {
   Engine* eng = engine_.load();
   if (!eng) return exchange->respond(503, json_text({{"status", "loading"}}));
   ask_batcher<ModelHealth, health_atom>(sys_, eng->batcher(), [exchange](ModelHealth* h, std::string error) {
-    if (h && h->healthy) return exchange->respond(200, json_text({{"status", "ok"}}));
-    exchange->respond(503, json_text({{"status", "unhealthy"}, {"detail", h ? h->detail : error}}));
+    if (!h) return exchange->respond(503, json_text({{"status", "unhealthy"}, {"detail", error}}));
+    const auto listed = [](const std::vector<WorkerInfo>& workers) {
+      ordered_json out = ordered_json::array();
+      for (const auto& w : workers)
+        out.push_back({{"device", w.device}, {"layers", std::to_string(w.first_layer) + "-" + std::to_string(w.end_layer)}});
+      return out;
+    };
+    ordered_json body = {{"status", h->healthy ? "ok" : "unhealthy"}};
+    if (!h->healthy) body["detail"] = h->detail;
+    body["workers"] = listed(h->workers);
+    body["standby"] = listed(h->standby);
+    exchange->respond(h->healthy ? 200 : 503, json_text(body));
   });
 }
 

@@ -275,10 +275,12 @@ TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
   EXPECT_TRUE(testing::health_of(sys, engine->batcher()).healthy);
 }
 
-TEST_F(Actors, AWorkerThatDiesFailsItsRequestsAndTheModelTurnsUnhealthy) {
+TEST_F(Actors, WithoutRecoveryAWorkerThatDiesFailsItsRequestsAtOnce) {
   Gate gate;
   gate.set(false);
-  auto engine = start(sys, options(), &gate);
+  auto o = options();
+  o.recovery_timeout = caf::timespan{0};
+  auto engine = start(sys, o, &gate);
   Collector c;
   engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
   ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
@@ -292,6 +294,38 @@ TEST_F(Actors, AWorkerThatDiesFailsItsRequestsAndTheModelTurnsUnhealthy) {
   engine->generate(greedy("later", {1}, 4), c.callbacks("later"));
   ASSERT_TRUE(c.wait(2));
   EXPECT_EQ(c.outcomes().at("later").completions.at(0).error, ErrorCode::unavailable);
+}
+
+// Nobody takes the lost stage over: the requests wait out the recovery timeout, those that
+// arrive meanwhile too, and then each fails once with worker_lost.
+TEST_F(Actors, RequestsWaitForALostStageThenFailAfterTheRecoveryTimeout) {
+  Gate gate;
+  gate.set(false);
+  auto o = options();
+  o.recovery_timeout = std::chrono::milliseconds(400);
+  auto engine = start(sys, o, &gate);
+  Collector c;
+  engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 1; }));
+  const auto lost = std::chrono::steady_clock::now();
+  caf::anon_send_exit(engine->workers().front(), caf::exit_reason::kill);
+  gate.set(true);
+  ASSERT_TRUE(eventually([&] { return !testing::health_of(sys, engine->batcher()).healthy; }));
+  engine->generate(greedy("meanwhile", {2}, 4), c.callbacks("meanwhile"));
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_GE(std::chrono::steady_clock::now() - lost, std::chrono::milliseconds(400));
+  for (const char* id : {"a", "meanwhile"}) {
+    const auto done = c.outcomes().at(id).completions;
+    ASSERT_EQ(done.size(), 1u) << id;
+    EXPECT_EQ(done[0].error, ErrorCode::worker_lost) << id;
+    EXPECT_NE(done[0].message.find("no worker took over within 400 ms"), std::string::npos) << done[0].message;
+  }
+  engine->generate(greedy("later", {1}, 4), c.callbacks("later"));
+  ASSERT_TRUE(c.wait(3));
+  EXPECT_EQ(c.outcomes().at("later").completions.at(0).error, ErrorCode::unavailable);
+  const auto stats = stats_of(sys, engine->batcher());
+  EXPECT_EQ(stats.recoveries, 0u);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
 // A join from this process, as `orzo worker` does it from another: the reply, or the orzo
@@ -322,7 +356,7 @@ TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).first, ErrorCode::none);
   EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
   EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).second,
-            "cannot join for layers 0-1: a worker already serves them");
+            "cannot join for layers 0-1: this worker has joined already");
 
   Collector c;
   spawn_session(sys, batcher, nullptr, greedy("a", {1}, 5), c.callbacks("a"));
@@ -343,6 +377,171 @@ TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   EXPECT_EQ(c.outcomes().at("b").tokens, counting(2, 5));
   caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+}
+
+// A joinable single stage over the null backend, and workers for it on demand.
+struct JoinablePipeline {
+  caf::actor_system& sys;
+  BatcherOptions o;
+  batcher_actor batcher;
+  int made = 0;
+
+  JoinablePipeline(caf::actor_system& s, BatcherOptions options)
+      : sys(s), o(std::move(options)), batcher(spawn_batcher(sys, o, {PipelineStage{{0, 1}, worker_actor{}}})) {}
+  ~JoinablePipeline() { caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown); }
+
+  worker_actor join_one(Gate* gate = nullptr) {
+    const std::string name = "w" + std::to_string(made++);
+    auto w = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, gate, -1), name, {}, WorkerThread::scheduler);
+    EXPECT_EQ(join(sys, batcher, w, WorkerInfo{name, 0, 1, o.kv_blocks}).first, ErrorCode::none);
+    return w;
+  }
+};
+
+// The serving worker dies mid-generation: a standby takes over at once, and every request
+// goes on by recompute to exactly the output of an undisturbed run, with no error.
+TEST_F(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
+  Gate gate;
+  JoinablePipeline p(sys, options());
+  auto serving = p.join_one(&gate);
+  auto standby = p.join_one();
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
+  auto health = testing::health_of(sys, p.batcher);
+  ASSERT_EQ(health.workers.size(), 1u);
+  EXPECT_EQ(health.workers[0].device, "w0");
+  ASSERT_EQ(health.standby.size(), 1u);
+  EXPECT_EQ(health.standby[0].device, "w1");
+
+  gate.allow(5);
+  Collector c;
+  for (int i = 0; i < 8; ++i) {
+    auto r = greedy("r" + std::to_string(i), {i + 1, i + 2}, 30);
+    r.limits.ignore_eos = true;
+    spawn_session(sys, p.batcher, nullptr, r, c.callbacks(r.id));
+  }
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, p.batcher).generated_tokens > 0; }));
+  caf::anon_send_exit(serving, caf::exit_reason::kill);
+  gate.set(true);
+  ASSERT_TRUE(c.wait(8));
+  for (int i = 0; i < 8; ++i) {
+    const auto out = c.outcomes().at("r" + std::to_string(i));
+    ASSERT_EQ(out.completions.size(), 1u);
+    EXPECT_EQ(out.completions[0].reason, FinishReason::length) << out.completions[0].message;
+    EXPECT_EQ(out.tokens, counting(i + 2, 30)) << i;
+  }
+  const auto stats = stats_of(sys, p.batcher);
+  EXPECT_EQ(stats.recoveries, 1u);
+  EXPECT_GT(stats.recovery_pause_us, 0u);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  health = testing::health_of(sys, p.batcher);
+  EXPECT_TRUE(health.healthy);
+  ASSERT_EQ(health.workers.size(), 1u);
+  EXPECT_EQ(health.workers[0].device, "w1");
+  EXPECT_TRUE(health.standby.empty());
+  caf::anon_send_exit(standby, caf::exit_reason::user_shutdown);
+}
+
+// Without a standby, the requests wait for a new worker that joins within the timeout.
+TEST_F(Actors, ANewWorkerWithinTheRecoveryTimeoutResumesTheLostRequests) {
+  Gate gate;
+  JoinablePipeline p(sys, options());
+  auto first = p.join_one(&gate);
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
+  gate.allow(3);
+  Collector c;
+  auto r = greedy("a", {5}, 20);
+  r.limits.ignore_eos = true;
+  spawn_session(sys, p.batcher, nullptr, r, c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, p.batcher).generated_tokens > 0; }));
+  caf::anon_send_exit(first, caf::exit_reason::kill);
+  gate.set(true);
+  ASSERT_TRUE(eventually([&] { return !testing::health_of(sys, p.batcher).healthy; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(c.wait(1, std::chrono::seconds(0))) << "the request must wait, not fail";
+  auto second = p.join_one();
+  ASSERT_TRUE(c.wait(1));
+  const auto out = c.outcomes().at("a");
+  ASSERT_EQ(out.completions.size(), 1u);
+  EXPECT_EQ(out.completions[0].reason, FinishReason::length) << out.completions[0].message;
+  EXPECT_EQ(out.tokens, counting(5, 20));
+  EXPECT_EQ(stats_of(sys, p.batcher).recoveries, 1u);
+  caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
+}
+
+// A thousand sessions, some stopped, some killed, while the serving worker is killed and a
+// new one joins, again and again: each ends exactly once, those that ran to the end with an
+// undisturbed run's output, and afterwards every block is free.
+TEST_F(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
+  auto o = options(/*kv_blocks=*/96);
+  o.scheduler.max_num_seqs = 64;
+  o.scheduler.max_num_batched_tokens = 256;
+  o.scheduler.max_waiting = 2000;
+  JoinablePipeline p(sys, o);
+  auto serving = p.join_one();
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
+  Collector c;
+  std::mt19937 rng(4321);
+  constexpr int kSessions = 1000;
+  std::vector<session_actor> sessions;
+  std::vector<int> fate(kSessions);  // 0 run, 1 cancel, 2 kill
+  std::vector<SessionRequest> requests;
+  for (int i = 0; i < kSessions; ++i) {
+    std::vector<int32_t> prompt(1 + rng() % 40);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % (kVocab - 1));
+    auto r = greedy("s" + std::to_string(i), prompt, 1 + static_cast<int32_t>(rng() % 60));
+    r.limits.ignore_eos = true;
+    fate[static_cast<size_t>(i)] = rng() % 10 == 0 ? 1 : (rng() % 10 == 0 ? 2 : 0);
+    requests.push_back(r);
+    sessions.push_back(spawn_session(sys, p.batcher, nullptr, r, c.callbacks(r.id)));
+  }
+  int deaths = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    if (fate[static_cast<size_t>(i)] == 1) caf::anon_send(sessions[static_cast<size_t>(i)], cancel_atom::value);
+    if (fate[static_cast<size_t>(i)] == 2) caf::anon_send_exit(sessions[static_cast<size_t>(i)], caf::exit_reason::kill);
+    if (i % 100 == 50) {
+      caf::anon_send_exit(serving, caf::exit_reason::kill);
+      ++deaths;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      serving = p.join_one();
+    }
+  }
+  const size_t killed = static_cast<size_t>(std::count(fate.begin(), fate.end(), 2));
+  ASSERT_TRUE(eventually([&] { auto s = stats_of(sys, p.batcher); return s.running == 0 && s.waiting == 0; },
+                         std::chrono::seconds(120)));
+  ASSERT_TRUE(c.wait(kSessions - killed, std::chrono::seconds(60)));
+  // Killed sessions that completed first count too: wait for each one that was not killed.
+  ASSERT_TRUE(eventually([&] {
+    const auto all = c.outcomes();
+    for (int i = 0; i < kSessions; ++i) {
+      auto it = all.find(requests[static_cast<size_t>(i)].id);
+      if (fate[static_cast<size_t>(i)] != 2 && (it == all.end() || it->second.completions.empty())) return false;
+    }
+    return true;
+  }));
+  auto all = c.outcomes();
+  size_t checked = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    const auto& r = requests[static_cast<size_t>(i)];
+    auto it = all.find(r.id);
+    if (fate[static_cast<size_t>(i)] == 2 && (it == all.end() || it->second.completions.empty())) continue;
+    ASSERT_NE(it, all.end()) << r.id;
+    const auto& out = it->second;
+    ASSERT_EQ(out.completions.size(), 1u) << r.id;
+    EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
+    EXPECT_NE(out.completions[0].reason, FinishReason::error) << r.id << ": " << out.completions[0].message;
+    if (fate[static_cast<size_t>(i)] == 0) {
+      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
+      ++checked;
+    } else {
+      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), static_cast<int32_t>(out.tokens.size()))) << r.id;
+    }
+  }
+  EXPECT_GT(checked, 700u);
+  const auto s = stats_of(sys, p.batcher);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_GE(s.recoveries, 1u);
+  EXPECT_LE(s.recoveries, static_cast<uint64_t>(deaths));
+  caf::anon_send_exit(serving, caf::exit_reason::user_shutdown);
 }
 
 // A thousand sessions, some stopped, some killed, random lengths, a pool that forces

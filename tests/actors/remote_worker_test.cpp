@@ -1,9 +1,9 @@
 // Pipelines and clients across processes: the batcher and the worker for layers [0,2) of stories260K
 // run here, `orzo worker --layers 2-5` joins from a second process through the CAF
 // middleman, and a client may run in a third. Checks that greedy outputs equal the
-// single-process run's, and that a killed, frozen (SIGSTOP) or replaced worker fails the
-// requests it held with worker_lost, turns the model unhealthy, and that serving resumes
-// when a worker joins again; and that a killed client process gives its KV blocks back.
+// single-process run's; that the requests a killed or frozen (SIGSTOP) worker held go on
+// unchanged on a standby or on a worker that joins within the recovery timeout, and fail
+// with worker_lost after it; and that a killed client process gives its KV blocks back.
 
 #include "tests/support/actor_harness.hpp"
 #include "tests/support/child_process.hpp"
@@ -22,6 +22,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -84,11 +85,13 @@ class AcrossProcesses : public testing::TempDirTest {
 
   // Process 1 (this one): the batcher and the local worker for layers [0,2), published on
   // loopback; layers [2,5) wait for a worker to join.
-  void start_engine(const std::string& placement = "cpu:0-2,remote:2-5", uint16_t port = 0) {
+  void start_engine(const std::string& placement = "cpu:0-2,remote:2-5", uint16_t port = 0,
+                    caf::timespan recovery_timeout = std::chrono::seconds(30)) {
     EngineOptions o;
     o.model = kModel;
     o.backend.threads = 1;
     o.placement = placement;
+    o.recovery_timeout = recovery_timeout;
     engine_ = Engine::start(*sys_, o);
     auto published = publish_batcher(*sys_, engine_->batcher(), port);
     ASSERT_TRUE(published) << sys_->render(published.error());
@@ -126,10 +129,10 @@ class AcrossProcesses : public testing::TempDirTest {
   }
 
   // Long requests, some tokens of which have arrived: the pipeline is mid-generation.
-  void start_long_requests(Collector& c, int n) {
+  void start_long_requests(Collector& c, int n, int32_t max_tokens = 400) {
     for (int i = 0; i < n; ++i)
       engine_->generate(greedy(*engine_, "long" + std::to_string(i), kPrompts[static_cast<size_t>(i) % kPrompts.size()],
-                               400, true),
+                               max_tokens, true),
                         c.callbacks("long" + std::to_string(i)));
     ASSERT_TRUE(eventually([&] {
       auto outcomes = c.outcomes();
@@ -138,14 +141,44 @@ class AcrossProcesses : public testing::TempDirTest {
   }
 
   // Every long request ended once, with worker_lost, before its 400 tokens.
-  void expect_all_lost(Collector& c, int n) {
-    ASSERT_TRUE(c.wait(static_cast<size_t>(n), std::chrono::seconds(10)));
+  void expect_all_lost(Collector& c, int n, std::chrono::seconds within = std::chrono::seconds(10)) {
+    ASSERT_TRUE(c.wait(static_cast<size_t>(n), within));
     for (const auto& [id, o] : c.outcomes()) {
       ASSERT_EQ(o.completions.size(), 1u) << id;
       EXPECT_EQ(o.completions[0].error, ErrorCode::worker_lost) << id << ": " << o.completions[0].message;
       EXPECT_LT(o.tokens.size(), 400u) << id;
       EXPECT_EQ(o.chunks_after_completion, 0) << id;
     }
+  }
+
+  // The long requests' outputs when nothing goes wrong, to hold a disturbed run to.
+  std::map<std::string, std::vector<int32_t>> undisturbed_long(int n, int32_t max_tokens) {
+    Collector c;
+    start_long_requests(c, n, max_tokens);
+    EXPECT_TRUE(c.wait(static_cast<size_t>(n), std::chrono::seconds(120)));
+    std::map<std::string, std::vector<int32_t>> out;
+    for (const auto& [id, o] : c.outcomes()) out[id] = o.tokens;
+    return out;
+  }
+
+  // Kills the worker while every long request of c is still generating.
+  void kill_mid_generation(ChildProcess& worker, Collector& c) {
+    worker.signal(SIGKILL);
+    for (const auto& [id, o] : c.outcomes()) EXPECT_TRUE(o.completions.empty()) << id << " ended before the kill";
+  }
+
+  // Every long request ended once, undisturbed: no error, and the tokens of `reference`.
+  void expect_all_unchanged(Collector& c, const std::map<std::string, std::vector<int32_t>>& reference) {
+    ASSERT_TRUE(c.wait(reference.size(), std::chrono::seconds(120)));
+    for (const auto& [id, o] : c.outcomes()) {
+      ASSERT_EQ(o.completions.size(), 1u) << id;
+      EXPECT_EQ(o.completions[0].error, ErrorCode::none) << id << ": " << o.completions[0].message;
+      EXPECT_EQ(o.completions[0].reason, FinishReason::length) << id;
+      EXPECT_EQ(o.tokens, reference.at(id)) << id;
+    }
+    const auto stats = stats_of(*sys_, engine_->batcher());
+    EXPECT_GE(stats.recoveries, 1u);
+    EXPECT_EQ(stats.kv_blocks_used, 0);
   }
 
   std::unique_ptr<caf::actor_system_config> cfg_;
@@ -190,7 +223,7 @@ TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
   EXPECT_EQ(text, reference_text);
 }
 
-TEST_F(AcrossProcesses, JoinsOnlyAMissingStageOfExactlyItsRange) {
+TEST_F(AcrossProcesses, JoinsAStageOfExactlyItsRangeAndStandsByWhileItIsServed) {
   start_engine();
   auto wrong = start_worker("1-5");
   EXPECT_EQ(wrong->wait(), 1);
@@ -199,16 +232,54 @@ TEST_F(AcrossProcesses, JoinsOnlyAMissingStageOfExactlyItsRange) {
   auto first = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << first->output();
   auto second = start_worker();
-  EXPECT_EQ(second->wait(), 1);
-  EXPECT_NE(second->output().find("a worker already serves them"), std::string::npos) << second->output();
+  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).standby.size() == 1; })) << second->output();
+  EXPECT_TRUE(eventually([&] { return second->output().find("standing by (another worker serves them) for layers 2-5") !=
+                                      std::string::npos; }))
+      << second->output();
   EXPECT_TRUE(healthy());
   first->signal(SIGTERM);
   EXPECT_EQ(first->wait(), 0) << first->output();
+  ASSERT_TRUE(eventually([&] {
+    const auto h = health_of(*sys_, engine_->batcher());
+    return h.healthy && h.standby.empty() && h.workers.size() == 2;
+  }));
+  second->signal(SIGTERM);
+  EXPECT_EQ(second->wait(), 0) << second->output();
   EXPECT_TRUE(eventually([&] { return !healthy(); }));
 }
 
-TEST_F(AcrossProcesses, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
+// kill -9 of the serving worker with a standby present: every request in flight completes,
+// its output that of an undisturbed run, and no client sees an error.
+TEST_F(AcrossProcesses, AKilledWorkerWithAStandbyLosesNoRequest) {
   start_engine();
+  auto worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
+  const auto reference = undisturbed_long(6, 120);
+  auto standby = start_worker();
+  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).standby.size() == 1; })) << standby->output();
+  Collector c;
+  start_long_requests(c, 6, 120);
+  kill_mid_generation(*worker, c);
+  expect_all_unchanged(c, reference);
+  EXPECT_TRUE(healthy());
+}
+
+// Without a standby, a worker that joins within the recovery timeout takes the requests on.
+TEST_F(AcrossProcesses, AKilledWorkerReplacedWithinTheTimeoutLosesNoRequest) {
+  start_engine();
+  auto worker = start_worker();
+  ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
+  const auto reference = undisturbed_long(6, 120);
+  Collector c;
+  start_long_requests(c, 6, 120);
+  kill_mid_generation(*worker, c);
+  ASSERT_TRUE(eventually([&] { return !healthy(); }));
+  auto again = start_worker();
+  expect_all_unchanged(c, reference);
+}
+
+TEST_F(AcrossProcesses, AKilledWorkerNotReplacedFailsItsRequestsAfterTheRecoveryTimeout) {
+  start_engine("cpu:0-2,remote:2-5", 0, std::chrono::milliseconds(1500));
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
   const auto before = generate_all(*engine_, 32);
@@ -218,6 +289,8 @@ TEST_F(AcrossProcesses, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
   ASSERT_GT(stats_of(*sys_, engine_->batcher()).prefix_hit_tokens, 0u);  // the long prompt's blocks are cached
   worker->signal(SIGKILL);
   expect_all_lost(c, 6);
+  for (const auto& [id, o] : c.outcomes())
+    EXPECT_NE(o.completions.at(0).message.find("no worker took over within 1500 ms"), std::string::npos) << id;
   const auto h = health_of(*sys_, engine_->batcher());
   EXPECT_FALSE(h.healthy);
   EXPECT_NE(h.detail.find("the worker for layers 2-5 was lost"), std::string::npos) << h.detail;
@@ -235,8 +308,9 @@ TEST_F(AcrossProcesses, AKilledWorkerFailsItsRequestsAndANewOneResumesServing) {
   EXPECT_EQ(generate_all(*engine_, 32), before);
 }
 
+// Detection alone: without recovery the requests fail the moment the worker is found lost.
 TEST_F(AcrossProcesses, AFrozenWorkerIsLostWithinTheConnectionTimeout) {
-  start_engine();
+  start_engine("cpu:0-2,remote:2-5", 0, caf::timespan{0});
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
   Collector c;

@@ -7,8 +7,13 @@
 #include "tests/support/model_harness.hpp"
 
 #include "actors/engine.hpp"
+#include "actors/output_constraints.hpp"
+#include "actors/worker.hpp"
+#include "protocol/errors.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
+#include "stages/stage_factory.hpp"
+#include "text/tokenizer/tokenizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -67,6 +72,7 @@ class RuntimeStories : public ::testing::Test {
  protected:
   caf::actor_system_config cfg;
   caf::actor_system sys{testing::test_config(cfg)};
+  worker_actor engine_worker_;  // a stage that joined the engine from this process
 
   std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks, bool prefix_caching = true) {
     EngineOptions o;
@@ -131,6 +137,79 @@ TEST_F(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {
   EXPECT_EQ(hits, kRequests / 2 - 1) << "every request with the shared prefix should reuse its cached blocks";
   const auto stats = testing::stats_of(sys, engine->batcher());
   EXPECT_GT(stats.prefix_hit_tokens, 0u);
+}
+
+// The stage that samples dies mid-generation and a new worker joins for its layers: greedy,
+// seeded and constrained requests go on, by recompute, to exactly what an undisturbed run
+// gives. The new sampling worker hears of each sequence again with what it drew, so its
+// draws resume at the same Philox step and its constraints in the same state.
+TEST_F(RuntimeStories, ALostSamplingStageIsTakenOverWithoutChangingAnyOutput) {
+  EngineOptions o;
+  o.model = kModel;
+  o.placement = "cpu:0-2,remote:2-5";
+  o.backend.threads = 1;
+  o.kv_blocks = 256;
+  o.scheduler.max_num_seqs = 16;
+  o.scheduler.max_num_batched_tokens = 64;
+  auto engine = Engine::start(sys, o);
+  const auto constraints = output_constraints(*engine->tokenizer(), engine->model()->config());
+  auto join_worker = [&] {
+    caf::scoped_actor self{sys};
+    StageTerms terms;
+    self->request(engine->batcher(), std::chrono::seconds(10), terms_atom::value).receive(
+        [&](StageTerms& t) { terms = t; }, [](caf::error&) { FAIL() << "no terms"; });
+    StageOptions knobs;
+    knobs.threads = 1;
+    auto backend = make_stage_backend(engine->model(), Stage{"cpu", 0, {2, 5}}, terms, knobs);
+    const WorkerInfo info{"cpu 2-5", 2, 5, backend->kv_blocks()};
+    auto w = spawn_worker(sys, std::move(backend), "cpu 2-5", {}, WorkerThread::own, constraints);
+    self->request(engine->batcher(), std::chrono::seconds(10), join_atom::value, w, info)
+        .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << error_message(e); });
+    return w;
+  };
+  std::vector<SessionRequest> requests;
+  for (int i = 0; i < 9; ++i) {
+    SessionRequest r = request(i);
+    r.limits.max_tokens = 60;
+    if (i % 3 == 1) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.seed = 100 + i;
+    } else if (i % 3 == 2) {
+      r.sampling.temperature = 0.7f;
+      r.sampling.seed = 200 + i;
+      r.sampling.constraint = {OutputConstraint::Kind::regex, "( [a-z]+){8,40}\\.", false};
+    }
+    requests.push_back(r);
+  }
+  auto run = [&](bool disturbed) {
+    testing::Collector c;
+    for (const auto& r : requests) engine->generate(r, c.callbacks(r.id));
+    if (disturbed) {
+      const auto before = testing::stats_of(sys, engine->batcher()).generated_tokens;
+      EXPECT_TRUE(testing::eventually([&] { return testing::stats_of(sys, engine->batcher()).generated_tokens > before + 40; }));
+      caf::anon_send_exit(engine_worker_, caf::exit_reason::kill);
+      EXPECT_TRUE(testing::eventually([&] { return !testing::health_of(sys, engine->batcher()).healthy; }));
+      engine_worker_ = join_worker();
+    }
+    EXPECT_TRUE(c.wait(requests.size(), std::chrono::seconds(300)));
+    return c.outcomes();
+  };
+  engine_worker_ = join_worker();
+  ASSERT_TRUE(testing::eventually([&] { return testing::health_of(sys, engine->batcher()).healthy; }));
+  const auto undisturbed = run(false);
+  auto disturbed = run(true);
+  for (const auto& r : requests) {
+    const auto& want = undisturbed.at(r.id);
+    const auto& got = disturbed.at(r.id);
+    ASSERT_EQ(got.completions.size(), 1u) << r.id;
+    EXPECT_EQ(got.completions[0].error, ErrorCode::none) << r.id << ": " << got.completions[0].message;
+    EXPECT_EQ(got.completions[0].reason, want.completions.at(0).reason) << r.id;
+    EXPECT_EQ(got.tokens, want.tokens) << r.id;
+  }
+  const auto stats = testing::stats_of(sys, engine->batcher());
+  EXPECT_EQ(stats.recoveries, 1u);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  caf::anon_send_exit(engine_worker_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <deque>
 #include <numeric>
 #include <stdexcept>
 #include <limits>
@@ -361,6 +362,32 @@ TEST(Scheduler, RefusesAZeroScoredRowBudget) {
   SchedulerConfig c = config(8, 100);
   c.max_scored_rows = 0;
   EXPECT_THROW(Scheduler(c, bm), std::invalid_argument);
+}
+
+// A lost stage: every running sequence goes back to waiting with its tokens, blocks released,
+// ahead of those that waited already and in the order they were served.
+TEST(Scheduler, PreemptAllRequeuesTheRunningAheadOfTheWaiting) {
+  BlockManager blocks(64, 4);
+  Scheduler sched(config(2, 64), blocks);
+  Sequence a = make_seq(1, 5), b = make_seq(2, 6), c = make_seq(3, 3);
+  for (Sequence* s : {&a, &b, &c}) ASSERT_TRUE(sched.add(*s));
+  finish_step(sched, sched.schedule());
+  ASSERT_EQ(sched.num_running(), 2u);
+  EXPECT_EQ(a.num_tokens(), 6);
+  sched.preempt_all();
+  EXPECT_EQ(sched.num_running(), 0u);
+  ASSERT_EQ(sched.waiting(), (std::deque<Sequence*>{&a, &b, &c}));
+  for (Sequence* s : {&a, &b}) {
+    EXPECT_EQ(s->state, Sequence::State::waiting);
+    EXPECT_EQ(s->num_computed, 0);
+    EXPECT_EQ(s->preemptions, 1);
+    EXPECT_TRUE(s->blocks.table.empty());
+  }
+  EXPECT_EQ(blocks.num_used(), 0);
+  blocks.forget_cached();
+  // Recomputed from their tokens, prompt and output alike.
+  const auto plan = sched.schedule();
+  EXPECT_EQ(rows(plan), (std::vector<Row>{{&a, 0, 6, true}, {&b, 0, 7, true}}));
 }
 
 }  // namespace

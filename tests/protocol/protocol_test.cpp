@@ -104,7 +104,7 @@ TEST_F(Protocol, StepRequestCarriesHiddenStatesExactly) {
   s.batch.add_chunk(0, std::vector<int32_t>{4, 5, 6}.data(), 3, 10, true);
   s.batch.block_tables = {{3, 9}};
   s.seq_ids = {12};
-  s.started.push_back(SequenceStart{12, SamplingParams{}, {1, 2}});
+  s.started.push_back(SequenceStart{12, SamplingParams{}, {1, 2}, {7}});
   s.released = {3, 4};
   s.hidden.assign(std::begin(kAwkward), std::end(kAwkward));
   const auto y = round_trip(sys, s);
@@ -117,6 +117,7 @@ TEST_F(Protocol, StepRequestCarriesHiddenStatesExactly) {
   EXPECT_EQ(y.seq_ids, s.seq_ids);
   ASSERT_EQ(y.started.size(), 1u);
   EXPECT_EQ(y.started[0].prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(y.started[0].generated, (std::vector<int32_t>{7}));
   EXPECT_EQ(y.released, s.released);
   ASSERT_EQ(y.hidden.size(), s.hidden.size());
   for (size_t i = 0; i < s.hidden.size(); ++i) EXPECT_EQ(bits(y.hidden[i]), bits(s.hidden[i])) << i;

@@ -198,7 +198,7 @@ TEST(BatchSampler, ConstrainedDrawsStayInsideTheirConstraint) {
         // Stand in for the GPU: the CPU sampler over the same masks.
         for (size_t i = 0; i < plans.size(); ++i) {
           Sampler s(*plans[i].params);
-          while (s.step() < plans[i].step) s.take_step();
+          s.resume_at(plans[i].step);
           TokenMask m;
           if (plans[i].allowed) m.words.assign(plans[i].allowed, plans[i].allowed + 1);
           r.push_back(s.sample(logits.data() + i * kVocab, kVocab, nullptr, 0, plans[i].allowed ? &m : nullptr));
@@ -245,6 +245,49 @@ TEST(BatchSampler, AConstraintThatLeavesNothingAnswersNoToken) {
       ASSERT_EQ(r.size(), 1u);
       EXPECT_EQ(r[0].token, BatchSampler::kNoToken);
     }
+  }
+}
+
+// A sampling worker that takes over a sequence (its stage was lost) hears of it with what it
+// drew: the rows it recomputes draw what the first worker would have drawn next, under the
+// same constraint state, penalties and Philox step.
+TEST(BatchSampler, AStartWithWhatWasDrawnResumesTheDraws) {
+  std::mt19937 rng(33);
+  SamplingParams p = params(8);
+  p.constraint = {OutputConstraint::Kind::regex, "[0-3]{3,12}", false};
+  const std::vector<int32_t> prompt = {12, 13};
+  BatchSampler first(digits_vocabulary());
+  first.start(1, p, prompt);
+  std::vector<int32_t> history = prompt;
+  auto step = [&](BatchSampler& sampler, const ForwardBatch& b, std::vector<float> logits) {
+    std::vector<SampleResult> r;
+    sampler.sample(b, {1}, logits.data(), kVocab, r);
+    return r.at(0).token;
+  };
+  for (int i = 0; i < 5; ++i) {
+    ForwardBatch b;
+    b.block_tables = {{0}};
+    if (i == 0)
+      b.add_chunk(0, prompt.data(), 2, 0, true);
+    else
+      b.add_chunk(0, &history.back(), 1, static_cast<int32_t>(history.size()) - 1, true);
+    const int32_t token = step(first, b, random_logits(rng, 1));
+    ASSERT_GE(token, 0);
+    ASSERT_LE(token, 3);
+    history.push_back(token);
+  }
+  BatchSampler second(digits_vocabulary());
+  second.start(1, p, prompt, std::vector<int32_t>(history.begin() + 2, history.end()));
+  // The first worker decodes one row; the second recomputes the whole sequence in one chunk.
+  for (int i = 0; i < 4; ++i) {
+    ForwardBatch decode, recompute;
+    decode.block_tables = recompute.block_tables = {{0}};
+    decode.add_chunk(0, &history.back(), 1, static_cast<int32_t>(history.size()) - 1, true);
+    recompute.add_chunk(0, history.data(), static_cast<int32_t>(history.size()), 0, true);
+    const auto logits = random_logits(rng, 1);
+    const int32_t a = step(first, decode, logits), b = step(second, i == 0 ? recompute : decode, logits);
+    EXPECT_EQ(a, b) << i;
+    history.push_back(a);
   }
 }
 

@@ -1,7 +1,8 @@
 """`orzo serve --publish` with a placement whose last stage is served by `orzo worker` in another
-process: /health says what is missing, greedy completions equal a single-process server's, a
-killed or frozen (SIGSTOP) worker ends the streams it held with a worker_lost error and turns
-/health to 503, and serving resumes when a new worker joins."""
+process: /health says what is missing and which workers stand by, greedy completions equal a
+single-process server's; the streams a killed or frozen (SIGSTOP) worker held pause and go on
+unchanged on a standby or on a worker that joins within --recovery-timeout, and past it end
+with a worker_lost error."""
 import json
 import os
 import signal
@@ -33,18 +34,34 @@ def complete_all(server):
     return texts
 
 
+LONG = 160  # tokens of each long stream
+
+
+def long_body(i, stream):
+    return {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": LONG, "temperature": 0,
+            "ignore_eos": True, "stream": stream}
+
+
 class RemoteWorker(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         with Server("--served-model-name", "stories") as single:
             cls.reference = complete_all(single)
+            cls.long_reference = []
+            for i in range(len(PROMPTS)):
+                status, _, body = single.post("/v1/completions", long_body(i, False))
+                assert status == 200, body
+                cls.long_reference.append(body["choices"][0]["text"])
             single.stop()
 
     def setUp(self):
+        self.server = None
+        self.workers = []
+
+    def serve(self, recovery_timeout=30):
         self.publish = free_port()
         self.server = Server("--served-model-name", "stories", "--placement", "cpu:0-2,remote:2-5", "--publish",
-                             self.publish, *LIVENESS)
-        self.workers = []
+                             self.publish, "--recovery-timeout", recovery_timeout, *LIVENESS)
 
     def tearDown(self):
         for w in self.workers:
@@ -52,14 +69,18 @@ class RemoteWorker(unittest.TestCase):
                 w.kill()
                 w.send_signal(signal.SIGCONT)
                 w.wait()
-        self.server.stop()
-        self.server.__exit__()
+        if self.server:
+            self.server.stop()
+            self.server.__exit__()
 
-    def start_worker(self):
+    def start_worker(self, standby=False):
         w = subprocess.Popen([ORZO, "worker", "--connect", f"127.0.0.1:{self.publish}", "--layers", "2-5", "-m", STORIES,
                               "-t", "1", *LIVENESS], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.workers.append(w)
-        self.assertTrue(wait_for(lambda: self.health()[0] == 200, 30), self.health())
+        if standby:
+            self.assertTrue(wait_for(lambda: len(self.health()[1]["standby"]) == 1, 30), self.health())
+        else:
+            self.assertTrue(wait_for(lambda: self.health()[0] == 200, 30), self.health())
         return w
 
     def health(self):
@@ -72,9 +93,7 @@ class RemoteWorker(unittest.TestCase):
         started = [threading.Event() for _ in range(n)]
 
         def run(i):
-            body = {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 400, "temperature": 0,
-                    "ignore_eos": True, "stream": True}
-            s, status, f = open_stream(self.server.port, "/v1/completions", body)
+            s, status, f = open_stream(self.server.port, "/v1/completions", long_body(i, True))
             events = []
             for ev in stream_events(f):
                 events.append(ev)
@@ -90,6 +109,20 @@ class RemoteWorker(unittest.TestCase):
             self.assertTrue(e.wait(30))
         return threads, results
 
+    def assert_unchanged(self, threads, results):
+        """Every stream ended without an error, with the text of an undisturbed run."""
+        for t in threads:
+            t.join(60)
+            self.assertFalse(t.is_alive(), "a stream hung")
+        for i, (status, events) in enumerate(results):
+            self.assertEqual(status, 200)
+            self.assertEqual([ev for ev in events if "error" in ev], [])
+            text = "".join(ev["choices"][0]["text"] for ev in events if "choices" in ev)
+            self.assertEqual(text, self.long_reference[i % len(PROMPTS)], i)
+            self.assertEqual([ev["choices"][0]["finish_reason"] for ev in events if ev.get("choices")][-1], "length")
+        self.assertEqual(self.health()[0], 200)
+        self.assertGreaterEqual(self.server.metric("orzo:recoveries_total"), 1)
+
     def assert_lost(self, threads, results):
         for t in threads:
             t.join(10)
@@ -100,12 +133,13 @@ class RemoteWorker(unittest.TestCase):
             errors = [ev["error"] for ev in events if "error" in ev]
             self.assertEqual(len(errors), 1, events[-3:])
             self.assertEqual(errors[0]["code"], "worker_lost", errors[0])
-            self.assertLess(len(text), 2000)
+            self.assertLess(len(text), len(self.long_reference[0]) * 2)
         status, body = self.health()
         self.assertEqual(status, 503)
         self.assertIn("the worker for layers 2-5 was lost", body["detail"])
 
     def test_waits_for_its_worker_then_serves_like_one_process(self):
+        self.serve()
         status, body = self.health()
         self.assertEqual((status, body["status"]), (503, "unhealthy"))
         self.assertIn("waiting for a worker for layers 2-5", body["detail"])
@@ -113,8 +147,28 @@ class RemoteWorker(unittest.TestCase):
         self.assertEqual(status, 503)
         self.start_worker()
         self.assertEqual(complete_all(self.server), self.reference)
+        self.assertEqual([w["layers"] for w in self.health()[1]["workers"]], ["0-2", "2-5"])
 
-    def test_a_killed_worker_fails_its_streams_and_a_new_one_resumes(self):
+    def test_a_killed_worker_with_a_standby_loses_no_stream(self):
+        self.serve()
+        worker = self.start_worker()
+        self.start_worker(standby=True)
+        threads, results = self.long_streams(4)
+        worker.kill()
+        self.assert_unchanged(threads, results)
+        self.assertEqual(self.health()[1]["standby"], [])
+
+    def test_a_killed_worker_replaced_within_the_timeout_loses_no_stream(self):
+        self.serve()
+        worker = self.start_worker()
+        threads, results = self.long_streams(4)
+        worker.kill()
+        self.assertTrue(wait_for(lambda: self.health()[0] == 503, 5))
+        self.start_worker()
+        self.assert_unchanged(threads, results)
+
+    def test_a_killed_worker_not_replaced_within_the_timeout_fails_its_streams(self):
+        self.serve(recovery_timeout=1)
         worker = self.start_worker()
         threads, results = self.long_streams(4)
         worker.kill()
@@ -122,7 +176,8 @@ class RemoteWorker(unittest.TestCase):
         self.start_worker()
         self.assertEqual(complete_all(self.server), self.reference)
 
-    def test_a_frozen_worker_is_lost_within_the_connection_timeout(self):
+    def test_a_frozen_worker_is_lost_within_the_connection_timeout_and_replaced(self):
+        self.serve()
         worker = self.start_worker()
         threads, results = self.long_streams(2)
         worker.send_signal(signal.SIGSTOP)
@@ -130,11 +185,9 @@ class RemoteWorker(unittest.TestCase):
         self.assertTrue(wait_for(lambda: self.health()[0] == 503, 5))
         detected = time.time() - stopped
         self.assertLess(detected, 1.0 + 0.2 + 1.0)  # the timeout, a heartbeat, slack for a loaded machine
-        self.assert_lost(threads, results)
         worker.kill()
         self.start_worker()
-        self.assertEqual(complete_all(self.server), self.reference)
-
+        self.assert_unchanged(threads, results)
 
 if __name__ == "__main__":
     unittest.main()

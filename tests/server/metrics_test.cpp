@@ -125,6 +125,8 @@ BatcherStats some_stats() {
   s.prefix_query_tokens = 600;
   s.prefix_hit_tokens = 256;
   s.preemptions = 2;
+  s.recoveries = 3;
+  s.recovery_pause_us = 4'500'000;
   return s;
 }
 
@@ -153,6 +155,8 @@ TEST(Metrics, FullRenderIsWellFormedAndComplete) {
       {"orzo:generation_tokens_total", "counter"},
       {"orzo:num_preemptions_total", "counter"},
       {"orzo:engine_steps_total", "counter"},
+      {"orzo:recoveries_total", "counter"},
+      {"orzo:recovery_pause_seconds_total", "counter"},
       {"orzo:request_success_total", "counter"},
       {"orzo:request_rejected_total", "counter"},
       {"orzo:time_to_first_token_seconds", "histogram"},
@@ -171,6 +175,8 @@ TEST(Metrics, FullRenderIsWellFormedAndComplete) {
   EXPECT_EQ(e.samples.at("orzo:prompt_tokens_total" + l), "640");
   EXPECT_EQ(e.samples.at("orzo:generation_tokens_total" + l), "2048");
   EXPECT_EQ(e.samples.at("orzo:num_preemptions_total" + l), "2");
+  EXPECT_EQ(e.samples.at("orzo:recoveries_total" + l), "3");
+  EXPECT_EQ(e.samples.at("orzo:recovery_pause_seconds_total" + l), "4.5");
   EXPECT_EQ(e.samples.at("orzo:engine_steps_total" + l), "12345");
 
   const std::string r = "orzo:request_success_total{model_name=\"stories260K\",finished_reason=";
