@@ -468,140 +468,122 @@ TEST_F(Actors, ANewWorkerWithinTheRecoveryTimeoutResumesTheLostRequests) {
   caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
 }
 
-// A thousand sessions, some stopped, some killed, while the serving worker is killed and a
-// new one joins, again and again: each ends exactly once, those that ran to the end with an
-// undisturbed run's output, and afterwards every block is free.
+// A thousand sessions of random lengths, a tenth of them cancelled and some killed: the
+// requests, their fates, and the check of what each session saw.
+struct ThousandSessions {
+  static constexpr int kSessions = 1000;
+  enum Fate { run, cancel, kill };
+  std::vector<SessionRequest> requests;
+  std::vector<Fate> fate;
+  std::vector<session_actor> sessions;
+  Collector c;
+
+  static BatcherOptions pool() {
+    auto o = options(/*kv_blocks=*/96);  // small enough to force preemption
+    o.scheduler.max_num_seqs = 64;
+    o.scheduler.max_num_batched_tokens = 256;
+    o.scheduler.max_waiting = 2000;
+    return o;
+  }
+
+  explicit ThousandSessions(uint32_t seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < kSessions; ++i) {
+      std::vector<int32_t> prompt(1 + rng() % 40);
+      for (auto& t : prompt) t = static_cast<int32_t>(rng() % (kVocab - 1));
+      auto r = greedy("s" + std::to_string(i), prompt, 1 + static_cast<int32_t>(rng() % 60));
+      r.limits.ignore_eos = true;
+      fate.push_back(rng() % 10 == 0 ? cancel : (rng() % 10 == 0 ? kill : run));
+      requests.push_back(r);
+    }
+  }
+
+  // Starts every session through `start`; calls `between(i)` after dealing session i its fate.
+  template <class Start, class Between>
+  void go(Start start, Between between) {
+    for (const auto& r : requests) sessions.push_back(start(r, c.callbacks(r.id)));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (fate[i] == cancel) caf::anon_send(sessions[i], cancel_atom::value);
+      if (fate[i] == kill) caf::anon_send_exit(sessions[i], caf::exit_reason::kill);
+      between(i);
+    }
+  }
+
+  // Once the batcher is idle: every session not killed saw exactly one Completion, never an
+  // error, and its tokens in order (all of them when it ran to the end); returns how many ran.
+  size_t check(caf::actor_system& sys, const batcher_actor& batcher) {
+    EXPECT_TRUE(eventually([&] { auto s = stats_of(sys, batcher); return s.running == 0 && s.waiting == 0; },
+                           std::chrono::seconds(120)));
+    // A killed session may have completed before the kill landed: wait for each one that was not killed.
+    EXPECT_TRUE(eventually([&] {
+      const auto all = c.outcomes();
+      for (size_t i = 0; i < requests.size(); ++i) {
+        auto it = all.find(requests[i].id);
+        if (fate[i] != kill && (it == all.end() || it->second.completions.empty())) return false;
+      }
+      return true;
+    }, std::chrono::seconds(60)));
+    const auto all = c.outcomes();
+    size_t ran = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const auto& r = requests[i];
+      auto it = all.find(r.id);
+      if (fate[i] == kill && (it == all.end() || it->second.completions.empty())) continue;
+      if (it == all.end()) {
+        ADD_FAILURE() << r.id << " saw nothing";
+        continue;
+      }
+      const auto& out = it->second;
+      EXPECT_EQ(out.completions.size(), 1u) << r.id;
+      EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
+      if (out.completions.empty()) continue;
+      EXPECT_NE(out.completions[0].reason, FinishReason::error) << r.id << ": " << out.completions[0].message;
+      if (fate[i] == run) {
+        EXPECT_EQ(out.completions[0].reason, FinishReason::length) << r.id;
+        EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
+        ++ran;
+      } else {
+        EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), static_cast<int32_t>(out.tokens.size()))) << r.id;
+      }
+    }
+    return ran;
+  }
+};
+
+// Every surviving session sees its tokens in order and exactly one Completion, and
+// afterwards every block is free.
+TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
+  auto engine = start(sys, ThousandSessions::pool());
+  ThousandSessions t(1234);
+  t.go([&](const SessionRequest& r, SessionCallbacks cb) { return engine->generate(r, std::move(cb)); }, [](size_t) {});
+  EXPECT_GT(t.check(sys, engine->batcher()), 700u);
+  auto s = stats_of(sys, engine->batcher());
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_GT(s.preemptions, 0u) << "the pool was meant to be small enough to force preemption";
+}
+
+// The same while the serving worker is killed and a new one joins, again and again: those
+// that ran to the end have an undisturbed run's output.
 TEST_F(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
-  auto o = options(/*kv_blocks=*/96);
-  o.scheduler.max_num_seqs = 64;
-  o.scheduler.max_num_batched_tokens = 256;
-  o.scheduler.max_waiting = 2000;
-  JoinablePipeline p(sys, o);
+  JoinablePipeline p(sys, ThousandSessions::pool());
   auto serving = p.join_one();
   ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
-  Collector c;
-  std::mt19937 rng(4321);
-  constexpr int kSessions = 1000;
-  std::vector<session_actor> sessions;
-  std::vector<int> fate(kSessions);  // 0 run, 1 cancel, 2 kill
-  std::vector<SessionRequest> requests;
-  for (int i = 0; i < kSessions; ++i) {
-    std::vector<int32_t> prompt(1 + rng() % 40);
-    for (auto& t : prompt) t = static_cast<int32_t>(rng() % (kVocab - 1));
-    auto r = greedy("s" + std::to_string(i), prompt, 1 + static_cast<int32_t>(rng() % 60));
-    r.limits.ignore_eos = true;
-    fate[static_cast<size_t>(i)] = rng() % 10 == 0 ? 1 : (rng() % 10 == 0 ? 2 : 0);
-    requests.push_back(r);
-    sessions.push_back(spawn_session(sys, p.batcher, nullptr, r, c.callbacks(r.id)));
-  }
+  ThousandSessions t(4321);
   int deaths = 0;
-  for (int i = 0; i < kSessions; ++i) {
-    if (fate[static_cast<size_t>(i)] == 1) caf::anon_send(sessions[static_cast<size_t>(i)], cancel_atom::value);
-    if (fate[static_cast<size_t>(i)] == 2) caf::anon_send_exit(sessions[static_cast<size_t>(i)], caf::exit_reason::kill);
-    if (i % 100 == 50) {
-      caf::anon_send_exit(serving, caf::exit_reason::kill);
-      ++deaths;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      serving = p.join_one();
-    }
-  }
-  const size_t killed = static_cast<size_t>(std::count(fate.begin(), fate.end(), 2));
-  ASSERT_TRUE(eventually([&] { auto s = stats_of(sys, p.batcher); return s.running == 0 && s.waiting == 0; },
-                         std::chrono::seconds(120)));
-  ASSERT_TRUE(c.wait(kSessions - killed, std::chrono::seconds(60)));
-  // Killed sessions that completed first count too: wait for each one that was not killed.
-  ASSERT_TRUE(eventually([&] {
-    const auto all = c.outcomes();
-    for (int i = 0; i < kSessions; ++i) {
-      auto it = all.find(requests[static_cast<size_t>(i)].id);
-      if (fate[static_cast<size_t>(i)] != 2 && (it == all.end() || it->second.completions.empty())) return false;
-    }
-    return true;
-  }));
-  auto all = c.outcomes();
-  size_t checked = 0;
-  for (int i = 0; i < kSessions; ++i) {
-    const auto& r = requests[static_cast<size_t>(i)];
-    auto it = all.find(r.id);
-    if (fate[static_cast<size_t>(i)] == 2 && (it == all.end() || it->second.completions.empty())) continue;
-    ASSERT_NE(it, all.end()) << r.id;
-    const auto& out = it->second;
-    ASSERT_EQ(out.completions.size(), 1u) << r.id;
-    EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
-    EXPECT_NE(out.completions[0].reason, FinishReason::error) << r.id << ": " << out.completions[0].message;
-    if (fate[static_cast<size_t>(i)] == 0) {
-      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
-      ++checked;
-    } else {
-      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), static_cast<int32_t>(out.tokens.size()))) << r.id;
-    }
-  }
-  EXPECT_GT(checked, 700u);
+  t.go([&](const SessionRequest& r, SessionCallbacks cb) { return spawn_session(sys, p.batcher, nullptr, r, std::move(cb)); },
+       [&](size_t i) {
+         if (i % 100 != 50) return;
+         caf::anon_send_exit(serving, caf::exit_reason::kill);
+         ++deaths;
+         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+         serving = p.join_one();
+       });
+  EXPECT_GT(t.check(sys, p.batcher), 700u);
   const auto s = stats_of(sys, p.batcher);
   EXPECT_EQ(s.kv_blocks_used, 0);
   EXPECT_GE(s.recoveries, 1u);
   EXPECT_LE(s.recoveries, static_cast<uint64_t>(deaths));
   caf::anon_send_exit(serving, caf::exit_reason::user_shutdown);
-}
-
-// A thousand sessions, some stopped, some killed, random lengths, a pool that forces
-// preemption: every surviving session sees its tokens in order and exactly one
-// Completion, and afterwards every block is free.
-TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
-  auto o = options(/*kv_blocks=*/96);
-  o.scheduler.max_num_seqs = 64;
-  o.scheduler.max_num_batched_tokens = 256;
-  o.scheduler.max_waiting = 2000;
-  auto engine = start(sys, o);
-  Collector c;
-  std::mt19937 rng(1234);
-  constexpr int kSessions = 1000;
-  std::vector<session_actor> sessions;
-  std::vector<int> fate(kSessions);  // 0 run, 1 cancel, 2 kill
-  std::vector<SessionRequest> requests;
-  for (int i = 0; i < kSessions; ++i) {
-    std::vector<int32_t> prompt(1 + rng() % 40);
-    for (auto& t : prompt) t = static_cast<int32_t>(rng() % (kVocab - 1));
-    auto r = greedy("s" + std::to_string(i), prompt, 1 + static_cast<int32_t>(rng() % 60));
-    r.limits.ignore_eos = true;
-    fate[static_cast<size_t>(i)] = rng() % 10 == 0 ? 1 : (rng() % 10 == 0 ? 2 : 0);
-    requests.push_back(r);
-    sessions.push_back(engine->generate(r, c.callbacks(r.id)));
-  }
-  for (int i = 0; i < kSessions; ++i) {
-    if (fate[static_cast<size_t>(i)] == 1) caf::anon_send(sessions[static_cast<size_t>(i)], cancel_atom::value);
-    if (fate[static_cast<size_t>(i)] == 2) caf::anon_send_exit(sessions[static_cast<size_t>(i)], caf::exit_reason::kill);
-  }
-  const size_t killed = static_cast<size_t>(std::count(fate.begin(), fate.end(), 2));
-  // A killed session may still have completed before the kill landed.
-  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).running == 0 &&
-                                      stats_of(sys, engine->batcher()).waiting == 0; },
-                         std::chrono::seconds(120)));
-  ASSERT_TRUE(c.wait(kSessions - killed, std::chrono::seconds(60)));
-  auto all = c.outcomes();
-  size_t preempted_output_checked = 0;
-  for (int i = 0; i < kSessions; ++i) {
-    const auto& r = requests[static_cast<size_t>(i)];
-    auto it = all.find(r.id);
-    if (fate[static_cast<size_t>(i)] == 2 && (it == all.end() || it->second.completions.empty())) continue;
-    ASSERT_NE(it, all.end()) << r.id;
-    const auto& out = it->second;
-    ASSERT_EQ(out.completions.size(), 1u) << r.id;
-    EXPECT_EQ(out.chunks_after_completion, 0) << r.id;
-    const auto reason = out.completions[0].reason;
-    if (fate[static_cast<size_t>(i)] == 0) {
-      EXPECT_EQ(reason, FinishReason::length) << r.id << " " << out.completions[0].message;
-      EXPECT_EQ(out.tokens, counting(r.prompt_ids.back(), r.limits.max_tokens)) << r.id;
-      ++preempted_output_checked;
-    } else {
-      const auto expect = counting(r.prompt_ids.back(), static_cast<int32_t>(out.tokens.size()));
-      EXPECT_EQ(out.tokens, expect) << r.id;
-    }
-  }
-  EXPECT_GT(preempted_output_checked, 700u);
-  auto s = stats_of(sys, engine->batcher());
-  EXPECT_EQ(s.kv_blocks_used, 0);
-  EXPECT_GT(s.preemptions, 0u) << "the pool was meant to be small enough to force preemption";
 }
 
 }  // namespace
