@@ -28,6 +28,7 @@ struct Live {
   bool sampler_started = false;  // the sampling worker knows this sequence
   bool in_step = false;          // part of the step in flight
   bool cancelled = false;        // stopped while in the step: ends when the step returns
+  bool paused = false;           // its reader fell behind: parked, once out of the step, until resumed
   int32_t scored = 1;            // the next prompt position to score, when sampling.prompt_logprobs asks
   std::chrono::steady_clock::time_point admitted = std::chrono::steady_clock::now();
   int64_t queue_us = 0;          // admission to its first step
@@ -247,7 +248,10 @@ void deliver(batcher_pointer self, const StepResult& result) {
     l.seq.tokens.push_back(s.token);
     ++st.stats.generated_tokens;
     self->send(l.session, TokenEvent{l.request.id, s.token, generated(l) - 1, s.logprob, s.top_logprobs});
-    if (auto reason = finish_reason(st, l, s.token)) finish(self, id, *reason);
+    if (auto reason = finish_reason(st, l, s.token))
+      finish(self, id, *reason);
+    else if (l.paused)
+      st.scheduler->park(l.seq);
   }
 }
 
@@ -312,6 +316,25 @@ void run_step(batcher_pointer self) {
             fail_step(self, err);
             queue_step(self);
           });
+}
+
+// The session's reader fell behind: the request leaves the batch, and its blocks go, once it
+// is out of the step in flight (deliver parks it then), until resume.
+void pause_request(batcher_pointer self, uint64_t id) {
+  auto& st = self->state;
+  Live& l = *st.live.at(id);
+  l.paused = true;
+  if (!l.in_step) st.scheduler->park(l.seq);
+}
+
+void resume_request(batcher_pointer self, uint64_t id) {
+  auto& st = self->state;
+  Live& l = *st.live.at(id);
+  l.paused = false;
+  if (l.seq.state == Sequence::State::parked) {
+    st.scheduler->unpark(l.seq);
+    queue_step(self);
+  }
 }
 
 void stop_request(batcher_pointer self, uint64_t id) {
@@ -422,8 +445,12 @@ void abandon_step(batcher_pointer self) {
   for (const auto& chunk : st.in_flight.chunks) {
     auto it = st.live.find(chunk.seq->id);
     if (it == st.live.end()) continue;
-    it->second->in_step = false;
-    if (it->second->cancelled) cancelled.push_back(chunk.seq->id);
+    Live& l = *it->second;
+    l.in_step = false;
+    if (l.cancelled)
+      cancelled.push_back(chunk.seq->id);
+    else if (l.paused)
+      st.scheduler->park(l.seq);
   }
   for (auto id : cancelled) finish(self, id, FinishReason::cancelled);
 }
@@ -625,6 +652,14 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
         auto it = self->state.by_request.find(request_id);
         if (it != self->state.by_request.end()) stop_request(self, it->second);
       },
+      [self](pause_atom, const std::string& request_id) {
+        auto it = self->state.by_request.find(request_id);
+        if (it != self->state.by_request.end()) pause_request(self, it->second);
+      },
+      [self](resume_atom, const std::string& request_id) {
+        auto it = self->state.by_request.find(request_id);
+        if (it != self->state.by_request.end()) resume_request(self, it->second);
+      },
       [self](step_atom) { run_step(self); },
       [self](recover_atom, uint64_t n) { recovery_deadline(self, n); },
       [self](health_atom) { return health(self->state); },
@@ -632,6 +667,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
         auto& s = self->state;
         s.stats.running = static_cast<int32_t>(s.scheduler->num_running());
         s.stats.waiting = static_cast<int32_t>(s.scheduler->num_waiting());
+        s.stats.paused = static_cast<int32_t>(
+            std::count_if(s.live.begin(), s.live.end(), [](const auto& entry) { return entry.second->paused; }));
         s.stats.kv_blocks_total = s.blocks->num_blocks();
         s.stats.kv_blocks_used = s.blocks->num_used();
         s.stats.prefix_query_tokens = s.blocks->stats().prefix_query_tokens;

@@ -137,7 +137,8 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
     if (!st.request.stop.empty()) st.stops.emplace(st.request.stop, st.request.include_stop);
   } catch (const std::exception& e) {
     complete(self, completion(st, FinishReason::error, ErrorCode::invalid_request, e.what(), Usage{}));
-    return {[](PromptScoresEvent&) {}, [](TokenEvent&) {}, [](FinishedEvent&) {}, [](cancel_atom) {}};
+    return {[](PromptScoresEvent&) {}, [](TokenEvent&) {}, [](FinishedEvent&) {}, [](cancel_atom) {}, [](pause_atom) {},
+            [](resume_atom) {}};
   }
   self->monitor(st.batcher);
   self->set_down_handler([self](caf::down_msg&) {
@@ -151,6 +152,8 @@ session_actor::behavior_type session(session_pointer self, batcher_actor batcher
       [self](cancel_atom) {
         self->send<caf::message_priority::high>(self->state.batcher, stop_atom::value, self->state.request.id);
       },
+      [self](pause_atom) { self->send(self->state.batcher, pause_atom::value, self->state.request.id); },
+      [self](resume_atom) { self->send(self->state.batcher, resume_atom::value, self->state.request.id); },
   };
 }
 

@@ -50,12 +50,16 @@ bool Scheduler::add(Sequence& seq) {
   return true;
 }
 
-void Scheduler::remove(Sequence& seq) {
+void Scheduler::dequeue(Sequence& seq) {
   if (seq.state == Sequence::State::waiting) {
     if (auto it = std::find(waiting_.begin(), waiting_.end(), &seq); it != waiting_.end()) waiting_.erase(it);
   } else if (seq.state == Sequence::State::running) {
     if (auto it = std::find(running_.begin(), running_.end(), &seq); it != running_.end()) running_.erase(it);
   }
+}
+
+void Scheduler::remove(Sequence& seq) {
+  dequeue(seq);
   blocks_.release(seq.blocks);
   seq.state = Sequence::State::finished;
 }
@@ -161,6 +165,21 @@ void Scheduler::complete(const StepPlan& plan) {
     seq.num_computed += chunk.count;
     blocks_.commit(seq.blocks, seq.tokens.data(), seq.num_computed);
   }
+}
+
+void Scheduler::park(Sequence& seq) {
+  if (seq.state != Sequence::State::waiting && seq.state != Sequence::State::running) return;
+  dequeue(seq);
+  blocks_.release(seq.blocks);
+  seq.num_computed = 0;
+  seq.state = Sequence::State::parked;
+}
+
+void Scheduler::unpark(Sequence& seq) {
+  if (seq.state != Sequence::State::parked)
+    throw std::logic_error("Scheduler::unpark: sequence " + std::to_string(seq.id) + " is not parked");
+  seq.state = Sequence::State::waiting;
+  enqueue(seq, true);
 }
 
 void Scheduler::preempt_all() {

@@ -83,6 +83,14 @@ class Scheduler {
   // num_computed (a plan completed twice, or out of order).
   void complete(const StepPlan& plan);
 
+  // Takes a waiting or running sequence out of the batch (its client stopped reading): out of
+  // its queue, its blocks released, num_computed 0. Its full blocks stay in the prefix cache
+  // while the pool can spare them, so that after unpark() it recomputes little. A sequence
+  // parked between schedule() and complete() is skipped by complete(), like a removed one.
+  void park(Sequence& seq);
+  // Queues a parked sequence again, as a preempted one is (std::logic_error if not parked).
+  void unpark(Sequence& seq);
+
   // Every running sequence back to waiting, to be recomputed (blocks released, num_computed
   // 0), served before those that were waiting already and in the order they were served:
   // the KV they held is gone (a stage was lost). Counts a preemption each.
@@ -109,6 +117,7 @@ class Scheduler {
   static int32_t chunk_limit(const Sequence& seq, int32_t first, int32_t left, int32_t budget, int32_t scored_budget);
   static int32_t scored_rows(const Sequence& seq, int32_t first, int32_t count);
   Sequence& choose_victim() const;
+  void dequeue(Sequence& seq);  // out of the waiting or running queue, whichever holds it
   void preempt(Sequence& victim, StepPlan& plan, int32_t& budget);
   void enqueue(Sequence& seq, bool front);
   bool served_before(const Sequence& a, const Sequence& b) const;

@@ -11,7 +11,8 @@
 namespace orzo {
 
 struct Sequence {
-  enum class State { waiting, running, finished };
+  // parked: out of the batch and of every queue (its client stopped reading), until unparked.
+  enum class State { waiting, running, parked, finished };
 
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // prompt then generated tokens

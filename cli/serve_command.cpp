@@ -41,6 +41,7 @@ struct ServeFlags {
   MiddlemanFlags middleman;
   double shutdown_grace = 30;
   double recovery_timeout = 30;
+  double stalled_client_timeout = 60;
   double http_timeout = 30;
   double stats_interval = 10;  // seconds; 0: no stats lines
   std::string log_format = "text";
@@ -124,6 +125,7 @@ int run_serve(ServeFlags& f) {
   api_options.webui = !f.no_webui;
   api_options.tool_call_parser = f.tool_call_parser;
   f.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.http_timeout * 1000));
+  f.http.stalled_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stalled_client_timeout * 1000));
   const LogFormat log_format = f.log_format == "json" ? LogFormat::json : LogFormat::text;
   f.http.access_log = [log_format](const AccessRecord& record) { write_log_line(access_line(record, log_format)); };
 
@@ -227,6 +229,15 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--http-timeout", f->http_timeout, "Seconds for a request to arrive, and for idle keep-alive")
       ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--stream-buffer", f->http.stream_buffer_bytes,
+                  "Bytes of a stream's output the server holds for a reader that falls behind; beyond, the request "
+                  "pauses until the reader catches up")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--stalled-client-timeout", f->stalled_client_timeout,
+                  "Seconds a stream's reader may stay --stream-buffer behind before its request is cancelled")
+      ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", f->shutdown_grace, "Seconds in-flight requests get to finish on SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 3600.0))

@@ -9,6 +9,8 @@ namespace orzo {
 using register_atom = caf::atom_constant<caf::atom("register")>;  // session -> batcher: admit a request
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // session -> batcher: end a request now
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // client -> session: the client gave up
+using pause_atom = caf::atom_constant<caf::atom("pause")>;        // client -> session -> batcher: the reader fell behind
+using resume_atom = caf::atom_constant<caf::atom("resume")>;      // client -> session -> batcher: it reads again
 using step_atom = caf::atom_constant<caf::atom("step")>;          // batcher -> itself: plan the next step
 using health_atom = caf::atom_constant<caf::atom("health")>;      // anyone -> batcher: is the model serving?
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // anyone -> batcher: counters for metrics

@@ -27,7 +27,10 @@ using session_actor = caf::typed_actor<
     caf::reacts_to<PromptScoresEvent>,  // batcher -> session: prompt tokens scored, before any TokenEvent
     caf::reacts_to<TokenEvent>,      // batcher -> session: the next generated token
     caf::reacts_to<FinishedEvent>,   // batcher -> session: the request ended (exactly once)
-    caf::reacts_to<cancel_atom>>;    // client -> session: stop generating
+    caf::reacts_to<cancel_atom>,     // client -> session: stop generating
+    // client -> session: the reader fell behind by its window; generate no further for now
+    caf::reacts_to<pause_atom>,
+    caf::reacts_to<resume_atom>>;    // client -> session: it caught up; go on
 
 // One stage of the pipeline: a layer range on one device.
 using worker_actor = caf::typed_actor<
@@ -41,6 +44,9 @@ using worker_actor = caf::typed_actor<
 using batcher_actor = caf::typed_actor<
     caf::reacts_to<register_atom, GenerationRequest, session_actor>,  // session -> batcher: admit
     caf::reacts_to<stop_atom, std::string>,                            // session -> batcher: end it now
+    // session -> batcher: take the request out of the batch (its KV may go) until resumed
+    caf::reacts_to<pause_atom, std::string>,
+    caf::reacts_to<resume_atom, std::string>,                          // session -> batcher: batch it again
     caf::reacts_to<step_atom>,                                         // batcher -> itself: next step
     // batcher -> itself, recovery_timeout after a stage was lost: fail what still waits for it
     // (the number names the recovery, so a later one's deadline is not mistaken for it)

@@ -22,6 +22,7 @@ struct ModelHealth {
 struct BatcherStats {
   int32_t running = 0;
   int32_t waiting = 0;
+  int32_t paused = 0;                    // requests out of the batch until their readers catch up
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_used = 0;
   uint64_t steps = 0;
@@ -42,7 +43,7 @@ typename Inspector::result_type inspect(Inspector& f, ModelHealth& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatcherStats& x) {
-  return f(caf::meta::type_name("batcher_stats"), x.running, x.waiting, x.kv_blocks_total, x.kv_blocks_used,
+  return f(caf::meta::type_name("batcher_stats"), x.running, x.waiting, x.paused, x.kv_blocks_total, x.kv_blocks_used,
            x.steps, x.prompt_tokens, x.generated_tokens, x.prefix_query_tokens, x.prefix_hit_tokens,
            x.preemptions, x.recoveries, x.recovery_pause_us, x.finished);
 }

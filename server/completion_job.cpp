@@ -224,6 +224,20 @@ void CompletionJob::start_stream() {
   if (streaming_) return;
   streaming_ = true;
   exchange_->start_stream();
+  // A reader that falls behind pauses its choices rather than have the server buffer their
+  // output: credit flows back from the socket to the batcher, and a stalled client costs a
+  // bounded buffer and no KV.
+  exchange_->on_backlog([weak = weak_from_this()](bool stalled) {
+    auto self = weak.lock();
+    if (!self) return;
+    for (size_t i = 0; i < self->sessions_.size(); ++i) {
+      if (self->choices_[i].done) continue;
+      if (stalled)
+        caf::anon_send(self->sessions_[i], pause_atom::value);
+      else
+        caf::anon_send(self->sessions_[i], resume_atom::value);
+    }
+  });
 }
 
 void CompletionJob::send_chunk(size_t index, ChoiceOutput out) {

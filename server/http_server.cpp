@@ -83,6 +83,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void set_on_disconnect(std::function<void()> callback) { on_disconnect_ = std::move(callback); }
+  // The kernel's send buffer grows to megabytes by itself (autotuning) and would hide a reader
+  // that stopped: a stream caps it at its window, which caps the server's memory per stalled
+  // reader at about three windows (the kernel doubles what it is given).
+  void set_on_backlog(std::function<void(bool)> callback) {
+    on_backlog_ = std::move(callback);
+    beast::error_code ignored;
+    stream_.socket().set_option(net::socket_base::send_buffer_size(static_cast<int>(options_.stream_buffer_bytes)), ignored);
+  }
 
   void set_generation(AccessRecord::Generation generation) {
     if (record_) record_->generation = std::move(generation);
@@ -238,8 +246,31 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void enqueue(std::string data) {
     if (closed_) return;
+    outbox_bytes_ += data.size();
     outbox_.push_back(std::move(data));
     if (!writing_) write_next();
+    watch_backlog();
+  }
+
+  // A reader that falls stream_buffer_bytes behind is told to the exchange's owner (which
+  // pauses generation) and told again once it has read all but a quarter of that; one that
+  // stays behind for stalled_timeout is treated as gone.
+  void watch_backlog() {
+    if (!on_backlog_) return;
+    const size_t backlog = outbox_bytes_ + (writing_ ? sending_.size() : 0);
+    if (!stalled_ && backlog > options_.stream_buffer_bytes) {
+      stalled_ = true;
+      stall_timer_.expires_after(options_.stalled_timeout);
+      stall_timer_.async_wait([self = shared_from_this(), id = exchange_id_](beast::error_code ec) {
+        if (ec || !self->stalled_ || id != self->exchange_id_ || !self->in_exchange_) return;
+        self->client_gone();
+      });
+      on_backlog_(true);
+    } else if (stalled_ && backlog <= options_.stream_buffer_bytes / 4) {
+      stalled_ = false;
+      stall_timer_.cancel();
+      on_backlog_(false);
+    }
   }
 
   // Everything queued goes out in one write: under load many tokens share a syscall.
@@ -252,10 +283,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     sending_.clear();
     for (auto& s : outbox_) sending_ += s;
     outbox_.clear();
+    outbox_bytes_ = 0;
     net::async_write(stream_, net::buffer(sending_), [self = shared_from_this()](beast::error_code ec, size_t) {
       self->writing_ = false;
       if (ec) return self->client_gone();
       self->write_next();
+      self->watch_backlog();
     });
   }
 
@@ -263,6 +296,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     log_access();
     in_exchange_ = false;
     on_disconnect_ = nullptr;
+    on_backlog_ = nullptr;
+    stalled_ = false;
+    stall_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().cancel(ignored);  // the disconnect watch
     if (!keep_alive_) {
@@ -285,6 +321,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (closed_) return;
     closed_ = true;
     outbox_.clear();
+    outbox_bytes_ = 0;
+    stall_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     deadline_.cancel();
@@ -302,6 +340,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<std::string> outbox_;
+  size_t outbox_bytes_ = 0;
   std::string sending_;
   bool writing_ = false;
   uint64_t exchange_id_ = 0;
@@ -311,6 +350,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool keep_alive_ = false;
   bool closed_ = false;
   std::function<void()> on_disconnect_;
+  std::function<void(bool)> on_backlog_;  // the exchange's owner, told when its reader falls behind
+  bool stalled_ = false;
+  net::steady_timer stall_timer_{stream_.get_executor()};
   std::optional<AccessRecord> record_;  // the exchange's, while one is open and there is a log
   std::chrono::steady_clock::time_point began_;
 };
@@ -337,6 +379,12 @@ void HttpExchange::finish() {
 void HttpExchange::on_disconnect(std::function<void()> callback) {
   connection_->run(id_, [callback = std::move(callback)](HttpConnection& c) mutable {
     c.set_on_disconnect(std::move(callback));
+  });
+}
+
+void HttpExchange::on_backlog(std::function<void(bool stalled)> callback) {
+  connection_->run(id_, [callback = std::move(callback)](HttpConnection& c) mutable {
+    c.set_on_backlog(std::move(callback));
   });
 }
 

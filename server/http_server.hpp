@@ -51,6 +51,11 @@ class HttpExchange {
   void finish();  // the stream's last chunk; ends the exchange
   // Called once, on the strand, if the client disconnects before the exchange ends.
   void on_disconnect(std::function<void()> callback);
+  // Called on the strand with true when the client has fallen stream_buffer_bytes behind what
+  // was written to it, and with false once it has caught up to a quarter of that; a client
+  // that stays behind for stalled_timeout counts as gone (on_disconnect). Without it, an
+  // exchange buffers whatever it is given, for as long as the client takes.
+  void on_backlog(std::function<void(bool stalled)> callback);
   // What a generation request adds to its access-log record; call before the answer ends.
   void report_generation(AccessRecord::Generation generation);
   // Runs `f` on the strand: the one place an exchange's owner may keep unsynchronized state.
@@ -71,6 +76,8 @@ struct HttpServerOptions {
   uint64_t max_body_bytes = uint64_t{8} << 20;          // larger bodies get 413
   std::chrono::milliseconds timeout{30000};             // a request must arrive whole within this,
                                                         // and an idle keep-alive connection closes after it
+  size_t stream_buffer_bytes = 64 << 10;                // HttpExchange::on_backlog's window
+  std::chrono::milliseconds stalled_timeout{60000};     // and how long a reader may stay behind it
   // Called once per request, on its connection's strand, when its answer is written or its
   // client left (status kClientClosedRequest if no status line went out); empty: no log.
   std::function<void(const AccessRecord&)> access_log;

@@ -179,6 +179,8 @@ std::string ServerMetrics::render(const BatcherStats& batcher) const {
                std::to_string(batcher.running));
   append_gauge(out, "orzo:num_requests_waiting", "Number of requests waiting to be scheduled.", labels_,
                std::to_string(batcher.waiting));
+  append_gauge(out, "orzo:num_requests_paused", "Requests out of the batch until their streams' readers catch up.",
+               labels_, std::to_string(batcher.paused));
   append_gauge(out, "orzo:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).", labels_,
                format_float(kv_cache_usage(batcher)));
   append_counter(out, "orzo:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", labels_,

@@ -379,6 +379,34 @@ TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
 }
 
+// A session told its reader fell behind takes its request out of the batch, which frees its
+// blocks; told it caught up, the request goes on by recompute to the same output.
+TEST_F(Actors, APausedRequestLeavesTheBatchAndResumesUnchanged) {
+  Gate gate;
+  auto engine = start(sys, options(), &gate);
+  gate.allow(3);
+  Collector c;
+  auto r = greedy("a", {7, 8}, 40);
+  r.limits.ignore_eos = true;
+  auto session = engine->generate(r, c.callbacks("a"));
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).generated_tokens >= 2; }));
+  caf::anon_send(session, pause_atom::value);
+  gate.set(true);
+  ASSERT_TRUE(eventually([&] {
+    const auto s = stats_of(sys, engine->batcher());
+    return s.paused == 1 && s.running == 0 && s.kv_blocks_used == 0;
+  }));
+  const auto held = stats_of(sys, engine->batcher()).generated_tokens;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(stats_of(sys, engine->batcher()).generated_tokens, held) << "a paused request generated";
+  caf::anon_send(session, resume_atom::value);
+  ASSERT_TRUE(c.wait(1));
+  const auto out = c.outcomes().at("a");
+  EXPECT_EQ(out.tokens, counting(8, 40));
+  EXPECT_EQ(out.completions.at(0).reason, FinishReason::length);
+  EXPECT_EQ(stats_of(sys, engine->batcher()).paused, 0);
+}
+
 // A joinable single stage over the null backend, and workers for it on demand.
 struct JoinablePipeline {
   caf::actor_system& sys;

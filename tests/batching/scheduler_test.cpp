@@ -390,5 +390,35 @@ TEST(Scheduler, PreemptAllRequeuesTheRunningAheadOfTheWaiting) {
   EXPECT_EQ(rows(plan), (std::vector<Row>{{&a, 0, 6, true}, {&b, 0, 7, true}}));
 }
 
+// A sequence whose reader fell behind leaves the batch and its queue, blocks released, and
+// comes back at the front of the waiting queue to be recomputed; parked mid-plan, complete()
+// skips it.
+TEST(Scheduler, AParkedSequenceLeavesTheBatchUntilUnparked) {
+  BlockManager blocks(64, 4);
+  Scheduler sched(config(4, 64), blocks);
+  Sequence a = make_seq(1, 5), b = make_seq(2, 6), c = make_seq(3, 3);
+  for (Sequence* s : {&a, &b}) ASSERT_TRUE(sched.add(*s));
+  finish_step(sched, sched.schedule());
+  const auto plan = sched.schedule();
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  sched.park(a);
+  sched.complete(plan);  // a's chunk is skipped
+  EXPECT_EQ(a.state, Sequence::State::parked);
+  EXPECT_EQ(a.num_computed, 0);
+  EXPECT_TRUE(a.blocks.table.empty());
+  EXPECT_EQ(sched.num_running(), 1u);
+  ASSERT_TRUE(sched.add(c));
+  sched.park(c);  // a waiting one too
+  EXPECT_EQ(sched.num_waiting(), 0u);
+  EXPECT_THROW(sched.unpark(b), std::logic_error);
+  sched.unpark(c);
+  sched.unpark(a);
+  ASSERT_EQ(sched.waiting(), (std::deque<Sequence*>{&a, &c}));
+  // b's sampled token is not appended (the step's result is left out), so it has no row;
+  // a's full block comes back from the prefix cache.
+  const auto again = sched.schedule();
+  EXPECT_EQ(rows(again), (std::vector<Row>{{&a, 4, 2, true}, {&c, 0, 3, true}}));
+}
+
 }  // namespace
 }  // namespace orzo

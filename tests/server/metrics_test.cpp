@@ -148,6 +148,7 @@ TEST(Metrics, FullRenderIsWellFormedAndComplete) {
   const std::map<std::string, std::string> types = {
       {"orzo:num_requests_running", "gauge"},
       {"orzo:num_requests_waiting", "gauge"},
+      {"orzo:num_requests_paused", "gauge"},
       {"orzo:kv_cache_usage_perc", "gauge"},
       {"orzo:prefix_cache_queries_total", "counter"},
       {"orzo:prefix_cache_hits_total", "counter"},
