@@ -99,7 +99,7 @@ Reply ask(caf::actor_system& sys, const batcher_actor& batcher, Atom atom) {
 
 // Polls `pred` until it holds or `timeout` passes.
 template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20 * kSanitizerSlowdown)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
