@@ -60,6 +60,15 @@ CompletionJob::CompletionJob(JobSetup setup, std::shared_ptr<HttpExchange> excha
       on_end_(std::move(on_end)), call_ids_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {}
 
 void CompletionJob::start(Engine& engine, std::vector<SessionRequest> requests) {
+  // The caller is a work thread (a request with a body is prepared there), but the job's
+  // state is the strand's: an early session's end, handled there, reads sessions_ while
+  // later sessions would still be pushed onto it.
+  exchange_->post([self = shared_from_this(), &engine, requests = std::move(requests)]() mutable {
+    self->start_sessions(engine, std::move(requests));
+  });
+}
+
+void CompletionJob::start_sessions(Engine& engine, std::vector<SessionRequest> requests) {
   choices_.resize(requests.size());
   remaining_ = requests.size();
   for (size_t i = 0; i < requests.size(); ++i) {

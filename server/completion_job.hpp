@@ -46,7 +46,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   CompletionJob(JobSetup setup, std::shared_ptr<HttpExchange> exchange, std::shared_ptr<ServerMetrics> metrics,
                 std::shared_ptr<const Tokenizer> tokenizer, std::function<void(CompletionJob*)> on_end);
 
-  // Starts one session per request, prompt by prompt, choice by choice. Runs on the strand.
+  // Starts one session per request, prompt by prompt, choice by choice, on the strand.
+  // Safe from any thread; `engine` is used there, after this returns.
   void start(Engine& engine, std::vector<SessionRequest> requests);
   // Ends every session now (client gone, server shutting down). Safe from any thread.
   void cancel();
@@ -66,6 +67,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     bool got_token = false;
   };
 
+  void start_sessions(Engine& engine, std::vector<SessionRequest> requests);
   void on_text(size_t index, TextChunk& chunk);
   void on_done(size_t index, Completion& done);
   void fail_before_start(const Completion& done);

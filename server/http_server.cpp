@@ -398,7 +398,10 @@ void HttpExchange::post(std::function<void()> f) { connection_->post(std::move(f
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
     : options_(std::move(options)), handler_(std::move(handler)),
-      work_(static_cast<size_t>(std::max(1, options_.work_threads))), acceptor_(context_) {
+      work_(static_cast<size_t>(std::max(1, options_.work_threads))),
+      // Its own strand: with several I/O threads, stop_accepting's close would otherwise run
+      // beside an accept handler on another thread, and an acceptor is not thread-safe.
+      acceptor_(net::make_strand(context_)) {
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   beast::error_code ec;
   const auto address = net::ip::make_address(options_.host, ec);
@@ -432,7 +435,7 @@ void HttpServer::accept() {
 
 void HttpServer::stop_accepting() {
   draining_ = true;
-  net::post(context_, [this] {
+  net::post(acceptor_.get_executor(), [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
   });

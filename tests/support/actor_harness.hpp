@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,13 +34,23 @@ struct Outcome {
   int chunks_after_completion = 0;
 };
 
+// The sanitizers run the kernels many times slower; a wait is a bound against a hang, not a
+// measure of speed.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSanitizerSlowdown = 10;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+
 class Collector {
  public:
   SessionCallbacks callbacks(const std::string& id) {
     SessionCallbacks cb;
-    cb.on_text = [this, id](TextChunk& chunk) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& o = outcomes_[id];
+    // The callbacks share the state, not the collector: after a failed wait the test ends
+    // and destroys its collector while sessions may still be delivering.
+    cb.on_text = [state = state_, id](TextChunk& chunk) {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      auto& o = state->outcomes[id];
       if (!o.completions.empty()) ++o.chunks_after_completion;
       if (!chunk.prompt_scores.empty() && !o.tokens.empty()) ++o.scores_after_tokens;
       o.prompt_scores.insert(o.prompt_scores.end(), chunk.prompt_scores.begin(), chunk.prompt_scores.end());
@@ -47,31 +58,34 @@ class Collector {
       o.top_logprobs.insert(o.top_logprobs.end(), chunk.top_logprobs.begin(), chunk.top_logprobs.end());
       o.text += chunk.text;
     };
-    cb.on_done = [this, id](Completion& done) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      outcomes_[id].completions.push_back(done);
-      ++completed_;
-      changed_.notify_all();
+    cb.on_done = [state = state_, id](Completion& done) {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->outcomes[id].completions.push_back(done);
+      ++state->completed;
+      state->changed.notify_all();
     };
     return cb;
   }
 
   // Waits until `n` completions have arrived in total.
-  bool wait(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return completed_ >= n; });
+  bool wait(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60 * kSanitizerSlowdown)) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    return state_->changed.wait_for(lock, timeout, [&] { return state_->completed >= n; });
   }
 
   std::map<std::string, Outcome> outcomes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return outcomes_;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->outcomes;
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Outcome> outcomes_;
-  size_t completed_ = 0;
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::map<std::string, Outcome> outcomes;
+    size_t completed = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 // A reply from the batcher, asked for synchronously (a default value if none comes).
@@ -85,7 +99,7 @@ Reply ask(caf::actor_system& sys, const batcher_actor& batcher, Atom atom) {
 
 // Polls `pred` until it holds or `timeout` passes.
 template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20 * kSanitizerSlowdown)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
