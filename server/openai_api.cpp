@@ -347,7 +347,6 @@ void OpenAIApi::completions(HttpRequest& request, std::shared_ptr<HttpExchange> 
 
 void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange, Engine& engine,
                           std::vector<SessionRequest> sessions) {
-  auto strand = exchange;
   auto job = std::make_shared<CompletionJob>(std::move(setup), std::move(exchange), metrics_, engine.tokenizer(),
                                              [jobs = jobs_](CompletionJob* j) {
                                                std::lock_guard lock(jobs->mutex);
@@ -357,8 +356,7 @@ void OpenAIApi::start_job(JobSetup setup, std::shared_ptr<HttpExchange> exchange
     std::lock_guard lock(jobs_->mutex);
     jobs_->live.emplace(job.get(), job);
   }
-  // The job's state is the strand's (CompletionJob), and this runs on a work thread.
-  strand->post([job, &engine, sessions = std::move(sessions)]() mutable { job->start(engine, std::move(sessions)); });
+  job->start(engine, std::move(sessions));
 }
 
 void OpenAIApi::tokenize(const HttpRequest& request, HttpExchange& exchange) {
