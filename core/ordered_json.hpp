@@ -4,8 +4,8 @@
 // ordered_json keeps an object's keys in the order they came, which schemas (property order
 // is generation order) and tool lists need; but nlohmann's own parser inserts each key by a
 // linear search of the keys before it, so an object of n keys costs n^2/2 string compares,
-// and one request body of 8 MiB can hold 600,000 keys (a `logit_bias` of 49,000 took 1.6 s
-// on the I/O thread). This parser appends each key and finds duplicates through a hash of
+// and one request body of 8 MiB can hold 600,000 keys (which took 8.6 minutes to parse:
+// docs/BENCHMARKS.md). This parser appends each key and finds duplicates through a hash of
 // the open object's keys. A duplicate keeps its first place and takes the last value, as
 // nlohmann's parser does.
 #include <nlohmann/json.hpp>
