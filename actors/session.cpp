@@ -45,6 +45,9 @@ void complete(session_pointer self, Completion done) {
     self->send(st.client, std::move(done));
   else if (st.callbacks.on_done)
     st.callbacks.on_done(done);
+  // The monitor lives in the batcher, not here: left in place, it would hold this actor's
+  // memory (its control block, allocated with it) for as long as the batcher runs.
+  if (st.batcher) self->demonitor(st.batcher.address());
   self->quit();
 }
 
