@@ -160,10 +160,16 @@ int run_worker(const WorkerFlags& flags) {
     throw;
   }
   // A join for layers another worker serves is taken as a standby, which the batcher's health
-  // lists by the description this worker gave.
-  const auto health = ask<ModelHealth>(self, batcher, "the batcher at " + at + " did not say how it serves", health_atom::value);
-  const bool standby = std::any_of(health.standby.begin(), health.standby.end(),
-                                   [&](const WorkerInfo& w) { return w.device == info.device; });
+  // lists by the description this worker gave. Only for the log line: a batcher that does not
+  // answer soon (gone already, which the loop below notices) leaves it "serving".
+  bool standby = false;
+  self->request(batcher, std::chrono::seconds(5), health_atom::value)
+      .receive(
+          [&](ModelHealth& health) {
+            standby = std::any_of(health.standby.begin(), health.standby.end(),
+                                  [&](const WorkerInfo& w) { return w.device == info.device; });
+          },
+          [](caf::error&) {});
   std::fprintf(stderr, "orzo worker: %s layers %s for the batcher at %s; %s\n",
                standby ? "standing by (another worker serves them) for" : "serving", flags.layers.c_str(), at.c_str(),
                cpu_kernels.c_str());
