@@ -156,7 +156,10 @@ class OpenAIClient(unittest.TestCase):
         status, _, body = self.server.post("/detokenize", {"tokens": PROMPT_IDS[1:]}, headers=auth)
         self.assertEqual((status, body["prompt"]), (200, "Once upon a time"))
         status, _, body = self.server.request("GET", "/health")
-        self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        health = json.loads(body)
+        self.assertEqual((status, health["status"]), (200, "ok"))
+        self.assertEqual([w["layers"] for w in health["workers"]], ["0-5"])  # one local stage, no standby
+        self.assertEqual(health["standby"], [])
 
     def test_curl(self):
         body = json.dumps({"model": "stories", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})
