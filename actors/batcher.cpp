@@ -387,8 +387,6 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
 
 // ---- The pipeline: stages that describe themselves, join, get chained and are lost ----
 
-std::string layers_text(const LayerRange& r) { return std::to_string(r.begin) + "-" + std::to_string(r.end); }
-
 // Healthy when nothing is broken for good, every stage has a worker and every chain is
 // acknowledged; the reason says what is missing otherwise.
 void update_health(batcher_pointer self) {

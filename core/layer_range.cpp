@@ -13,4 +13,6 @@ LayerRange resolve_range(LayerRange r, int64_t layers) {
   return r;
 }
 
+std::string layers_text(const LayerRange& r) { return std::to_string(r.begin) + "-" + std::to_string(r.end); }
+
 }  // namespace orzo

@@ -2,6 +2,7 @@
 
 #include "actors/engine.hpp"
 #include "chat_template/chat_template.hpp"
+#include "core/layer_range.hpp"
 #include "grammar/constraint.hpp"
 #include "server/api_error.hpp"
 #include "server/chat_page.hpp"
@@ -415,7 +416,7 @@ void OpenAIApi::health(std::shared_ptr<HttpExchange> exchange) {
     const auto listed = [](const std::vector<WorkerInfo>& workers) {
       ordered_json out = ordered_json::array();
       for (const auto& w : workers)
-        out.push_back({{"device", w.device}, {"layers", std::to_string(w.first_layer) + "-" + std::to_string(w.end_layer)}});
+        out.push_back({{"device", w.device}, {"layers", layers_text(LayerRange{w.first_layer, w.end_layer})}});
       return out;
     };
     ordered_json body = {{"status", h->healthy ? "ok" : "unhealthy"}};
