@@ -337,6 +337,12 @@ void resume_request(batcher_pointer self, uint64_t id) {
   }
 }
 
+// A session's word about its request, which may have ended meanwhile (then it is dropped).
+void for_request(batcher_pointer self, const std::string& request_id, void (*act)(batcher_pointer, uint64_t)) {
+  auto it = self->state.by_request.find(request_id);
+  if (it != self->state.by_request.end()) act(self, it->second);
+}
+
 void stop_request(batcher_pointer self, uint64_t id) {
   auto& l = *self->state.live.at(id);
   if (l.in_step)
@@ -646,18 +652,9 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
   });
   return {
       [self](register_atom, GenerationRequest& req, session_actor& session) { admit(self, req, session); },
-      [self](stop_atom, const std::string& request_id) {
-        auto it = self->state.by_request.find(request_id);
-        if (it != self->state.by_request.end()) stop_request(self, it->second);
-      },
-      [self](pause_atom, const std::string& request_id) {
-        auto it = self->state.by_request.find(request_id);
-        if (it != self->state.by_request.end()) pause_request(self, it->second);
-      },
-      [self](resume_atom, const std::string& request_id) {
-        auto it = self->state.by_request.find(request_id);
-        if (it != self->state.by_request.end()) resume_request(self, it->second);
-      },
+      [self](stop_atom, const std::string& request_id) { for_request(self, request_id, stop_request); },
+      [self](pause_atom, const std::string& request_id) { for_request(self, request_id, pause_request); },
+      [self](resume_atom, const std::string& request_id) { for_request(self, request_id, resume_request); },
       [self](step_atom) { run_step(self); },
       [self](recover_atom, uint64_t n) { recovery_deadline(self, n); },
       [self](health_atom) { return health(self->state); },
