@@ -417,8 +417,8 @@ void update_health(batcher_pointer self) {
     if (st.recovering) {
       st.recovering = false;
       ++st.stats.recoveries;
-      st.stats.recovery_pause_us += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - st.lost_at).count());
+      st.stats.recovery_pause_ns += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - st.lost_at).count());
     }
     queue_step(self);
   }

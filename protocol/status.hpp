@@ -32,7 +32,9 @@ struct BatcherStats {
   uint64_t prefix_hit_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t recoveries = 0;               // stage losses the requests in flight came through
-  uint64_t recovery_pause_us = 0;        // their pauses, loss to serving again, summed
+  // their pauses, loss to serving again, summed; in nanoseconds, since a standby that takes
+  // over a lone stage has the model serving again within a microsecond
+  uint64_t recovery_pause_ns = 0;
   std::vector<uint64_t> finished;        // requests ended, indexed by FinishReason
 };
 
@@ -45,7 +47,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatcherStats& x) {
   return f(caf::meta::type_name("batcher_stats"), x.running, x.waiting, x.paused, x.kv_blocks_total, x.kv_blocks_used,
            x.steps, x.prompt_tokens, x.generated_tokens, x.prefix_query_tokens, x.prefix_hit_tokens,
-           x.preemptions, x.recoveries, x.recovery_pause_us, x.finished);
+           x.preemptions, x.recoveries, x.recovery_pause_ns, x.finished);
 }
 
 }  // namespace orzo

@@ -196,7 +196,7 @@ std::string ServerMetrics::render(const BatcherStats& batcher) const {
                  labels_, batcher.recoveries);
   append_header(out, "orzo:recovery_pause_seconds_total", "Time from each such loss to serving again, summed.", "counter");
   append_sample(out, "orzo:recovery_pause_seconds_total", labels_,
-                format_float(static_cast<double>(batcher.recovery_pause_us) / 1e6));
+                format_float(static_cast<double>(batcher.recovery_pause_ns) / 1e9));
 
   std::lock_guard<std::mutex> lock(mutex_);
   append_header(out, "orzo:request_success_total", "Requests finished, by finish reason.", "counter");

@@ -126,7 +126,7 @@ BatcherStats some_stats() {
   s.prefix_hit_tokens = 256;
   s.preemptions = 2;
   s.recoveries = 3;
-  s.recovery_pause_us = 4'500'000;
+  s.recovery_pause_ns = 4'500'000'000;
   return s;
 }
 
