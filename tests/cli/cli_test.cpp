@@ -122,6 +122,11 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"frobnicate", "frobnicate"},
       {"serve -m '" + kStoriesGguf + "' --log-format xml", "--log-format"},
       {"serve -m '" + kStoriesGguf + "' --stats-interval -1", "--stats-interval"},
+      {"serve -m '" + kStoriesGguf + "' --recovery-timeout -1", "--recovery-timeout"},
+      {"serve -m '" + kStoriesGguf + "' --recovery-timeout soon", "--recovery-timeout"},
+      {"serve -m '" + kStoriesGguf + "' --stream-buffer 10", "--stream-buffer"},
+      {"serve -m '" + kStoriesGguf + "' --stream-buffer lots", "--stream-buffer"},
+      {"serve -m '" + kStoriesGguf + "' --stalled-client-timeout 0", "--stalled-client-timeout"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }
