@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -25,8 +26,9 @@ struct Live {
   GenerationRequest request;
   session_actor session;
   Sequence seq;
-  bool sampler_started = false;  // the sampling worker knows this sequence
-  bool in_step = false;          // part of the step in flight
+  size_t replica = 0;            // whose scheduler and KV pool hold it
+  bool sampler_started = false;  // the replica's sampling worker knows this sequence
+  bool in_step = false;          // part of its replica's step in flight
   bool cancelled = false;        // stopped while in the step: ends when the step returns
   bool paused = false;           // its reader fell behind: parked, once out of the step, until resumed
   int32_t scored = 1;            // the next prompt position to score, when sampling.prompt_logprobs asks
@@ -40,7 +42,7 @@ struct Standby {
   WorkerInfo info;
 };
 
-// One stage of the pipeline as the batcher sees it.
+// One stage of a pipeline as the batcher sees it.
 struct StageSlot {
   LayerRange layers;
   worker_actor worker;             // null while the stage waits for a worker to join
@@ -48,32 +50,43 @@ struct StageSlot {
   std::vector<Standby> standby;    // in the order they joined
 };
 
-struct BatcherState {
-  BatcherOptions options;
+// One whole-model pipeline with its own KV pool, scheduler and step in flight. Replicas step
+// independently; a request lives in one at a time.
+struct Replica {
   std::vector<StageSlot> stages;
   std::unique_ptr<BlockManager> blocks;
   std::unique_ptr<Scheduler> scheduler;
-  std::unordered_map<uint64_t, std::unique_ptr<Live>> live;  // by sequence id
-  std::unordered_map<std::string, uint64_t> by_request;      // request id -> sequence id
-  uint64_t next_seq = 1;
-  uint64_t next_step = 1;
-  bool step_queued = false;     // a step_atom is in the mailbox
+  bool step_queued = false;     // a step_atom for it is in the mailbox
   bool step_in_flight = false;
   uint64_t in_flight_step = 0;
+  std::chrono::steady_clock::time_point step_began;
+  bool watched = false;         // a watch_atom for it is on the clock
   StepPlan in_flight;
   std::vector<int32_t> in_flight_scores;  // per chunk of in_flight: its rows that score a prompt token
-  std::vector<uint64_t> released;  // sequences the sampling worker may forget
+  std::vector<uint64_t> released;  // sequences its sampling worker may forget
   std::string fault;               // what no joining worker can cure (a local stage's pool is short)
   std::string lost;                // why a stage was last lost, until every stage has a worker again
   int32_t pending_chains = 0;      // chain messages not yet acknowledged
   uint64_t pipeline_epoch = 0;     // bumped on every loss: older chain acknowledgements are stale
   bool healthy = false;
   std::string unhealthy_reason;
-  // From a stage's loss until every stage is served again (or recovery_timeout passes): the
-  // admitted requests wait, preempted, instead of failing.
+  // From a stage's loss until its requests are served again, here or in another replica (or
+  // recovery_timeout passes): they wait, preempted, instead of failing.
   bool recovering = false;
   uint64_t recovery = 0;  // numbers the recoveries, for their deadlines
   std::chrono::steady_clock::time_point lost_at;
+  uint64_t steps = 0;
+  uint64_t routed = 0;
+  uint64_t recoveries = 0;
+};
+
+struct BatcherState {
+  BatcherOptions options;
+  std::vector<Replica> replicas;
+  std::unordered_map<uint64_t, std::unique_ptr<Live>> live;  // by sequence id
+  std::unordered_map<std::string, uint64_t> by_request;      // request id -> sequence id
+  uint64_t next_seq = 1;
+  uint64_t next_step = 1;
   std::mt19937_64 seeds{std::random_device{}()};  // for requests that bring no seed
   BatcherStats stats;
   static inline const char* name = "orzo.batcher";
@@ -101,8 +114,9 @@ void finish(batcher_pointer self, uint64_t seq_id, FinishReason reason, ErrorCod
   auto it = st.live.find(seq_id);
   if (it == st.live.end()) return;
   Live& l = *it->second;
-  st.scheduler->remove(l.seq);
-  if (l.sampler_started) st.released.push_back(seq_id);
+  auto& rep = st.replicas[l.replica];
+  rep.scheduler->remove(l.seq);
+  if (l.sampler_started) rep.released.push_back(seq_id);
   if (l.session) self->send(l.session, finished(l, reason, error, std::move(message)));
   st.stats.finished[static_cast<size_t>(reason)]++;
   st.by_request.erase(l.request.id);
@@ -126,11 +140,11 @@ int64_t total_tokens(const GenerationRequest& req) {
   return static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
 }
 
-void queue_step(batcher_pointer self) {
-  auto& st = self->state;
-  if (st.step_queued || st.step_in_flight || !st.healthy) return;
-  st.step_queued = true;
-  self->send(self, step_atom::value);
+void queue_step(batcher_pointer self, size_t r) {
+  auto& rep = self->state.replicas[r];
+  if (rep.step_queued || rep.step_in_flight || !rep.healthy) return;
+  rep.step_queued = true;
+  self->send(self, step_atom::value, static_cast<int32_t>(r));
 }
 
 std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l, int32_t token) {
@@ -147,9 +161,12 @@ std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l,
   return std::nullopt;
 }
 
-void fail_all(batcher_pointer self, ErrorCode code, const std::string& message) {
+// Ends every request replica r holds (every request at all when r is none).
+void fail_all(batcher_pointer self, ErrorCode code, const std::string& message,
+              std::optional<size_t> r = std::nullopt) {
   std::vector<uint64_t> ids;
-  for (const auto& [id, l] : self->state.live) ids.push_back(id);
+  for (const auto& [id, l] : self->state.live)
+    if (!r || l->replica == *r) ids.push_back(id);
   for (auto id : ids) finish(self, id, FinishReason::error, code, message);
 }
 
@@ -172,19 +189,19 @@ void mark_scored(Live& l, int32_t scored) {
   l.seq.cacheable = scored >= l.seq.prompt_len ? std::numeric_limits<int32_t>::max() : scored - 1;
 }
 
-StepRequest build_step(BatcherState& st) {
+StepRequest build_step(BatcherState& st, Replica& rep) {
   StepRequest req;
   req.step = st.next_step++;
   auto& batch = req.batch;
-  st.in_flight_scores.clear();
-  for (const auto& chunk : st.in_flight.chunks) {
+  rep.in_flight_scores.clear();
+  for (const auto& chunk : rep.in_flight.chunks) {
     auto& l = *st.live.at(chunk.seq->id);
     l.in_step = true;
     const auto index = static_cast<int32_t>(batch.block_tables.size());
     batch.block_tables.push_back(chunk.seq->blocks.table);
     req.seq_ids.push_back(chunk.seq->id);
     const int32_t scores = score_rows(l, chunk);
-    st.in_flight_scores.push_back(scores);
+    rep.in_flight_scores.push_back(scores);
     batch.add_chunk_with_logits(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos,
                                 scores + (chunk.sample ? 1 : 0));
     if (!l.sampler_started) {
@@ -197,8 +214,8 @@ StepRequest build_step(BatcherState& st) {
                                           std::vector<int32_t>(prompt_end, tokens.end())});
     }
   }
-  req.released = std::move(st.released);
-  st.released.clear();
+  req.released = std::move(rep.released);
+  rep.released.clear();
   return req;
 }
 
@@ -213,13 +230,13 @@ void send_scores(batcher_pointer self, Live& l, const StepResult& result, size_t
   if (l.session) self->send(l.session, std::move(ev));
 }
 
-void deliver(batcher_pointer self, const StepResult& result) {
+void deliver(batcher_pointer self, Replica& rep, const StepResult& result) {
   auto& st = self->state;
-  st.scheduler->complete(st.in_flight);
+  rep.scheduler->complete(rep.in_flight);
   size_t next = 0;  // the first result of the chunk at hand
-  for (size_t c = 0; c < st.in_flight.chunks.size(); ++c) {
-    const auto& chunk = st.in_flight.chunks[c];
-    const int32_t scores = st.in_flight_scores[c];
+  for (size_t c = 0; c < rep.in_flight.chunks.size(); ++c) {
+    const auto& chunk = rep.in_flight.chunks[c];
+    const int32_t scores = rep.in_flight_scores[c];
     const size_t first = next;
     next += static_cast<size_t>(scores) + (chunk.sample ? 1 : 0);
     const uint64_t id = chunk.seq->id;
@@ -251,24 +268,24 @@ void deliver(batcher_pointer self, const StepResult& result) {
     if (auto reason = finish_reason(st, l, s.token))
       finish(self, id, *reason);
     else if (l.paused)
-      st.scheduler->park(l.seq);
+      rep.scheduler->park(l.seq);
   }
 }
 
-size_t expected_results(const BatcherState& st) {
+size_t expected_results(const Replica& rep) {
   size_t n = 0;
-  for (size_t c = 0; c < st.in_flight.chunks.size(); ++c)
-    n += static_cast<size_t>(st.in_flight_scores[c]) + (st.in_flight.chunks[c].sample ? 1 : 0);
+  for (size_t c = 0; c < rep.in_flight.chunks.size(); ++c)
+    n += static_cast<size_t>(rep.in_flight_scores[c]) + (rep.in_flight.chunks[c].sample ? 1 : 0);
   return n;
 }
 
-void fail_step(batcher_pointer self, const caf::error& err) {
+void fail_step(batcher_pointer self, Replica& rep, const caf::error& err) {
   auto& st = self->state;
   const auto code = error_code_of(err);
   const std::string message = code == ErrorCode::step_failed ? error_message(err)
                                                              : "a worker did not answer: " + self->system().render(err);
   std::vector<uint64_t> ids;
-  for (const auto& chunk : st.in_flight.chunks) ids.push_back(chunk.seq->id);
+  for (const auto& chunk : rep.in_flight.chunks) ids.push_back(chunk.seq->id);
   for (auto id : ids) {
     auto it = st.live.find(id);
     if (it == st.live.end()) continue;
@@ -280,41 +297,74 @@ void fail_step(batcher_pointer self, const caf::error& err) {
   }
 }
 
-void run_step(batcher_pointer self) {
+// Arms the step watchdog of replica r for its step in flight, unless it is armed already.
+// Steps go out without a CAF request timeout: CAF 0.17 keeps every request's timeout on its
+// clock until it fires, a reply or not, so a 10-minute timeout per step held hundreds of
+// thousands of entries (about 600 bytes per request served, for ten minutes). One timer per
+// replica, re-armed for the step then in flight, bounds that.
+void watch_step(batcher_pointer self, size_t r) {
+  auto& rep = self->state.replicas[r];
+  if (rep.watched || !rep.step_in_flight) return;
+  rep.watched = true;
+  const auto due = rep.step_began + self->state.options.step_timeout - std::chrono::steady_clock::now();
+  self->delayed_send(self, std::max(due, std::chrono::steady_clock::duration::zero()), watch_atom::value,
+                     static_cast<int32_t>(r), rep.in_flight_step);
+}
+
+// The watchdog of replica r, armed for step `step`: a step in flight for step_timeout fails
+// its requests with worker_lost, as an unanswered request would.
+void on_watch(batcher_pointer self, size_t r, uint64_t step) {
+  if (r >= self->state.replicas.size()) return;
+  auto& rep = self->state.replicas[r];
+  rep.watched = false;
+  if (!rep.step_in_flight) return;
+  if (rep.in_flight_step != step || std::chrono::steady_clock::now() - rep.step_began < self->state.options.step_timeout)
+    return watch_step(self, r);
+  rep.step_in_flight = false;
+  fail_step(self, rep, caf::make_error(caf::sec::request_timeout));
+  queue_step(self, r);
+}
+
+void run_step(batcher_pointer self, size_t r) {
   auto& st = self->state;
-  st.step_queued = false;
-  if (st.step_in_flight || !st.healthy) return;
-  st.in_flight = st.scheduler->schedule();
-  st.stats.preemptions += st.in_flight.preempted.size();
-  if (st.in_flight.empty()) return;
-  st.step_in_flight = true;
+  if (r >= st.replicas.size()) return;
+  auto& rep = st.replicas[r];
+  rep.step_queued = false;
+  if (rep.step_in_flight || !rep.healthy) return;
+  rep.in_flight = rep.scheduler->schedule();
+  st.stats.preemptions += rep.in_flight.preempted.size();
+  if (rep.in_flight.empty()) return;
+  rep.step_in_flight = true;
+  rep.step_began = std::chrono::steady_clock::now();
   ++st.stats.steps;
-  auto req = build_step(st);
-  st.in_flight_step = req.step;
-  self->request(st.stages.front().worker, st.options.step_timeout, std::move(req))
+  ++rep.steps;
+  auto req = build_step(st, rep);
+  rep.in_flight_step = req.step;
+  watch_step(self, r);
+  self->request(rep.stages.front().worker, caf::infinite, std::move(req))
       .then(
-          [self](StepResult& result) {
-            auto& s = self->state;
-            if (!s.step_in_flight || result.step != s.in_flight_step) return;
-            s.step_in_flight = false;
-            if (result.samples.size() != expected_results(s))
-              fail_step(self, make_orzo_error(ErrorCode::step_failed,
-                                              "the last worker answered " + std::to_string(result.samples.size()) +
-                                                  " logit rows of " + std::to_string(expected_results(s))));
+          [self, r](StepResult& result) {
+            auto& rp = self->state.replicas[r];
+            if (!rp.step_in_flight || result.step != rp.in_flight_step) return;
+            rp.step_in_flight = false;
+            if (result.samples.size() != expected_results(rp))
+              fail_step(self, rp, make_orzo_error(ErrorCode::step_failed,
+                                                  "the last worker answered " + std::to_string(result.samples.size()) +
+                                                      " logit rows of " + std::to_string(expected_results(rp))));
             else
-              deliver(self, result);
-            if (s.options.check_invariants) s.blocks->check(s.scheduler->live_blocks());
-            queue_step(self);
+              deliver(self, rp, result);
+            if (self->state.options.check_invariants) rp.blocks->check(rp.scheduler->live_blocks());
+            queue_step(self, r);
           },
-          [self, step = st.in_flight_step](caf::error& err) {
-            auto& s = self->state;
-            if (!s.step_in_flight || s.in_flight_step != step) return;
+          [self, r, step = rep.in_flight_step](caf::error& err) {
+            auto& rp = self->state.replicas[r];
+            if (!rp.step_in_flight || rp.in_flight_step != step) return;
             // A stage died under the step; its down message, which follows, is where the
             // batcher deals with a loss (lose_stage: recovery, or worker_lost).
             if (err == caf::sec::request_receiver_down) return;
-            s.step_in_flight = false;
-            fail_step(self, err);
-            queue_step(self);
+            rp.step_in_flight = false;
+            fail_step(self, rp, err);
+            queue_step(self, r);
           });
 }
 
@@ -324,7 +374,7 @@ void pause_request(batcher_pointer self, uint64_t id) {
   auto& st = self->state;
   Live& l = *st.live.at(id);
   l.paused = true;
-  if (!l.in_step) st.scheduler->park(l.seq);
+  if (!l.in_step) st.replicas[l.replica].scheduler->park(l.seq);
 }
 
 void resume_request(batcher_pointer self, uint64_t id) {
@@ -332,8 +382,8 @@ void resume_request(batcher_pointer self, uint64_t id) {
   Live& l = *st.live.at(id);
   l.paused = false;
   if (l.seq.state == Sequence::State::parked) {
-    st.scheduler->unpark(l.seq);
-    queue_step(self);
+    st.replicas[l.replica].scheduler->unpark(l.seq);
+    queue_step(self, l.replica);
   }
 }
 
@@ -351,10 +401,60 @@ void stop_request(batcher_pointer self, uint64_t id) {
     finish(self, id, FinishReason::cancelled);
 }
 
+// ---- Routing: which replica a request goes to ----
+
+// What replica r could give a sequence of these tokens, in blocks: those free, less those its
+// waiting requests will take, plus the blocks of the sequence's prefix it has cached (they
+// need no recompute and no new block).
+int64_t room_for(const Replica& rep, const std::vector<int32_t>& tokens) {
+  const int64_t block = rep.blocks->block_size();
+  int64_t waiting = 0;
+  for (const Sequence* seq : rep.scheduler->waiting()) waiting += (seq->num_tokens() + block - 1) / block;
+  const int64_t cached = rep.blocks->prefix_caching()
+                             ? rep.blocks->cached_prefix_tokens(tokens.data(), static_cast<int32_t>(tokens.size())) / block
+                             : 0;
+  return rep.blocks->num_free() - waiting + cached;
+}
+
+// The replica for a sequence: among those serving, the one with the most room for it (fewer
+// requests on a tie); when none serves, one recovering, where it waits for its stage; none
+// when no replica can take it. When the requests of a lost replica (`except`) move, `promised`
+// holds the blocks each replica was given already.
+std::optional<size_t> route(const BatcherState& st, const std::vector<int32_t>& tokens,
+                            std::optional<size_t> except = std::nullopt, const std::vector<int64_t>* promised = nullptr) {
+  std::optional<size_t> best;
+  int64_t best_room = 0;
+  std::vector<size_t> holds(st.replicas.size(), 0);
+  for (const auto& [id, l] : st.live) holds[l->replica]++;
+  for (size_t r = 0; r < st.replicas.size(); ++r) {
+    const auto& rep = st.replicas[r];
+    if (!rep.healthy || r == except) continue;
+    const int64_t room = room_for(rep, tokens) - (promised ? (*promised)[r] : 0);
+    if (!best || room > best_room || (room == best_room && holds[r] < holds[*best])) {
+      best = r;
+      best_room = room;
+    }
+  }
+  if (best || except) return best;
+  for (size_t r = 0; r < st.replicas.size(); ++r)
+    if (st.replicas[r].recovering) return r;
+  return std::nullopt;
+}
+
+// Why no replica serves, for a request refused and for /health.
+std::string unhealthy_reason(const BatcherState& st) {
+  if (st.replicas.size() == 1) return st.replicas.front().unhealthy_reason;
+  std::string why;
+  for (size_t r = 0; r < st.replicas.size(); ++r)
+    why += (why.empty() ? "" : "; ") + ("replica " + std::to_string(r) + ": ") + st.replicas[r].unhealthy_reason;
+  return why;
+}
+
 void admit(batcher_pointer self, GenerationRequest& req, session_actor& session) {
   auto& st = self->state;
-  if (!st.healthy && !st.recovering)
-    return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + st.unhealthy_reason);
+  const auto r = route(st, req.prompt);
+  if (!r) return refuse(self, req, session, ErrorCode::unavailable, "the model is unhealthy: " + unhealthy_reason(st));
+  auto& rep = st.replicas[*r];
   if (auto problem = check_request(req, RequestBounds{st.options.max_model_len, st.options.vocab_size}))
     return refuse(self, req, session, ErrorCode::invalid_request, std::move(problem->message));
   if (st.by_request.count(req.id)) return refuse(self, req, session, ErrorCode::invalid_request, "duplicate request id " + req.id);
@@ -370,17 +470,19 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   l->seq.prompt_len = static_cast<int32_t>(req.prompt.size());
   l->seq.tokens = req.prompt;
   l->seq.priority = req.priority;
+  l->replica = *r;
   if (req.sampling.prompt_logprobs >= 0) mark_scored(*l, 1);
   // A sequence that outgrew the whole pool could never finish, and would hold up every
   // admission behind it.
-  if (!st.scheduler->fits(l->seq) || total_tokens(req) > st.scheduler->capacity_tokens())
+  if (!rep.scheduler->fits(l->seq) || total_tokens(req) > rep.scheduler->capacity_tokens())
     return refuse(self, req, session, ErrorCode::invalid_request,
                   "prompt + max_tokens = " + std::to_string(total_tokens(req)) + " tokens exceed the KV cache's " +
-                      std::to_string(st.scheduler->capacity_tokens()));
-  if (!st.scheduler->add(l->seq))
+                      std::to_string(rep.scheduler->capacity_tokens()));
+  if (!rep.scheduler->add(l->seq))
     return refuse(self, req, session, ErrorCode::overloaded,
                   "the waiting queue is full (" + std::to_string(st.options.scheduler.max_waiting) + " requests)");
   st.stats.prompt_tokens += req.prompt.size();
+  ++rep.routed;
   l->session = std::move(session);
   req.prompt = {};  // the sequence holds the tokens from here on
   l->request = std::move(req);
@@ -388,65 +490,106 @@ void admit(batcher_pointer self, GenerationRequest& req, session_actor& session)
   const auto id = l->seq.id;
   st.by_request.emplace(l->request.id, id);
   st.live.emplace(id, std::move(l));
-  queue_step(self);
+  queue_step(self, *r);
 }
 
-// ---- The pipeline: stages that describe themselves, join, get chained and are lost ----
+// ---- The pipelines: stages that describe themselves, join, get chained and are lost ----
+
+// Replica r's recovery is over: its requests are served again, here or in another replica.
+void end_recovery(BatcherState& st, Replica& rep) {
+  if (!rep.recovering) return;
+  rep.recovering = false;
+  ++rep.recoveries;
+  ++st.stats.recoveries;
+  st.stats.recovery_pause_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - rep.lost_at).count());
+}
+
+// Replica `from` lost a stage and waits for it: its requests, all preempted (or parked), go on
+// in the replicas that serve, each where route() finds it the most room, ahead of the requests
+// waiting there. Nothing moves while no other replica serves.
+void move_requests(batcher_pointer self, size_t from) {
+  auto& st = self->state;
+  auto& source = st.replicas[from];
+  if (std::none_of(st.replicas.begin(), st.replicas.end(), [](const Replica& rep) { return rep.healthy; })) return;
+  std::vector<Sequence*> queued(source.scheduler->waiting().begin(), source.scheduler->waiting().end());
+  std::vector<Sequence*> parked;
+  for (const auto& [id, l] : st.live)
+    if (l->replica == from && l->seq.state == Sequence::State::parked) parked.push_back(&l->seq);
+  std::vector<int64_t> promised(st.replicas.size(), 0);
+  std::map<size_t, std::vector<Sequence*>> adopted;  // by replica
+  for (auto* list : {&queued, &parked})
+    for (Sequence* seq : *list) {
+      const size_t to = *route(st, seq->tokens, from, &promised);
+      promised[to] += (seq->num_tokens() + source.blocks->block_size() - 1) / source.blocks->block_size();
+      source.scheduler->hand_off(*seq);
+      st.live.at(seq->id)->replica = to;
+      ++st.replicas[to].routed;
+      ++st.stats.moved;
+      if (list == &queued) adopted[to].push_back(seq);
+    }
+  for (auto& [to, seqs] : adopted) {
+    st.replicas[to].scheduler->adopt(seqs);
+    queue_step(self, to);
+  }
+  end_recovery(st, source);
+}
 
 // Healthy when nothing is broken for good, every stage has a worker and every chain is
 // acknowledged; the reason says what is missing otherwise.
-void update_health(batcher_pointer self) {
+void update_health(batcher_pointer self, size_t r) {
   auto& st = self->state;
-  std::string why = st.fault;
+  auto& rep = st.replicas[r];
+  std::string why = rep.fault;
   if (why.empty()) {
     std::string missing;
-    for (const auto& stage : st.stages)
+    for (const auto& stage : rep.stages)
       if (!stage.worker) missing += (missing.empty() ? "" : ", ") + layers_text(stage.layers);
     if (!missing.empty())
-      why = (st.lost.empty() ? "" : st.lost + "; ") + "waiting for a worker for layers " + missing;
-    else if (st.pending_chains > 0)
+      why = (rep.lost.empty() ? "" : rep.lost + "; ") + "waiting for a worker for layers " + missing;
+    else if (rep.pending_chains > 0)
       why = "chaining the pipeline";
   }
-  const bool was = st.healthy;
-  st.healthy = why.empty();
-  st.unhealthy_reason = std::move(why);
-  // A standby that took over a lone stage leaves the model healthy throughout: its requests,
+  const bool was = rep.healthy;
+  rep.healthy = why.empty();
+  rep.unhealthy_reason = std::move(why);
+  // A standby that took over a lone stage leaves the replica healthy throughout: its requests,
   // preempted by the loss, still need a step.
-  if (st.healthy && (!was || st.recovering)) {
-    st.lost.clear();
-    if (st.recovering) {
-      st.recovering = false;
-      ++st.stats.recoveries;
-      st.stats.recovery_pause_ns += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - st.lost_at).count());
-    }
-    queue_step(self);
+  if (rep.healthy && (!was || rep.recovering)) {
+    rep.lost.clear();
+    end_recovery(st, rep);
+    queue_step(self, r);
+    // The requests of replicas still waiting for a stage can go on here.
+    for (size_t q = 0; q < st.replicas.size(); ++q)
+      if (st.replicas[q].recovering && !st.replicas[q].healthy) move_requests(self, q);
   }
 }
 
-// Nothing can advance without the whole pipeline: every admitted request ends now rather
-// than waiting for a worker that may never come back.
-void stop_serving(batcher_pointer self, const std::string& why) {
-  self->state.step_in_flight = false;
-  fail_all(self, ErrorCode::worker_lost, why);
+// Nothing can advance in replica r without its whole pipeline: every request it holds ends
+// now rather than waiting for a worker that may never come back.
+void stop_serving(batcher_pointer self, size_t r, const std::string& why) {
+  self->state.replicas[r].step_in_flight = false;
+  fail_all(self, ErrorCode::worker_lost, why, r);
 }
 
-void set_fault(batcher_pointer self, std::string why) {
-  self->state.fault = std::move(why);
-  stop_serving(self, self->state.fault);
-  update_health(self);
+void set_fault(batcher_pointer self, size_t r, std::string why) {
+  auto& rep = self->state.replicas[r];
+  rep.fault = std::move(why);
+  stop_serving(self, r, rep.fault);
+  update_health(self, r);
 }
 
-void chain(batcher_pointer self, size_t i);
+void chain(batcher_pointer self, size_t r, size_t i);
 
-// The step in flight will never be answered (or its answer is stale): its sequences leave it,
-// those stopped meanwhile end now.
-void abandon_step(batcher_pointer self) {
+// Replica r's step in flight will never be answered (or its answer is stale): its sequences
+// leave it, those stopped meanwhile end now.
+void abandon_step(batcher_pointer self, size_t r) {
   auto& st = self->state;
-  if (!st.step_in_flight) return;
-  st.step_in_flight = false;
+  auto& rep = st.replicas[r];
+  if (!rep.step_in_flight) return;
+  rep.step_in_flight = false;
   std::vector<uint64_t> cancelled;
-  for (const auto& chunk : st.in_flight.chunks) {
+  for (const auto& chunk : rep.in_flight.chunks) {
     auto it = st.live.find(chunk.seq->id);
     if (it == st.live.end()) continue;
     Live& l = *it->second;
@@ -454,83 +597,93 @@ void abandon_step(batcher_pointer self) {
     if (l.cancelled)
       cancelled.push_back(chunk.seq->id);
     else if (l.paused)
-      st.scheduler->park(l.seq);
+      rep.scheduler->park(l.seq);
   }
   for (auto id : cancelled) finish(self, id, FinishReason::cancelled);
 }
 
-// Stage i's worker is gone (dead, unreachable, hung past the middleman's connection
-// timeout), and the KV of every stage is of no use without it. Every admitted request is
-// preempted, its tokens kept, to be recomputed once each stage has a worker again: a standby
-// takes over at once, else one that joins within recovery_timeout; after that they fail
-// with worker_lost. The sampling worker hears of each sequence again, with what it drew, so
-// its draws go on where they stood. The prefix cache, which points at the lost KV, is
-// forgotten, which the preemptions make possible (they release every block).
-void lose_stage(batcher_pointer self, size_t i, const std::string& why) {
+// Stage i of replica r lost its worker (dead, unreachable, hung past the middleman's
+// connection timeout), and the KV of the replica's every stage is of no use without it. Every
+// request the replica holds is preempted, its tokens kept, to be recomputed: here once a
+// standby takes over (at once) or a worker joins, or in another replica that serves; after
+// recovery_timeout they fail with worker_lost. The sampling worker hears of each sequence
+// again, with what it drew, so its draws go on where they stood. The prefix cache, which
+// points at the lost KV, is forgotten, which the preemptions make possible (they release every
+// block).
+void lose_stage(batcher_pointer self, size_t r, size_t i, const std::string& why) {
   auto& st = self->state;
-  auto& stage = st.stages[i];
+  auto& rep = st.replicas[r];
+  auto& stage = rep.stages[i];
   stage.worker = nullptr;
   stage.info.reset();
-  st.lost = "the worker for layers " + layers_text(stage.layers) + " was lost: " + why;
-  ++st.pipeline_epoch;
-  st.pending_chains = 0;
+  rep.lost = (st.replicas.size() > 1 ? "replica " + std::to_string(r) + ": " : std::string()) + "the worker for layers " +
+             layers_text(stage.layers) + " was lost: " + why;
+  ++rep.pipeline_epoch;
+  rep.pending_chains = 0;
   if (st.options.recovery_timeout.count() <= 0) {
-    stop_serving(self, st.lost);
+    stop_serving(self, r, rep.lost);
   } else {
-    abandon_step(self);
-    st.scheduler->preempt_all();
+    abandon_step(self, r);
+    rep.scheduler->preempt_all();
     // Released before they start again (a worker handles a step's releases first), so that a
     // surviving sampling worker forgets even those that end before they run again.
     for (auto& [id, l] : st.live)
-      if (std::exchange(l->sampler_started, false)) st.released.push_back(id);
-    if (!st.recovering) {
-      st.recovering = true;
-      st.lost_at = std::chrono::steady_clock::now();
-      self->delayed_send(self, st.options.recovery_timeout, recover_atom::value, ++st.recovery);
+      if (l->replica == r && std::exchange(l->sampler_started, false)) rep.released.push_back(id);
+    if (!rep.recovering) {
+      rep.recovering = true;
+      rep.lost_at = std::chrono::steady_clock::now();
+      self->delayed_send(self, st.options.recovery_timeout, recover_atom::value, static_cast<int32_t>(r), ++rep.recovery);
     }
   }
-  st.blocks->forget_cached();
+  rep.blocks->forget_cached();
   if (!stage.standby.empty()) {
     stage.worker = std::move(stage.standby.front().worker);
     stage.info = std::move(stage.standby.front().info);
     stage.standby.erase(stage.standby.begin());
   }
   // Every chain is renewed: the epoch made the acknowledgements still pending stale.
-  for (size_t s = 0; s + 1 < st.stages.size(); ++s) chain(self, s);
-  update_health(self);
+  for (size_t s = 0; s + 1 < rep.stages.size(); ++s) chain(self, r, s);
+  update_health(self, r);
+  if (rep.recovering && !rep.healthy) move_requests(self, r);
 }
 
-// recovery_timeout after the loss that began recovery `n`: still not served, its requests fail.
-void recovery_deadline(batcher_pointer self, uint64_t n) {
+// recovery_timeout after the loss that began replica r's recovery `n`: still not served, its
+// requests fail.
+void recovery_deadline(batcher_pointer self, size_t r, uint64_t n) {
   auto& st = self->state;
-  if (!st.recovering || n != st.recovery) return;
-  st.recovering = false;
+  if (r >= st.replicas.size()) return;
+  auto& rep = st.replicas[r];
+  if (!rep.recovering || n != rep.recovery) return;
+  rep.recovering = false;
   fail_all(self, ErrorCode::worker_lost,
-           st.lost + "; no worker took over within " +
+           rep.lost + "; no worker took over within " +
                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(st.options.recovery_timeout).count()) +
-               " ms");
+               " ms",
+           r);
 }
 
-// Tells stage i's worker to delegate steps to stage i + 1's, when both have one.
-void chain(batcher_pointer self, size_t i) {
-  auto& st = self->state;
-  if (i + 1 >= st.stages.size() || !st.stages[i].worker || !st.stages[i + 1].worker) return;
-  ++st.pending_chains;
-  self->request(st.stages[i].worker, std::chrono::seconds(30), chain_atom::value,
-                caf::actor_cast<caf::actor>(st.stages[i + 1].worker))
+// Tells stage i's worker of replica r to delegate steps to stage i + 1's, when both have one.
+void chain(batcher_pointer self, size_t r, size_t i) {
+  auto& rep = self->state.replicas[r];
+  if (i + 1 >= rep.stages.size() || !rep.stages[i].worker || !rep.stages[i + 1].worker) return;
+  ++rep.pending_chains;
+  self->request(rep.stages[i].worker, std::chrono::seconds(30), chain_atom::value,
+                caf::actor_cast<caf::actor>(rep.stages[i + 1].worker))
       .then(
-          [self, epoch = st.pipeline_epoch](caf::ok_atom) {
-            auto& s = self->state;
-            if (epoch != s.pipeline_epoch) return;
-            --s.pending_chains;
-            update_health(self);
+          [self, r, epoch = rep.pipeline_epoch](caf::ok_atom) {
+            auto& rp = self->state.replicas[r];
+            if (epoch != rp.pipeline_epoch) return;
+            --rp.pending_chains;
+            update_health(self, r);
           },
-          [self, i, epoch = st.pipeline_epoch](caf::error& err) {
-            if (epoch != self->state.pipeline_epoch) return;
-            lose_stage(self, i, "it did not take its next stage: " + self->system().render(err));
+          [self, r, i, epoch = rep.pipeline_epoch](caf::error& err) {
+            if (epoch != self->state.replicas[r].pipeline_epoch) return;
+            lose_stage(self, r, i, "it did not take its next stage: " + self->system().render(err));
           });
 }
 
+// A worker that joins for a layer range serves the first replica whose stage of that range has
+// no worker; when every one has, it stands by for the stage with the fewest standbys.
 caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, WorkerInfo& info) {
   auto& st = self->state;
   const LayerRange layers{info.first_layer, info.end_layer};
@@ -538,32 +691,42 @@ caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, Worke
     return make_orzo_error(ErrorCode::invalid_request, "cannot join for layers " + layers_text(layers) + ": " + why);
   };
   if (!worker) return refuse_join("the join names no worker");
-  auto it = std::find_if(st.stages.begin(), st.stages.end(), [&](const StageSlot& s) {
-    return s.layers.begin == layers.begin && s.layers.end == layers.end;
-  });
-  if (it == st.stages.end()) {
+  const auto serves = [&](const worker_actor& w) { return w && w.address() == worker.address(); };
+  struct Slot {
+    size_t replica, stage;
+  };
+  std::optional<Slot> vacant, standby;
+  for (size_t r = 0; r < st.replicas.size(); ++r) {
+    const auto& stages = st.replicas[r].stages;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const auto& s = stages[i];
+      if (serves(s.worker) || std::any_of(s.standby.begin(), s.standby.end(), [&](const Standby& b) { return serves(b.worker); }))
+        return refuse_join("this worker has joined already");
+      if (s.layers.begin != layers.begin || s.layers.end != layers.end) continue;
+      if (!s.worker && !vacant) vacant = Slot{r, i};
+      if (s.worker && (!standby || s.standby.size() < st.replicas[standby->replica].stages[standby->stage].standby.size()))
+        standby = Slot{r, i};
+    }
+  }
+  if (!vacant && !standby) {
     std::string ranges;
-    for (const auto& s : st.stages) ranges += (ranges.empty() ? "" : ", ") + layers_text(s.layers);
+    for (const auto& s : st.replicas.front().stages) ranges += (ranges.empty() ? "" : ", ") + layers_text(s.layers);
     return refuse_join("the pipeline has no such stage (its stages are " + ranges + ")");
   }
   if (info.kv_blocks < st.options.kv_blocks)
     return refuse_join("its KV pool holds " + std::to_string(info.kv_blocks) + " blocks, the batcher plans with " +
                        std::to_string(st.options.kv_blocks));
-  const auto serves = [&](const worker_actor& w) { return w && w.address() == worker.address(); };
-  if (serves(it->worker) || std::any_of(it->standby.begin(), it->standby.end(), [&](const Standby& s) { return serves(s.worker); }))
-    return refuse_join("this worker has joined already");
-  if (it->worker) {
-    self->monitor(worker);
-    it->standby.push_back(Standby{worker, std::move(info)});
+  self->monitor(worker);
+  if (!vacant) {
+    st.replicas[standby->replica].stages[standby->stage].standby.push_back(Standby{worker, std::move(info)});
     return caf::ok_atom::value;
   }
-  const auto i = static_cast<size_t>(it - st.stages.begin());
-  it->worker = worker;
-  it->info = std::move(info);
-  self->monitor(worker);
-  if (i > 0) chain(self, i - 1);
-  chain(self, i);
-  update_health(self);
+  auto& slot = st.replicas[vacant->replica].stages[vacant->stage];
+  slot.worker = worker;
+  slot.info = std::move(info);
+  if (vacant->stage > 0) chain(self, vacant->replica, vacant->stage - 1);
+  chain(self, vacant->replica, vacant->stage);
+  update_health(self, vacant->replica);
   return caf::ok_atom::value;
 }
 
@@ -571,51 +734,93 @@ caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, Worke
 // batcher plans with would corrupt KV, which no join can cure.
 void describe_stages(batcher_pointer self) {
   auto& st = self->state;
-  if (st.stages.empty()) return set_fault(self, "no workers");
-  for (size_t i = 0; i < st.stages.size(); ++i) {
-    const auto worker = st.stages[i].worker;
-    if (!worker) continue;
-    self->monitor(worker);
-    self->request(worker, std::chrono::seconds(30), describe_atom::value)
-        .then(
-            [self, i, worker](WorkerInfo& info) {
-              auto& s = self->state;
-              if (s.stages[i].worker != worker) return;
-              if (info.kv_blocks < s.options.kv_blocks)
-                set_fault(self, info.device + " holds " + std::to_string(info.kv_blocks) +
-                                    " KV blocks, the batcher plans with " + std::to_string(s.options.kv_blocks));
-              s.stages[i].info = std::move(info);
-            },
-            [self](caf::error& err) { set_fault(self, "a worker did not describe itself: " + self->system().render(err)); });
+  for (size_t r = 0; r < st.replicas.size(); ++r) {
+    auto& stages = st.replicas[r].stages;
+    if (stages.empty()) {
+      set_fault(self, r, "no workers");
+      continue;
+    }
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const auto worker = stages[i].worker;
+      if (!worker) continue;
+      self->monitor(worker);
+      self->request(worker, std::chrono::seconds(30), describe_atom::value)
+          .then(
+              [self, r, i, worker](WorkerInfo& info) {
+                auto& rp = self->state.replicas[r];
+                if (rp.stages[i].worker != worker) return;
+                if (info.kv_blocks < self->state.options.kv_blocks)
+                  set_fault(self, r, info.device + " holds " + std::to_string(info.kv_blocks) +
+                                         " KV blocks, the batcher plans with " + std::to_string(self->state.options.kv_blocks));
+                rp.stages[i].info = std::move(info);
+              },
+              [self, r](caf::error& err) { set_fault(self, r, "a worker did not describe itself: " + self->system().render(err)); });
+    }
+    update_health(self, r);
   }
-  update_health(self);
 }
 
 // True when the down message was a stage's worker, serving or standing by.
 bool on_stage_down(batcher_pointer self, const caf::down_msg& dm) {
-  auto& stages = self->state.stages;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    if (stages[i].worker && stages[i].worker.address() == dm.source) {
-      lose_stage(self, i, self->system().render(dm.reason));
-      return true;
-    }
-    auto& standby = stages[i].standby;
-    auto it = std::find_if(standby.begin(), standby.end(), [&](const Standby& s) { return s.worker.address() == dm.source; });
-    if (it != standby.end()) {
-      standby.erase(it);
-      return true;
+  auto& replicas = self->state.replicas;
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    auto& stages = replicas[r].stages;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (stages[i].worker && stages[i].worker.address() == dm.source) {
+        lose_stage(self, r, i, self->system().render(dm.reason));
+        return true;
+      }
+      auto& standby = stages[i].standby;
+      auto it = std::find_if(standby.begin(), standby.end(), [&](const Standby& s) { return s.worker.address() == dm.source; });
+      if (it != standby.end()) {
+        standby.erase(it);
+        return true;
+      }
     }
   }
   return false;
 }
 
 ModelHealth health(const BatcherState& st) {
-  ModelHealth h{st.healthy, st.unhealthy_reason, {}, {}};
-  for (const auto& stage : st.stages) {
-    if (stage.info) h.workers.push_back(*stage.info);
-    for (const auto& s : stage.standby) h.standby.push_back(s.info);
+  ModelHealth h;
+  for (const auto& rep : st.replicas) {
+    ReplicaHealth rh{rep.healthy, rep.unhealthy_reason, {}, {}};
+    for (const auto& stage : rep.stages) {
+      if (stage.info) rh.workers.push_back(*stage.info);
+      for (const auto& s : stage.standby) rh.standby.push_back(s.info);
+    }
+    h.healthy = h.healthy || rep.healthy;
+    h.replicas.push_back(std::move(rh));
   }
+  if (!h.healthy) h.detail = unhealthy_reason(st);
   return h;
+}
+
+BatcherStats stats(BatcherState& st) {
+  auto s = st.stats;
+  s.running = s.waiting = s.kv_blocks_total = s.kv_blocks_used = 0;
+  s.prefix_query_tokens = s.prefix_hit_tokens = 0;
+  for (const auto& rep : st.replicas) {
+    ReplicaStats rs;
+    rs.healthy = rep.healthy;
+    rs.running = static_cast<int32_t>(rep.scheduler->num_running());
+    rs.waiting = static_cast<int32_t>(rep.scheduler->num_waiting());
+    rs.kv_blocks_total = rep.blocks->num_blocks();
+    rs.kv_blocks_used = rep.blocks->num_used();
+    rs.steps = rep.steps;
+    rs.routed = rep.routed;
+    rs.recoveries = rep.recoveries;
+    s.running += rs.running;
+    s.waiting += rs.waiting;
+    s.kv_blocks_total += rs.kv_blocks_total;
+    s.kv_blocks_used += rs.kv_blocks_used;
+    s.prefix_query_tokens += rep.blocks->stats().prefix_query_tokens;
+    s.prefix_hit_tokens += rep.blocks->stats().prefix_hit_tokens;
+    s.replicas.push_back(rs);
+  }
+  s.paused = static_cast<int32_t>(
+      std::count_if(st.live.begin(), st.live.end(), [](const auto& entry) { return entry.second->paused; }));
+  return s;
 }
 
 StageTerms terms(const BatcherState& st) {
@@ -637,12 +842,16 @@ void on_down(batcher_pointer self, const caf::down_msg& dm) {
   }
 }
 
-batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<PipelineStage> stages) {
+batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions options, std::vector<Pipeline> pipelines) {
   auto& st = self->state;
   st.options = std::move(options);
-  for (auto& stage : stages) st.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt, {}});
-  st.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
-  st.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *st.blocks);
+  st.replicas.resize(pipelines.size());
+  for (size_t r = 0; r < pipelines.size(); ++r) {
+    auto& rep = st.replicas[r];
+    for (auto& stage : pipelines[r]) rep.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt, {}});
+    rep.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
+    rep.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *rep.blocks);
+  }
   st.stats.finished.assign(static_cast<size_t>(FinishReason::error) + 1, 0);
   describe_stages(self);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
@@ -655,21 +864,11 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
       [self](stop_atom, const std::string& request_id) { for_request(self, request_id, stop_request); },
       [self](pause_atom, const std::string& request_id) { for_request(self, request_id, pause_request); },
       [self](resume_atom, const std::string& request_id) { for_request(self, request_id, resume_request); },
-      [self](step_atom) { run_step(self); },
-      [self](recover_atom, uint64_t n) { recovery_deadline(self, n); },
+      [self](step_atom, int32_t r) { run_step(self, static_cast<size_t>(r)); },
+      [self](recover_atom, int32_t r, uint64_t n) { recovery_deadline(self, static_cast<size_t>(r), n); },
+      [self](watch_atom, int32_t r, uint64_t step) { on_watch(self, static_cast<size_t>(r), step); },
       [self](health_atom) { return health(self->state); },
-      [self](stats_atom) {
-        auto& s = self->state;
-        s.stats.running = static_cast<int32_t>(s.scheduler->num_running());
-        s.stats.waiting = static_cast<int32_t>(s.scheduler->num_waiting());
-        s.stats.paused = static_cast<int32_t>(
-            std::count_if(s.live.begin(), s.live.end(), [](const auto& entry) { return entry.second->paused; }));
-        s.stats.kv_blocks_total = s.blocks->num_blocks();
-        s.stats.kv_blocks_used = s.blocks->num_used();
-        s.stats.prefix_query_tokens = s.blocks->stats().prefix_query_tokens;
-        s.stats.prefix_hit_tokens = s.blocks->stats().prefix_hit_tokens;
-        return s.stats;
-      },
+      [self](stats_atom) { return stats(self->state); },
       [self](terms_atom) { return terms(self->state); },
       [self](join_atom, worker_actor& worker, WorkerInfo& info) { return join(self, worker, info); },
   };
@@ -677,8 +876,9 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
 
 }  // namespace
 
-batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<PipelineStage> stages) {
-  return sys.spawn(batcher, std::move(options), std::move(stages));
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<Pipeline> replicas) {
+  if (replicas.empty()) replicas.emplace_back();
+  return sys.spawn(batcher, std::move(options), std::move(replicas));
 }
 
 }  // namespace orzo

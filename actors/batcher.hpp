@@ -2,10 +2,15 @@
 // The batcher: exactly one per model. It admits requests from sessions, plans each step with
 // the scheduler and the KV block manager (batching/), sends the step down the pipeline
 // of workers, and fans the sampled tokens out to the sessions. A stage may be served by a
-// worker in another process that joins (and, after its death, joins again) at run time; the
-// model is healthy only while every stage has a worker. Workers that join for a stage already
+// worker in another process that joins (and, after its death, joins again) at run time; a
+// pipeline serves only while every stage has a worker. Workers that join for a stage already
 // served stand by; when a stage is lost, its requests wait, preempted, for a standby or a new
 // worker to take over, and go on by recompute.
+//
+// The model may have several replicas: whole-model pipelines, each with its own KV pool and
+// scheduler, stepping independently. A request goes to the serving replica with the most KV
+// to spare for it, counting the prefix it has cached; when a replica loses a stage and no
+// standby takes over, its requests go on in the replicas that serve.
 
 #include "batching/scheduler.hpp"
 #include "protocol/interfaces.hpp"
@@ -45,9 +50,11 @@ struct PipelineStage {
   worker_actor worker;
 };
 
-// `stages` is the pipeline, first to last, tiling the model's layers; workers of adjacent
-// stages given here are already chained (each knows its next). The batcher chains the
-// workers that join.
-batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<PipelineStage> stages);
+// One replica's pipeline, first stage to last, tiling the model's layers.
+using Pipeline = std::vector<PipelineStage>;
+
+// One pipeline per replica, all of the same stages; workers of adjacent stages given here are
+// already chained (each knows its next). The batcher chains the workers that join.
+batcher_actor spawn_batcher(caf::actor_system& sys, BatcherOptions options, std::vector<Pipeline> replicas);
 
 }  // namespace orzo

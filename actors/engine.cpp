@@ -59,7 +59,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   if (options.load_tokenizer)
     engine->tokenizer_ = std::make_shared<const Tokenizer>(Tokenizer::for_model(options.model));
   const auto& cfg = engine->model_->config();
-  const auto stages = parse_placement(options.placement, static_cast<int32_t>(cfg.num_layers));
+  const auto replicas = parse_replicas(options.placement, options.replicas, static_cast<int32_t>(cfg.num_layers));
 
   BatcherOptions b;
   b.scheduler = options.scheduler;
@@ -75,25 +75,29 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.step_timeout = options.step_timeout;
   b.recovery_timeout = options.recovery_timeout;
 
-  std::vector<LayerRange> layers;
-  std::vector<std::string> devices;
-  for (const auto& stage : stages) {
-    layers.push_back(stage.layers);
-    devices.push_back(stage.device == "remote" ? "remote"
-                                               : stage.device + ":" + std::to_string(stage.device_index) + " layers " +
-                                                     std::to_string(stage.layers.begin) + "-" +
-                                                     std::to_string(stage.layers.end));
-  }
   const StageTerms terms{options.kv_blocks, b.block_size, b.scheduler.max_num_batched_tokens, b.scheduler.max_num_seqs,
                          b.max_model_len};
-  auto made = make_pipeline_backends(engine->model_, stages, terms, options.backend);
-  b.kv_blocks = made.kv_blocks;
+  auto made = make_replica_backends(engine->model_, replicas, terms, options.backend);
+  b.kv_blocks = made.front().kv_blocks;
   const auto constraints =
       engine->tokenizer_ ? output_constraints(*engine->tokenizer_, engine->model_->config()) : nullptr;
-  auto pipeline = spawn_pipeline(sys, std::move(made.backends), layers, devices, options.worker_thread, constraints);
-  engine->workers_ = local_workers(pipeline);
+  std::vector<Pipeline> pipelines;
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    std::vector<LayerRange> layers;
+    std::vector<std::string> devices;
+    for (const auto& stage : replicas[r]) {
+      layers.push_back(stage.layers);
+      devices.push_back(stage.device == "remote" ? "remote"
+                                                 : stage.device + ":" + std::to_string(stage.device_index) + " layers " +
+                                                       std::to_string(stage.layers.begin) + "-" +
+                                                       std::to_string(stage.layers.end));
+    }
+    pipelines.push_back(spawn_pipeline(sys, std::move(made[r].backends), layers, devices, options.worker_thread, constraints));
+    const auto local = local_workers(pipelines.back());
+    engine->workers_.insert(engine->workers_.end(), local.begin(), local.end());
+  }
   engine->bounds_ = RequestBounds{b.max_model_len, b.vocab_size};
-  engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipeline));
+  engine->batcher_ = spawn_batcher(sys, std::move(b), std::move(pipelines));
   return engine;
 }
 
@@ -109,7 +113,7 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   auto pipeline = spawn_pipeline(sys, std::move(stages), layers, devices, worker_thread, nullptr);
   engine->workers_ = local_workers(pipeline);
   engine->bounds_ = RequestBounds{options.max_model_len, options.vocab_size};
-  engine->batcher_ = spawn_batcher(sys, std::move(options), std::move(pipeline));
+  engine->batcher_ = spawn_batcher(sys, std::move(options), {std::move(pipeline)});
   return engine;
 }
 

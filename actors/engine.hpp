@@ -1,6 +1,6 @@
 #pragma once
 // The public way into orzo for an application with its own caf::actor_system: load a model,
-// spawn its workers (one per placement stage) and its batcher, and start sessions whose
+// spawn its workers (one per placement stage, of every replica) and its batcher, and start sessions whose
 // output arrives at the application's own actor or callback.
 
 #include "actors/batcher.hpp"
@@ -33,6 +33,7 @@ struct EngineOptions {
   std::string model;                  // HF directory or .gguf file
   std::string quantize;               // re-encode the matrices at load as `orzo quantize` TYPE would; empty: as stored
   std::string placement = "cpu";      // stages, see stages/placement.hpp; remote ones wait for `orzo worker`
+  int32_t replicas = 1;               // data-parallel copies of the placement (stages/placement.hpp's parse_replicas)
   StageOptions backend;               // threads, KV budget, GPU memory share, CUDA graphs
   SchedulerConfig scheduler;
   int32_t kv_blocks = 0;              // 0: sized by the stage factory (stages/stage_factory.hpp)
@@ -64,7 +65,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const batcher_actor& batcher() const { return batcher_; }
-  const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones
+  const std::vector<worker_actor>& workers() const { return workers_; }  // the local ones, replica by replica
   std::shared_ptr<const Tokenizer> tokenizer() const { return tokenizer_; }
   std::shared_ptr<const Model> model() const { return model_; }
   // The context and vocabulary the batcher holds requests to (check_request).

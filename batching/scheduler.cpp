@@ -188,6 +188,21 @@ void Scheduler::preempt_all() {
   while (!running_.empty()) preempt(*running_.back(), unused, budget);
 }
 
+void Scheduler::hand_off(Sequence& seq) {
+  const bool parked = seq.state == Sequence::State::parked;
+  park(seq);
+  if (!parked && seq.state == Sequence::State::parked) seq.state = Sequence::State::waiting;
+}
+
+void Scheduler::adopt(const std::vector<Sequence*>& seqs) {
+  for (Sequence* seq : seqs)
+    if (seq->state != Sequence::State::waiting || !seq->blocks.table.empty())
+      throw std::logic_error("Scheduler::adopt: sequence " + std::to_string(seq->id) + " was not handed off waiting");
+  for (Sequence* seq : seqs) seq->arrival = next_arrival_++;
+  // Pushed to the front in reverse, so that they keep the order they were served in.
+  for (auto it = seqs.rbegin(); it != seqs.rend(); ++it) enqueue(**it, true);
+}
+
 bool Scheduler::fits(const Sequence& seq) const {
   return static_cast<int64_t>(seq.tokens.size()) + 1 <= capacity_tokens();
 }

@@ -96,6 +96,15 @@ class Scheduler {
   // the KV they held is gone (a stage was lost). Counts a preemption each.
   void preempt_all();
 
+  // Moving sequences between replicas (each with its own scheduler and KV pool), when the
+  // replica serving them was lost. hand_off takes seq out of this scheduler as park does,
+  // except that a waiting or running sequence comes out waiting (a parked one stays parked);
+  // adopt queues handed-off waiting sequences here, given in the order they were served,
+  // ahead of those that only wait (FCFS; by priority otherwise), as preempted ones are. They
+  // were admitted already, so adopt never refuses one for the length of the queue.
+  void hand_off(Sequence& seq);
+  void adopt(const std::vector<Sequence*>& seqs);
+
   // Whether seq, with one more token, fits the whole pool at all. A sequence that does not
   // would wait forever, holding up admission behind it: the batcher refuses it up front,
   // and ends generation before a sequence's tokens exceed capacity_tokens().

@@ -38,7 +38,13 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "HF model directory or .gguf file (default: the built-in stories260K, a tiny Llama that writes children's stories)");
   cmd.add_option("--quantize", engine.quantize,
                  "Re-encode the weights while loading, as `orzo quantize` TYPE does (q8_0, q4_k, Q4_K_M, ...)");
-  cmd.add_option("--placement", engine.placement, "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2")
+  cmd.add_option("--placement", engine.placement,
+                 "Workers and their layers, e.g. cpu:0-2,cpu:2-5 or cpu*2; whole-model replicas separated by ';'")
+      ->capture_default_str();
+  cmd.add_option("--replicas", engine.replicas,
+                 "Data-parallel copies of the placement behind the one batcher, each with its own KV cache (CUDA "
+                 "stages move to the next GPUs; remote ones wait for their own workers)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
   cmd.add_flag("--int8-activations", engine.backend.int8_activations,

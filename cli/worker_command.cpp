@@ -159,20 +159,26 @@ int run_worker(const WorkerFlags& flags) {
     caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
     throw;
   }
-  // A join for layers another worker serves is taken as a standby, which the batcher's health
-  // lists by the description this worker gave. Only for the log line: a batcher that does not
-  // answer soon (gone already, which the loop below notices) leaves it "serving".
-  bool standby = false;
+  // A join for layers other workers serve is taken as a standby, which the batcher's health
+  // lists by the description this worker gave, as it lists the replica a serving one joined.
+  // Only for the log line: a batcher that does not answer soon (gone already, which the loop
+  // below notices) leaves it "serving".
+  std::string role = "serving";
   self->request(batcher, std::chrono::seconds(5), health_atom::value)
       .receive(
           [&](ModelHealth& health) {
-            standby = std::any_of(health.standby.begin(), health.standby.end(),
-                                  [&](const WorkerInfo& w) { return w.device == info.device; });
+            const auto named = [&](const std::vector<WorkerInfo>& workers) {
+              return std::any_of(workers.begin(), workers.end(), [&](const WorkerInfo& w) { return w.device == info.device; });
+            };
+            for (size_t r = 0; r < health.replicas.size(); ++r) {
+              if (named(health.replicas[r].standby)) role = "standing by (another worker serves them) for";
+              else if (health.replicas.size() > 1 && named(health.replicas[r].workers))
+                role = "serving (replica " + std::to_string(r) + ")";
+            }
           },
           [](caf::error&) {});
-  std::fprintf(stderr, "orzo worker: %s layers %s for the batcher at %s; %s\n",
-               standby ? "standing by (another worker serves them) for" : "serving", flags.layers.c_str(), at.c_str(),
-               cpu_kernels.c_str());
+  std::fprintf(stderr, "orzo worker: %s layers %s for the batcher at %s; %s\n", role.c_str(), flags.layers.c_str(),
+               at.c_str(), cpu_kernels.c_str());
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

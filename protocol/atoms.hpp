@@ -19,6 +19,7 @@ using terms_atom = caf::atom_constant<caf::atom("terms")>;        // worker proc
 using join_atom = caf::atom_constant<caf::atom("join")>;          // worker process -> batcher: serve a missing stage
 using chain_atom = caf::atom_constant<caf::atom("chain")>;        // batcher -> worker: pass steps on to this stage
 using recover_atom = caf::atom_constant<caf::atom("recover")>;    // batcher -> itself: a recovery's deadline
+using watch_atom = caf::atom_constant<caf::atom("watch")>;        // batcher -> itself: is a step past step_timeout?
 
 // The category of orzo's errors in caf::error values (worker replies, refused requests).
 inline constexpr caf::atom_value orzo_error_category = caf::atom("orzo");

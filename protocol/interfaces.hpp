@@ -40,24 +40,26 @@ using worker_actor = caf::typed_actor<
     // The handle is untyped because an alias cannot name itself; it is always a worker_actor.
     caf::replies_to<chain_atom, caf::actor>::with<caf::ok_atom>>;
 
-// The one batcher of a model.
+// The one batcher of a model (of all its replicas).
 using batcher_actor = caf::typed_actor<
     caf::reacts_to<register_atom, GenerationRequest, session_actor>,  // session -> batcher: admit
     caf::reacts_to<stop_atom, std::string>,                            // session -> batcher: end it now
     // session -> batcher: take the request out of the batch (its KV may go) until resumed
     caf::reacts_to<pause_atom, std::string>,
     caf::reacts_to<resume_atom, std::string>,                          // session -> batcher: batch it again
-    caf::reacts_to<step_atom>,                                         // batcher -> itself: next step
-    // batcher -> itself, recovery_timeout after a stage was lost: fail what still waits for it
-    // (the number names the recovery, so a later one's deadline is not mistaken for it)
-    caf::reacts_to<recover_atom, uint64_t>,
+    caf::reacts_to<step_atom, int32_t>,                                // batcher -> itself: a replica's next step
+    // batcher -> itself, recovery_timeout after a replica lost a stage: fail what still waits
+    // for it (the number names the recovery, so a later one's deadline is not mistaken for it)
+    caf::reacts_to<recover_atom, int32_t, uint64_t>,
+    // batcher -> itself, step_timeout after a replica's step began: still in flight, it failed
+    caf::reacts_to<watch_atom, int32_t, uint64_t>,
     caf::replies_to<health_atom>::with<ModelHealth>,                   // anyone -> batcher
     caf::replies_to<stats_atom>::with<BatcherStats>,                   // anyone -> batcher
     // worker process -> batcher, before it builds its stage: the KV pool and step size to match
     caf::replies_to<terms_atom>::with<StageTerms>,
-    // worker process -> batcher: serve the stage of info's layer range, or stand by for it while
-    // another worker serves it (an orzo invalid_request error when the pipeline has no stage of
-    // exactly that range, or the KV pool is short)
+    // worker process -> batcher: serve the stage of info's layer range in the first replica that
+    // lacks it, or stand by for it while other workers serve it (an orzo invalid_request error
+    // when the pipeline has no stage of exactly that range, or the KV pool is short)
     caf::replies_to<join_atom, worker_actor, WorkerInfo>::with<caf::ok_atom>>;
 
 // Where a session delivers text: an application's actor, here or on another node.

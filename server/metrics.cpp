@@ -173,6 +173,33 @@ void ServerMetrics::count_rejected(int http_status) {
   ++it->second;
 }
 
+// Each replica's series, labelled replica="r", under names of their own: summed with the
+// model's they would count twice.
+void ServerMetrics::render_replicas(std::string& out, const std::vector<ReplicaStats>& replicas) const {
+  const auto each = [&](const std::string& name, const std::string& help, const char* type, auto value) {
+    append_header(out, name, help, type);
+    for (size_t r = 0; r < replicas.size(); ++r)
+      append_sample(out, name, (labels_.empty() ? "" : labels_ + ",") + "replica=\"" + std::to_string(r) + "\"",
+                    value(replicas[r]));
+  };
+  each("orzo:replica_healthy", "1 while every stage of the replica has a worker.", "gauge",
+       [](const ReplicaStats& r) { return std::string(r.healthy ? "1" : "0"); });
+  each("orzo:replica_num_requests_running", "Requests in the replica's running batch.", "gauge",
+       [](const ReplicaStats& r) { return std::to_string(r.running); });
+  each("orzo:replica_num_requests_waiting", "Requests waiting in the replica's queue.", "gauge",
+       [](const ReplicaStats& r) { return std::to_string(r.waiting); });
+  each("orzo:replica_kv_cache_usage_perc", "Fraction of the replica's KV cache blocks in use (0 to 1).", "gauge",
+       [](const ReplicaStats& r) {
+         return format_float(r.kv_blocks_total > 0 ? static_cast<double>(r.kv_blocks_used) / r.kv_blocks_total : 0.0);
+       });
+  each("orzo:replica_requests_routed_total", "Requests admitted to the replica or moved to it.", "counter",
+       [](const ReplicaStats& r) { return std::to_string(r.routed); });
+  each("orzo:replica_engine_steps_total", "Forward steps the replica has run.", "counter",
+       [](const ReplicaStats& r) { return std::to_string(r.steps); });
+  each("orzo:replica_recoveries_total", "Losses of the replica's workers that its requests came through.", "counter",
+       [](const ReplicaStats& r) { return std::to_string(r.recoveries); });
+}
+
 std::string ServerMetrics::render(const BatcherStats& batcher) const {
   std::string out;
   append_gauge(out, "orzo:num_requests_running", "Number of requests in the running batch.", labels_,
@@ -197,6 +224,9 @@ std::string ServerMetrics::render(const BatcherStats& batcher) const {
   append_header(out, "orzo:recovery_pause_seconds_total", "Time from each such loss to serving again, summed.", "counter");
   append_sample(out, "orzo:recovery_pause_seconds_total", labels_,
                 format_float(static_cast<double>(batcher.recovery_pause_ns) / 1e9));
+  append_counter(out, "orzo:requests_moved_total", "Requests that went on in another replica after theirs lost a worker.",
+                 labels_, batcher.moved);
+  render_replicas(out, batcher.replicas);
 
   std::lock_guard<std::mutex> lock(mutex_);
   append_header(out, "orzo:request_success_total", "Requests finished, by finish reason.", "counter");

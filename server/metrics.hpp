@@ -50,6 +50,8 @@ class ServerMetrics {
   std::string render(const BatcherStats& batcher) const;
 
  private:
+  void render_replicas(std::string& out, const std::vector<ReplicaStats>& replicas) const;
+
   std::string labels_;  // model_name="..."
   mutable std::mutex mutex_;
   Histogram queue_time_, ttft_, itl_, e2e_;

@@ -413,16 +413,30 @@ void OpenAIApi::health(std::shared_ptr<HttpExchange> exchange) {
   if (!eng) return exchange->respond(503, json_text({{"status", "loading"}}));
   ask_batcher<ModelHealth, health_atom>(sys_, eng->batcher(), [exchange](ModelHealth* h, std::string error) {
     if (!h) return exchange->respond(503, json_text({{"status", "unhealthy"}, {"detail", error}}));
-    const auto listed = [](const std::vector<WorkerInfo>& workers) {
-      ordered_json out = ordered_json::array();
-      for (const auto& w : workers)
-        out.push_back({{"device", w.device}, {"layers", layers_text(LayerRange{w.first_layer, w.end_layer})}});
-      return out;
-    };
+    // Workers and standbys of every replica in one list each, as with one replica; each names
+    // its replica when there are more.
+    const bool many = h->replicas.size() > 1;
     ordered_json body = {{"status", h->healthy ? "ok" : "unhealthy"}};
     if (!h->healthy) body["detail"] = h->detail;
-    body["workers"] = listed(h->workers);
-    body["standby"] = listed(h->standby);
+    body["workers"] = ordered_json::array();
+    body["standby"] = ordered_json::array();
+    for (size_t r = 0; r < h->replicas.size(); ++r) {
+      const auto& rep = h->replicas[r];
+      for (const auto* list : {&rep.workers, &rep.standby})
+        for (const auto& w : *list) {
+          ordered_json entry = {{"device", w.device}, {"layers", layers_text(LayerRange{w.first_layer, w.end_layer})}};
+          if (many) entry["replica"] = r;
+          body[list == &rep.workers ? "workers" : "standby"].push_back(std::move(entry));
+        }
+    }
+    if (many) {
+      body["replicas"] = ordered_json::array();
+      for (size_t r = 0; r < h->replicas.size(); ++r) {
+        ordered_json entry = {{"replica", r}, {"status", h->replicas[r].healthy ? "ok" : "unhealthy"}};
+        if (!h->replicas[r].healthy) entry["detail"] = h->replicas[r].detail;
+        body["replicas"].push_back(std::move(entry));
+      }
+    }
     exchange->respond(h->healthy ? 200 : 503, json_text(body));
   });
 }

@@ -1,5 +1,6 @@
 #include "stages/placement.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -140,6 +141,28 @@ std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers) 
   if (next != num_layers)
     bad(spec, "the stages end at layer " + std::to_string(next) + " but the model has " + std::to_string(num_layers));
   return stages;
+}
+
+std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers) {
+  if (replicas < 1 || replicas > 64) bad(spec, std::to_string(replicas) + " replicas (expected 1 to 64)");
+  const std::vector<std::string_view> listed = split(spec, ';');
+  std::vector<std::vector<Stage>> result;
+  if (listed.size() > 1) {
+    if (replicas != 1 && replicas != static_cast<int32_t>(listed.size()))
+      bad(spec, "lists " + std::to_string(listed.size()) + " replicas, but " + std::to_string(replicas) + " were asked for");
+    for (std::string_view one : listed) result.push_back(parse_placement(std::string(one), num_layers));
+    return result;
+  }
+  const std::vector<Stage> first = parse_placement(spec, num_layers);
+  int32_t gpus = 0;  // the device indices one placement spans
+  for (const auto& stage : first)
+    if (stage.device == "cuda") gpus = std::max(gpus, stage.device_index + 1);
+  for (int32_t r = 0; r < replicas; ++r) {
+    result.push_back(first);
+    for (auto& stage : result.back())
+      if (stage.device == "cuda") stage.device_index += r * gpus;
+  }
+  return result;
 }
 
 }  // namespace orzo

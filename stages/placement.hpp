@@ -34,6 +34,14 @@ struct Stage {
 // contiguously from 0 to num_layers with at least one layer each.
 std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers);
 
+// The placements of data-parallel replicas, each a whole model: either `spec` lists them,
+// separated by ';' ("cuda:0;cuda:1"), and `replicas` is 1 or their number; or `spec` is one
+// placement that `replicas` copies repeat, each on devices of its own: replica r's CUDA stages
+// take the device indices of the first plus r times the number of GPUs one placement spans
+// ("cuda:0" x 2: cuda:0 and cuda:1; "cuda*2" x 2: cuda:0,1 and cuda:2,3). CPU and remote
+// stages repeat as they are. Throws as parse_placement does, and unless 1 <= replicas <= 64.
+std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers);
+
 // The stage `orzo worker` serves: `device` is cpu, cuda or cuda:N (not remote: a worker runs
 // its layers itself), `layers` is begin-end within a model of num_layers layers. Throws
 // std::invalid_argument, one line naming the bad part.

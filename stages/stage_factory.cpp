@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace orzo {
@@ -116,6 +117,22 @@ PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& mode
   for (size_t i = 0; i < stages.size(); ++i)
     if (stages[i].device == "cpu") out.backends[i] = std::make_unique<CpuBackend>(model, cpu_options(stages[i], terms, options));
   out.kv_blocks = terms.kv_blocks;
+  return out;
+}
+
+std::vector<PipelineBackends> make_replica_backends(const std::shared_ptr<const Model>& model,
+                                                    const std::vector<std::vector<Stage>>& replicas, StageTerms terms,
+                                                    StageOptions options) {
+  const auto on_cpu = std::count_if(replicas.begin(), replicas.end(), [](const std::vector<Stage>& stages) {
+    return std::any_of(stages.begin(), stages.end(), [](const Stage& s) { return s.device == "cpu"; });
+  });
+  if (options.threads == 0 && on_cpu > 1)
+    options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency() / static_cast<unsigned>(on_cpu)));
+  std::vector<PipelineBackends> out;
+  for (const auto& stages : replicas) {
+    out.push_back(make_pipeline_backends(model, stages, terms, options));
+    terms.kv_blocks = out.front().kv_blocks;
+  }
   return out;
 }
 

@@ -37,6 +37,14 @@ struct PipelineBackends {
 PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
                                         StageTerms terms, const StageOptions& options);
 
+// The backends of data-parallel replicas (stages/placement.hpp's parse_replicas), each built as
+// make_pipeline_backends builds one. The first replica sizes the KV pool and the others hold
+// the same (the batcher plans every replica with one size); with options.threads 0, local CPU
+// replicas, which compute at once, share the hardware threads evenly.
+std::vector<PipelineBackends> make_replica_backends(const std::shared_ptr<const Model>& model,
+                                                    const std::vector<std::vector<Stage>>& replicas, StageTerms terms,
+                                                    StageOptions options);
+
 // One stage's backend, built to a batcher's terms (its KV pool allocated): what `orzo worker`
 // runs when it joins. Throws as make_pipeline_backends does.
 std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,

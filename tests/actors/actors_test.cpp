@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -341,7 +342,7 @@ std::pair<ErrorCode, std::string> join(caf::actor_system& sys, const batcher_act
 
 TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) {
   const auto o = options();
-  auto batcher = spawn_batcher(sys, o, {PipelineStage{{0, 1}, worker_actor{}}});
+  auto batcher = spawn_batcher(sys, o, {{PipelineStage{{0, 1}, worker_actor{}}}});
   auto health = testing::health_of(sys, batcher);
   EXPECT_FALSE(health.healthy);
   EXPECT_EQ(health.detail, "waiting for a worker for layers 0-1");
@@ -367,7 +368,7 @@ TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   EXPECT_TRUE(eventually([&] { return !testing::health_of(sys, batcher).healthy; }));
   health = testing::health_of(sys, batcher);
   EXPECT_NE(health.detail.find("the worker for layers 0-1 was lost"), std::string::npos) << health.detail;
-  EXPECT_TRUE(health.workers.empty());
+  EXPECT_TRUE(health.replicas.at(0).workers.empty());
 
   auto again = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "again", {}, WorkerThread::scheduler);
   EXPECT_EQ(join(sys, batcher, again, WorkerInfo{"again", 0, 1, o.kv_blocks}).first, ErrorCode::none);
@@ -417,8 +418,11 @@ struct JoinablePipeline {
   batcher_actor batcher;
   int made = 0;
 
-  JoinablePipeline(caf::actor_system& s, BatcherOptions options)
-      : sys(s), o(std::move(options)), batcher(spawn_batcher(sys, o, {PipelineStage{{0, 1}, worker_actor{}}})) {}
+  // `replicas` pipelines of one stage each, every worker to join.
+  JoinablePipeline(caf::actor_system& s, BatcherOptions options, size_t replicas = 1)
+      : sys(s),
+        o(std::move(options)),
+        batcher(spawn_batcher(sys, o, std::vector<Pipeline>(replicas, Pipeline{PipelineStage{{0, 1}, worker_actor{}}}))) {}
   ~JoinablePipeline() { caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown); }
 
   worker_actor join_one(Gate* gate = nullptr) {
@@ -438,10 +442,10 @@ TEST_F(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
   auto standby = p.join_one();
   ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
   auto health = testing::health_of(sys, p.batcher);
-  ASSERT_EQ(health.workers.size(), 1u);
-  EXPECT_EQ(health.workers[0].device, "w0");
-  ASSERT_EQ(health.standby.size(), 1u);
-  EXPECT_EQ(health.standby[0].device, "w1");
+  ASSERT_EQ(health.replicas.at(0).workers.size(), 1u);
+  EXPECT_EQ(health.replicas.at(0).workers[0].device, "w0");
+  ASSERT_EQ(health.replicas.at(0).standby.size(), 1u);
+  EXPECT_EQ(health.replicas.at(0).standby[0].device, "w1");
 
   gate.allow(5);
   Collector c;
@@ -466,9 +470,9 @@ TEST_F(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
   health = testing::health_of(sys, p.batcher);
   EXPECT_TRUE(health.healthy);
-  ASSERT_EQ(health.workers.size(), 1u);
-  EXPECT_EQ(health.workers[0].device, "w1");
-  EXPECT_TRUE(health.standby.empty());
+  ASSERT_EQ(health.replicas.at(0).workers.size(), 1u);
+  EXPECT_EQ(health.replicas.at(0).workers[0].device, "w1");
+  EXPECT_TRUE(health.replicas.at(0).standby.empty());
   caf::anon_send_exit(standby, caf::exit_reason::user_shutdown);
 }
 
@@ -615,6 +619,175 @@ TEST_F(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
   EXPECT_GE(s.recoveries, 1u);
   EXPECT_LE(s.recoveries, static_cast<uint64_t>(deaths));
   caf::anon_send_exit(serving, caf::exit_reason::user_shutdown);
+}
+
+// A step that no worker answers within step_timeout fails its requests with worker_lost; the
+// next step runs as usual.
+TEST_F(Actors, AStepUnansweredWithinTheStepTimeoutFailsItsRequests) {
+  Gate gate;
+  auto o = options();
+  o.step_timeout = std::chrono::milliseconds(300);
+  auto engine = start(sys, o, &gate);
+  gate.allow(0);
+  Collector c;
+  const auto began = std::chrono::steady_clock::now();
+  engine->generate(greedy("stuck", {3}, 5), c.callbacks("stuck"));
+  ASSERT_TRUE(c.wait(1));
+  EXPECT_GE(std::chrono::steady_clock::now() - began, std::chrono::milliseconds(300));
+  const auto out = c.outcomes().at("stuck");
+  ASSERT_EQ(out.completions.size(), 1u);
+  EXPECT_EQ(out.completions[0].error, ErrorCode::worker_lost);
+  EXPECT_NE(out.completions[0].message.find("a worker did not answer"), std::string::npos) << out.completions[0].message;
+  gate.set(true);
+  engine->generate(greedy("next", {3}, 5), c.callbacks("next"));
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_EQ(c.outcomes().at("next").tokens, counting(3, 5));
+}
+
+// Replicas: joins fill each replica's stage in turn, then stand by; one serving replica is
+// enough for the model to be healthy.
+TEST_F(Actors, WorkersFillReplicasInTurnThenStandBy) {
+  JoinablePipeline p(sys, options(), 2);
+  auto health = testing::health_of(sys, p.batcher);
+  EXPECT_FALSE(health.healthy);
+  EXPECT_EQ(health.detail,
+            "replica 0: waiting for a worker for layers 0-1; replica 1: waiting for a worker for layers 0-1");
+  auto w0 = p.join_one();
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
+  health = testing::health_of(sys, p.batcher);
+  ASSERT_EQ(health.replicas.size(), 2u);
+  EXPECT_TRUE(health.replicas[0].healthy);
+  EXPECT_FALSE(health.replicas[1].healthy);
+  auto w1 = p.join_one();
+  auto w2 = p.join_one();
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).replicas[1].healthy; }));
+  health = testing::health_of(sys, p.batcher);
+  ASSERT_EQ(health.replicas[0].workers.size(), 1u);
+  EXPECT_EQ(health.replicas[0].workers[0].device, "w0");
+  EXPECT_EQ(health.replicas[1].workers.at(0).device, "w1");
+  ASSERT_EQ(health.replicas[0].standby.size(), 1u);
+  EXPECT_EQ(health.replicas[0].standby[0].device, "w2");
+  EXPECT_TRUE(health.replicas[1].standby.empty());
+  for (auto& w : {w0, w1, w2}) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+// Requests spread over both replicas; when one loses its only worker, its requests go on in
+// the other at once, to an undisturbed run's output, and nobody sees an error.
+TEST_F(Actors, ALostReplicasRequestsGoOnInAnother) {
+  Gate gate0;
+  JoinablePipeline p(sys, options(), 2);
+  auto w0 = p.join_one(&gate0);
+  auto w1 = p.join_one();
+  ASSERT_TRUE(eventually([&] {
+    const auto h = testing::health_of(sys, p.batcher);
+    return h.replicas[0].healthy && h.replicas[1].healthy;
+  }));
+  gate0.allow(4);
+  Collector c;
+  constexpr int kRequests = 16;
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = greedy("r" + std::to_string(i), {i + 1, i + 2, i + 3}, 30);
+    r.limits.ignore_eos = true;
+    spawn_session(sys, p.batcher, nullptr, r, c.callbacks(r.id));
+  }
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, p.batcher).replicas[0].steps >= 4; }));
+  auto s = stats_of(sys, p.batcher);
+  EXPECT_GE(s.replicas[0].routed, 4u);
+  EXPECT_GE(s.replicas[1].routed, 4u);
+  caf::anon_send_exit(w0, caf::exit_reason::kill);
+  gate0.set(true);
+  ASSERT_TRUE(c.wait(kRequests));
+  for (int i = 0; i < kRequests; ++i) {
+    const auto out = c.outcomes().at("r" + std::to_string(i));
+    ASSERT_EQ(out.completions.size(), 1u);
+    EXPECT_EQ(out.completions[0].reason, FinishReason::length) << out.completions[0].message;
+    EXPECT_EQ(out.tokens, counting(i + 3, 30)) << i;
+  }
+  s = stats_of(sys, p.batcher);
+  EXPECT_GT(s.moved, 0u);
+  EXPECT_EQ(s.recoveries, 1u);
+  EXPECT_GE(s.replicas[1].routed, s.moved);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  const auto health = testing::health_of(sys, p.batcher);
+  EXPECT_TRUE(health.healthy);
+  EXPECT_FALSE(health.replicas[0].healthy);
+  EXPECT_NE(health.replicas[0].detail.find("replica 0: the worker for layers 0-1 was lost"), std::string::npos)
+      << health.replicas[0].detail;
+  // New requests go to the replica that serves; a worker that joins serves the lost one again.
+  spawn_session(sys, p.batcher, nullptr, greedy("after", {9}, 5), c.callbacks("after"));
+  ASSERT_TRUE(c.wait(kRequests + 1));
+  EXPECT_EQ(c.outcomes().at("after").tokens, counting(9, 5));
+  auto w2 = p.join_one();
+  ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).replicas[0].healthy; }));
+  for (auto& w : {w1, w2}) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+// A prompt whose prefix one replica has cached goes there, past an idle replica that a tie
+// would choose.
+TEST_F(Actors, ARequestGoesToTheReplicaThatCachedItsPrefix) {
+  Gate gate0;
+  JoinablePipeline p(sys, options(), 2);
+  auto w0 = p.join_one(&gate0);
+  auto w1 = p.join_one();
+  ASSERT_TRUE(eventually([&] {
+    const auto h = testing::health_of(sys, p.batcher);
+    return h.replicas[0].healthy && h.replicas[1].healthy;
+  }));
+  const auto run = [&](Collector& c, const std::string& id, const std::vector<int32_t>& prompt) {
+    auto r = greedy(id, prompt, 3);
+    r.limits.ignore_eos = true;
+    spawn_session(sys, p.batcher, nullptr, r, c.callbacks(id));
+  };
+  // A filler held in replica 0 (a tie sends it there) makes the first prompt go to replica 1.
+  gate0.allow(0);
+  Collector c;
+  run(c, "filler", {1, 2, 3, 4, 5, 6, 7, 8});
+  ASSERT_TRUE(eventually([&] { return stats_of(sys, p.batcher).replicas[0].routed == 1; }));
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 64; ++i) prompt.push_back(i % 50 + 1);
+  run(c, "first", prompt);
+  ASSERT_TRUE(eventually([&] { return c.outcomes().count("first") && !c.outcomes().at("first").completions.empty(); }));
+  EXPECT_EQ(stats_of(sys, p.batcher).replicas[1].routed, 1u);
+  gate0.set(true);
+  ASSERT_TRUE(c.wait(2));
+  const auto before = stats_of(sys, p.batcher);
+  ASSERT_EQ(before.kv_blocks_used, 0);  // both idle: only the cache tells them apart
+  prompt.push_back(60);
+  run(c, "again", prompt);
+  ASSERT_TRUE(c.wait(3));
+  for (const auto* id : {"filler", "first", "again"})
+    EXPECT_EQ(c.outcomes().at(id).completions.at(0).reason, FinishReason::length) << id;
+  const auto after = stats_of(sys, p.batcher);
+  EXPECT_EQ(after.replicas[1].routed, 2u);
+  EXPECT_EQ(after.prefix_hit_tokens - before.prefix_hit_tokens, 64u);
+  for (auto& w : {w0, w1}) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+// A thousand sessions over two replicas while their workers are killed and new ones join in
+// turn: exactly one terminal event each, undisturbed outputs, every block free at the end.
+TEST_F(Actors, AThousandSessionsOverReplicasThroughWorkerDeaths) {
+  JoinablePipeline p(sys, ThousandSessions::pool(), 2);
+  std::deque<worker_actor> serving{p.join_one(), p.join_one()};
+  ASSERT_TRUE(eventually([&] {
+    const auto h = testing::health_of(sys, p.batcher);
+    return h.replicas[0].healthy && h.replicas[1].healthy;
+  }));
+  ThousandSessions t(2468);
+  t.go([&](const SessionRequest& r, SessionCallbacks cb) { return spawn_session(sys, p.batcher, nullptr, r, std::move(cb)); },
+       [&](size_t i) {
+         if (i % 100 != 50) return;
+         caf::anon_send_exit(serving.front(), caf::exit_reason::kill);
+         serving.pop_front();
+         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+         serving.push_back(p.join_one());
+       });
+  EXPECT_GT(t.check(sys, p.batcher), 700u);
+  const auto s = stats_of(sys, p.batcher);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_GT(s.moved, 0u);
+  EXPECT_GT(s.replicas[0].routed, 100u);
+  EXPECT_GT(s.replicas[1].routed, 100u);
+  for (auto& w : serving) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -211,7 +211,7 @@ TEST_F(AcrossProcesses, ThreeProcessesGiveTheSingleProcessGreedyOutputs) {
 
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
-  EXPECT_EQ(health_of(*sys_, engine_->batcher()).workers.size(), 2u);
+  EXPECT_EQ(health_of(*sys_, engine_->batcher()).replicas.at(0).workers.size(), 2u);
   EXPECT_EQ(generate_all(*engine_, 48), reference);
 
   // Process 3: a client of its own.
@@ -232,7 +232,7 @@ TEST_F(AcrossProcesses, JoinsAStageOfExactlyItsRangeAndStandsByWhileItIsServed) 
   auto first = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << first->output();
   auto second = start_worker();
-  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).standby.size() == 1; })) << second->output();
+  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).replicas.at(0).standby.size() == 1; })) << second->output();
   EXPECT_TRUE(eventually([&] { return second->output().find("standing by (another worker serves them) for layers 2-5") !=
                                       std::string::npos; }))
       << second->output();
@@ -241,7 +241,7 @@ TEST_F(AcrossProcesses, JoinsAStageOfExactlyItsRangeAndStandsByWhileItIsServed) 
   EXPECT_EQ(first->wait(), 0) << first->output();
   ASSERT_TRUE(eventually([&] {
     const auto h = health_of(*sys_, engine_->batcher());
-    return h.healthy && h.standby.empty() && h.workers.size() == 2;
+    return h.healthy && h.replicas.at(0).standby.empty() && h.replicas.at(0).workers.size() == 2;
   }));
   second->signal(SIGTERM);
   EXPECT_EQ(second->wait(), 0) << second->output();
@@ -256,7 +256,7 @@ TEST_F(AcrossProcesses, AKilledWorkerWithAStandbyLosesNoRequest) {
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
   const auto reference = undisturbed_long(6, 120);
   auto standby = start_worker();
-  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).standby.size() == 1; })) << standby->output();
+  ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).replicas.at(0).standby.size() == 1; })) << standby->output();
   Collector c;
   start_long_requests(c, 6, 120);
   kill_mid_generation(*worker, c);

@@ -74,10 +74,12 @@ class RuntimeStories : public ::testing::Test {
   caf::actor_system sys{testing::test_config(cfg)};
   worker_actor engine_worker_;  // a stage that joined the engine from this process
 
-  std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks, bool prefix_caching = true) {
+  std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks, bool prefix_caching = true,
+                                int32_t replicas = 1) {
     EngineOptions o;
     o.model = kModel;
     o.placement = placement;
+    o.replicas = replicas;
     o.backend.threads = 1;
     o.kv_blocks = kv_blocks;
     o.prefix_caching = prefix_caching;
@@ -126,6 +128,20 @@ TEST_F(RuntimeStories, TwoAndThreeWorkersEqualOne) {
     auto engine = start(placement, 1024);
     run_all(*engine, 0, 24);
   }
+}
+
+// Two local replicas, each a whole model with its own pool: the requests spread over both and
+// every output equals the bare forward pass.
+TEST_F(RuntimeStories, TwoReplicasShareTheLoadWithoutChangingOutputs) {
+  auto engine = start("cpu", 256, /*prefix_caching=*/true, /*replicas=*/2);
+  EXPECT_EQ(engine->workers().size(), 2u);
+  run_all(*engine, 0, 24);
+  const auto stats = testing::stats_of(sys, engine->batcher());
+  ASSERT_EQ(stats.replicas.size(), 2u);
+  EXPECT_GE(stats.replicas[0].routed, 6u);
+  EXPECT_GE(stats.replicas[1].routed, 6u);
+  EXPECT_EQ(stats.kv_blocks_total, 2 * 256);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
 TEST_F(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {

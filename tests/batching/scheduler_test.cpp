@@ -420,5 +420,60 @@ TEST(Scheduler, AParkedSequenceLeavesTheBatchUntilUnparked) {
   EXPECT_EQ(rows(again), (std::vector<Row>{{&a, 4, 2, true}, {&c, 0, 3, true}}));
 }
 
+// A lost replica's sequences move to another replica's scheduler: out of the first with their
+// tokens (blocks released, a parked one still parked), into the second ahead of its waiting
+// sequences, in the order they were served, even past a full waiting queue.
+TEST(Scheduler, HandedOffSequencesAreAdoptedAheadOfTheWaiting) {
+  BlockManager from_blocks(64, 4), to_blocks(64, 4);
+  Scheduler from(config(2, 64), from_blocks);
+  Scheduler to(config(1, 64, /*max_waiting=*/1), to_blocks);
+  Sequence a = make_seq(1, 5), b = make_seq(2, 6), c = make_seq(3, 3), d = make_seq(4, 2);
+  Sequence x = make_seq(5, 4), y = make_seq(6, 4);
+  for (Sequence* s : {&a, &b, &c, &d}) ASSERT_TRUE(from.add(*s));
+  finish_step(from, from.schedule());
+  from.park(d);
+  from.preempt_all();
+  ASSERT_EQ(from.waiting(), (std::deque<Sequence*>{&a, &b, &c}));
+  std::vector<Sequence*> moved;
+  for (Sequence* s : from.waiting()) moved.push_back(s);
+  for (Sequence* s : moved) from.hand_off(*s);
+  from.hand_off(d);
+  EXPECT_EQ(from.num_waiting(), 0u);
+  EXPECT_EQ(from_blocks.num_used(), 0);
+  EXPECT_EQ(d.state, Sequence::State::parked);
+  for (Sequence* s : moved) {
+    EXPECT_EQ(s->state, Sequence::State::waiting);
+    EXPECT_TRUE(s->blocks.table.empty());
+  }
+  EXPECT_EQ(a.num_tokens(), 6);  // its sampled token stays
+
+  ASSERT_TRUE(to.add(x));
+  ASSERT_TRUE(to.add(y));
+  EXPECT_THROW(to.adopt({&d}), std::logic_error);  // parked: unparked where it lives now
+  to.adopt(moved);
+  ASSERT_EQ(to.waiting(), (std::deque<Sequence*>{&a, &b, &c, &x, &y}));
+  to.unpark(d);
+  ASSERT_EQ(to.waiting(), (std::deque<Sequence*>{&d, &a, &b, &c, &x, &y}));
+  EXPECT_EQ(rows(to.schedule()), (std::vector<Row>{{&d, 0, 2, true}}));
+}
+
+// In priority mode the adopted keep their order among equals, behind none of theirs.
+TEST(Scheduler, AdoptedSequencesKeepTheirOrderByPriority) {
+  BlockManager from_blocks(64, 4), to_blocks(64, 4);
+  Scheduler from(config(4, 64, 1024, /*priority=*/true), from_blocks);
+  Scheduler to(config(4, 64, 1024, /*priority=*/true), to_blocks);
+  Sequence a = make_seq(1, 5), b = make_seq(2, 6), x = make_seq(3, 3);
+  a.priority = 1;
+  b.priority = 1;
+  x.priority = 0;
+  ASSERT_TRUE(from.add(a));
+  ASSERT_TRUE(from.add(b));
+  ASSERT_TRUE(to.add(x));
+  from.hand_off(a);
+  from.hand_off(b);
+  to.adopt({&a, &b});
+  ASSERT_EQ(to.waiting(), (std::deque<Sequence*>{&x, &a, &b}));
+}
+
 }  // namespace
 }  // namespace orzo

@@ -127,6 +127,8 @@ BatcherStats some_stats() {
   s.preemptions = 2;
   s.recoveries = 3;
   s.recovery_pause_ns = 4'500'000'000;
+  s.moved = 5;
+  s.replicas = {ReplicaStats{true, 2, 3, 200, 50, 10000, 40, 0}, ReplicaStats{false, 1, 4, 200, 50, 2345, 9, 3}};
   return s;
 }
 
@@ -158,6 +160,14 @@ TEST(Metrics, FullRenderIsWellFormedAndComplete) {
       {"orzo:engine_steps_total", "counter"},
       {"orzo:recoveries_total", "counter"},
       {"orzo:recovery_pause_seconds_total", "counter"},
+      {"orzo:requests_moved_total", "counter"},
+      {"orzo:replica_healthy", "gauge"},
+      {"orzo:replica_num_requests_running", "gauge"},
+      {"orzo:replica_num_requests_waiting", "gauge"},
+      {"orzo:replica_kv_cache_usage_perc", "gauge"},
+      {"orzo:replica_requests_routed_total", "counter"},
+      {"orzo:replica_engine_steps_total", "counter"},
+      {"orzo:replica_recoveries_total", "counter"},
       {"orzo:request_success_total", "counter"},
       {"orzo:request_rejected_total", "counter"},
       {"orzo:time_to_first_token_seconds", "histogram"},
@@ -179,6 +189,17 @@ TEST(Metrics, FullRenderIsWellFormedAndComplete) {
   EXPECT_EQ(e.samples.at("orzo:recoveries_total" + l), "3");
   EXPECT_EQ(e.samples.at("orzo:recovery_pause_seconds_total" + l), "4.5");
   EXPECT_EQ(e.samples.at("orzo:engine_steps_total" + l), "12345");
+  EXPECT_EQ(e.samples.at("orzo:requests_moved_total" + l), "5");
+
+  const auto replica = [](int r) { return "{model_name=\"stories260K\",replica=\"" + std::to_string(r) + "\"}"; };
+  EXPECT_EQ(e.samples.at("orzo:replica_healthy" + replica(0)), "1");
+  EXPECT_EQ(e.samples.at("orzo:replica_healthy" + replica(1)), "0");
+  EXPECT_EQ(e.samples.at("orzo:replica_num_requests_running" + replica(1)), "1");
+  EXPECT_EQ(e.samples.at("orzo:replica_num_requests_waiting" + replica(1)), "4");
+  EXPECT_EQ(e.samples.at("orzo:replica_kv_cache_usage_perc" + replica(0)), "0.25");
+  EXPECT_EQ(e.samples.at("orzo:replica_requests_routed_total" + replica(0)), "40");
+  EXPECT_EQ(e.samples.at("orzo:replica_engine_steps_total" + replica(1)), "2345");
+  EXPECT_EQ(e.samples.at("orzo:replica_recoveries_total" + replica(1)), "3");
 
   const std::string r = "orzo:request_success_total{model_name=\"stories260K\",finished_reason=";
   EXPECT_EQ(e.samples.at(r + "\"stop\"}"), "1");

@@ -134,5 +134,43 @@ TEST(Placement, RejectsBadEvenSplits) {
   EXPECT_THROW(split_evenly("metal", 1, 1), std::invalid_argument);
 }
 
+// Replicas: listed whole-model placements, or one placement repeated on GPUs of their own.
+TEST(Placement, ParsesReplicas) {
+  const auto listed = parse_replicas("cuda:0;cpu:0-2,remote:2-4", 1, 4);
+  ASSERT_EQ(listed.size(), 2u);
+  ASSERT_EQ(listed[0].size(), 1u);
+  EXPECT_EQ(listed[0][0].device, "cuda");
+  ASSERT_EQ(listed[1].size(), 2u);
+  EXPECT_EQ(listed[1][1].device, "remote");
+  EXPECT_EQ(parse_replicas("cpu;cpu", 2, 4).size(), 2u);
+
+  const auto repeated = parse_replicas("cuda*2", 3, 4);
+  ASSERT_EQ(repeated.size(), 3u);
+  std::vector<int32_t> gpus;
+  for (const auto& replica : repeated)
+    for (const auto& stage : replica) gpus.push_back(stage.device_index);
+  EXPECT_EQ(gpus, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  const auto cpus = parse_replicas("cpu:0-1,remote:1-4", 2, 4);
+  ASSERT_EQ(cpus.size(), 2u);
+  EXPECT_EQ(cpus[1][0].device, "cpu");
+  EXPECT_EQ(cpus[1][1].layers.begin, 1);
+  EXPECT_EQ(parse_replicas("cpu", 1, 4).size(), 1u);
+}
+
+TEST(Placement, RejectsBadReplicas) {
+  const auto message = [](const std::string& spec, int32_t replicas) {
+    try {
+      parse_replicas(spec, replicas, 4);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("cpu;cpu", 3), "placement 'cpu;cpu': lists 2 replicas, but 3 were asked for");
+  EXPECT_EQ(message("cpu", 0), "placement 'cpu': 0 replicas (expected 1 to 64)");
+  EXPECT_EQ(message("cpu;", 1), "placement '': empty spec");
+  EXPECT_EQ(message("cpu;cpu:0-2", 1), "placement 'cpu:0-2': the stages end at layer 2 but the model has 4");
+}
+
 }  // namespace
 }  // namespace orzo
