@@ -300,7 +300,7 @@ void fail_step(batcher_pointer self, Replica& rep, const caf::error& err) {
 // Arms the step watchdog of replica r for its step in flight, unless it is armed already.
 // Steps go out without a CAF request timeout: CAF 0.17 keeps every request's timeout on its
 // clock until it fires, a reply or not, so a 10-minute timeout per step held hundreds of
-// thousands of entries (about 600 bytes per request served, for ten minutes). One timer per
+// thousands of entries (about 550 bytes per request served, for ten minutes). One timer per
 // replica, re-armed for the step then in flight, bounds that.
 void watch_step(batcher_pointer self, size_t r) {
   auto& rep = self->state.replicas[r];
@@ -441,12 +441,16 @@ std::optional<size_t> route(const BatcherState& st, const std::vector<int32_t>& 
   return std::nullopt;
 }
 
+// How a message about replica r begins: nothing when it is the only one.
+std::string replica_prefix(const BatcherState& st, size_t r) {
+  return st.replicas.size() > 1 ? "replica " + std::to_string(r) + ": " : std::string();
+}
+
 // Why no replica serves, for a request refused and for /health.
 std::string unhealthy_reason(const BatcherState& st) {
-  if (st.replicas.size() == 1) return st.replicas.front().unhealthy_reason;
   std::string why;
   for (size_t r = 0; r < st.replicas.size(); ++r)
-    why += (why.empty() ? "" : "; ") + ("replica " + std::to_string(r) + ": ") + st.replicas[r].unhealthy_reason;
+    why += (why.empty() ? "" : "; ") + replica_prefix(st, r) + st.replicas[r].unhealthy_reason;
   return why;
 }
 
@@ -616,12 +620,11 @@ void lose_stage(batcher_pointer self, size_t r, size_t i, const std::string& why
   auto& stage = rep.stages[i];
   stage.worker = nullptr;
   stage.info.reset();
-  rep.lost = (st.replicas.size() > 1 ? "replica " + std::to_string(r) + ": " : std::string()) + "the worker for layers " +
-             layers_text(stage.layers) + " was lost: " + why;
+  rep.lost = "the worker for layers " + layers_text(stage.layers) + " was lost: " + why;
   ++rep.pipeline_epoch;
   rep.pending_chains = 0;
   if (st.options.recovery_timeout.count() <= 0) {
-    stop_serving(self, r, rep.lost);
+    stop_serving(self, r, replica_prefix(st, r) + rep.lost);
   } else {
     abandon_step(self, r);
     rep.scheduler->preempt_all();
@@ -656,7 +659,7 @@ void recovery_deadline(batcher_pointer self, size_t r, uint64_t n) {
   if (!rep.recovering || n != rep.recovery) return;
   rep.recovering = false;
   fail_all(self, ErrorCode::worker_lost,
-           rep.lost + "; no worker took over within " +
+           replica_prefix(st, r) + rep.lost + "; no worker took over within " +
                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(st.options.recovery_timeout).count()) +
                " ms",
            r);

@@ -15,14 +15,14 @@
 namespace orzo {
 namespace {
 
-// One step is in flight at a time, so at most one stage computes at once and blocks one
-// scheduler thread. Automatic sharing waits for two more, one for the batcher, one for the
-// sessions; even when asked for, sharing the only scheduler thread would stall the batcher.
-// A GPU stage waits on its device for most of a step: it always gets a thread of its own.
-WorkerThread resolve(WorkerThread choice, caf::actor_system& sys, const std::string& device) {
+// One step per replica is in flight at a time, so at most `replicas` stages compute at once,
+// each blocking one scheduler thread. Automatic sharing waits for two more, one for the batcher,
+// one for the sessions; even when asked for, sharing the only scheduler thread would stall the
+// batcher. A GPU stage waits on its device for most of a step: it always gets a thread of its own.
+WorkerThread resolve(WorkerThread choice, caf::actor_system& sys, const std::string& device, size_t replicas) {
   if (device.rfind("cuda", 0) == 0) return WorkerThread::own;
   const auto threads = sys.scheduler().num_workers();
-  if (choice == WorkerThread::automatic) return threads >= 3 ? WorkerThread::scheduler : WorkerThread::own;
+  if (choice == WorkerThread::automatic) return threads >= replicas + 2 ? WorkerThread::scheduler : WorkerThread::own;
   return choice == WorkerThread::scheduler && threads < 2 ? WorkerThread::own : choice;
 }
 
@@ -30,13 +30,14 @@ WorkerThread resolve(WorkerThread choice, caf::actor_system& sys, const std::str
 // when that one is local too. A stage without a backend waits for a worker to join.
 std::vector<PipelineStage> spawn_pipeline(caf::actor_system& sys, std::vector<std::unique_ptr<LayerBackend>> backends,
                                           const std::vector<LayerRange>& layers, const std::vector<std::string>& devices,
-                                          WorkerThread choice, const std::shared_ptr<grammar::ConstraintCache>& constraints) {
+                                          WorkerThread choice, const std::shared_ptr<grammar::ConstraintCache>& constraints,
+                                          size_t replicas = 1) {
   std::vector<PipelineStage> stages(backends.size());
   worker_actor next;
   for (size_t i = backends.size(); i-- > 0;) {
     stages[i].layers = layers[i];
     if (backends[i])
-      stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, resolve(choice, sys, devices[i]),
+      stages[i].worker = spawn_worker(sys, std::move(backends[i]), devices[i], next, resolve(choice, sys, devices[i], replicas),
                                       i + 1 == backends.size() ? constraints : nullptr);
     next = stages[i].worker;
   }
@@ -89,10 +90,10 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
       layers.push_back(stage.layers);
       devices.push_back(stage.device == "remote" ? "remote"
                                                  : stage.device + ":" + std::to_string(stage.device_index) + " layers " +
-                                                       std::to_string(stage.layers.begin) + "-" +
-                                                       std::to_string(stage.layers.end));
+                                                       layers_text(stage.layers));
     }
-    pipelines.push_back(spawn_pipeline(sys, std::move(made[r].backends), layers, devices, options.worker_thread, constraints));
+    pipelines.push_back(spawn_pipeline(sys, std::move(made[r].backends), layers, devices, options.worker_thread, constraints,
+                                       replicas.size()));
     const auto local = local_workers(pipelines.back());
     engine->workers_.insert(engine->workers_.end(), local.begin(), local.end());
   }

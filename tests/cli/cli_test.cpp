@@ -127,6 +127,9 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"serve -m '" + kStoriesGguf + "' --stream-buffer 10", "--stream-buffer"},
       {"serve -m '" + kStoriesGguf + "' --stream-buffer lots", "--stream-buffer"},
       {"serve -m '" + kStoriesGguf + "' --stalled-client-timeout 0", "--stalled-client-timeout"},
+      {"serve -m '" + kStoriesGguf + "' --replicas 0", "--replicas"},
+      {"generate -m '" + kStoriesGguf + "' -p Once -n 2 --placement 'cpu;cpu' --replicas 3",
+       "placement 'cpu;cpu': lists 2 replicas, but 3 were asked for"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }

@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -138,6 +137,31 @@ def open_stream(port, path, body, headers=None):
     while f.readline() not in (b"\r\n", b""):
         pass
     return s, status, f
+
+
+def concurrent_streams(port, path, bodies, timeout=30):
+    """Opens one stream per body, each read to its end on a thread of its own; returns once
+    each has an event (asserting so within `timeout` s) with (threads, results), results[i]
+    becoming (status, events) when stream i ends."""
+    results = [None] * len(bodies)
+    started = [threading.Event() for _ in bodies]
+
+    def run(i):
+        s, status, f = open_stream(port, path, bodies[i])
+        events = []
+        for ev in stream_events(f):
+            events.append(ev)
+            started[i].set()
+        results[i] = (status, events)
+        started[i].set()
+        s.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for e in started:
+        assert e.wait(timeout), "a stream sent nothing"
+    return threads, results
 
 
 def wait_for(predicate, timeout, interval=0.02):

@@ -4,15 +4,13 @@ single-process server's; the streams a killed or frozen (SIGSTOP) worker held pa
 unchanged on a standby or on a worker that joins within --recovery-timeout, and past it end
 with a worker_lost error."""
 import json
-import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 import unittest
 
-from harness import ORZO, STORIES, Server, open_stream, stream_events, wait_for
+from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "One day, a"]
 LIVENESS = ["--heartbeat-ms", "200", "--connection-timeout-ms", "1000"]
@@ -88,26 +86,8 @@ class RemoteWorker(unittest.TestCase):
         return status, json.loads(body)
 
     def long_streams(self, n):
-        """n streams of 400 tokens; returns (threads, results) once each has some text."""
-        results = [None] * n
-        started = [threading.Event() for _ in range(n)]
-
-        def run(i):
-            s, status, f = open_stream(self.server.port, "/v1/completions", long_body(i, True))
-            events = []
-            for ev in stream_events(f):
-                events.append(ev)
-                started[i].set()
-            results[i] = (status, events)
-            started[i].set()
-            s.close()
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for e in started:
-            self.assertTrue(e.wait(30))
-        return threads, results
+        """n long streams; returns (threads, results) once each has some text."""
+        return concurrent_streams(self.server.port, "/v1/completions", [long_body(i, True) for i in range(n)])
 
     def assert_unchanged(self, threads, results):
         """Every stream ended without an error, with the text of an undisturbed run."""

@@ -5,10 +5,9 @@ once, without an error, with the text of an undisturbed run."""
 import json
 import signal
 import subprocess
-import threading
 import unittest
 
-from harness import ORZO, STORIES, Server, open_stream, stream_events, wait_for
+from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
 from test_remote_worker import LIVENESS, PROMPTS, free_port
 
 STREAMS = 64
@@ -74,24 +73,8 @@ class Replicas(unittest.TestCase):
     def test_killing_a_replica_under_64_streams_loses_no_stream(self):
         first = self.start_worker(0)
         self.start_worker(1)
-        results = [None] * STREAMS
-        started = [threading.Event() for _ in range(STREAMS)]
-
-        def run(i):
-            s, status, f = open_stream(self.server.port, "/v1/completions", request(i, True))
-            events = []
-            for ev in stream_events(f):
-                events.append(ev)
-                started[i].set()
-            results[i] = (status, events)
-            started[i].set()
-            s.close()
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(STREAMS)]
-        for t in threads:
-            t.start()
-        for e in started:
-            self.assertTrue(e.wait(60))
+        threads, results = concurrent_streams(self.server.port, "/v1/completions",
+                                              [request(i, True) for i in range(STREAMS)], timeout=60)
         routed = [self.server.metric("orzo:replica_requests_routed_total", replica=r) for r in (0, 1)]
         self.assertGreater(min(routed), STREAMS / 4, routed)  # both take a share
         first.send_signal(signal.SIGKILL)
@@ -111,7 +94,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(self.server.metric("orzo:kv_cache_usage_perc"), 0)
         status, body = self.health()
         self.assertEqual(status, 200)  # replica 1 serves
-        self.assertIn("replica 0: the worker for layers 0-5 was lost", body["replicas"][0]["detail"])
+        self.assertIn("the worker for layers 0-5 was lost", body["replicas"][0]["detail"])
         # A new worker serves replica 0 again.
         self.start_worker(0)
         print(f"\n  {int(moved)} of {STREAMS} streams moved to replica 1", end=" ")
