@@ -693,10 +693,15 @@ TEST_F(Actors, ALostReplicasRequestsGoOnInAnother) {
     r.limits.ignore_eos = true;
     spawn_session(sys, p.batcher, nullptr, r, c.callbacks(r.id));
   }
-  ASSERT_TRUE(eventually([&] { return stats_of(sys, p.batcher).replicas[0].steps >= 4; }));
+  ASSERT_TRUE(eventually([&] {
+    const auto s = stats_of(sys, p.batcher);
+    return s.replicas[0].steps >= 4 && s.replicas[0].routed + s.replicas[1].routed == static_cast<uint64_t>(kRequests);
+  }));
+  // How many each takes depends on how far replica 1 got meanwhile (its growing sequences
+  // leave it less room); both take some.
   auto s = stats_of(sys, p.batcher);
-  EXPECT_GE(s.replicas[0].routed, 4u);
-  EXPECT_GE(s.replicas[1].routed, 4u);
+  EXPECT_GE(s.replicas[0].routed, 1u);
+  EXPECT_GE(s.replicas[1].routed, 1u);
   caf::anon_send_exit(w0, caf::exit_reason::kill);
   gate0.set(true);
   ASSERT_TRUE(c.wait(kRequests));
