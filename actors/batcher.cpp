@@ -422,23 +422,30 @@ int64_t room_for(const Replica& rep, const std::vector<int32_t>& tokens) {
 // holds the blocks each replica was given already.
 std::optional<size_t> route(const BatcherState& st, const std::vector<int32_t>& tokens,
                             std::optional<size_t> except = std::nullopt, const std::vector<int64_t>* promised = nullptr) {
-  std::optional<size_t> best;
-  int64_t best_room = 0;
+  std::vector<size_t> serving;
+  for (size_t r = 0; r < st.replicas.size(); ++r)
+    if (st.replicas[r].healthy && r != except) serving.push_back(r);
+  // One candidate needs no scoring: the usual single replica pays nothing for routing (the
+  // prefix lookup hashes the whole prompt).
+  if (serving.size() == 1) return serving.front();
+  if (serving.empty()) {
+    if (except) return std::nullopt;
+    for (size_t r = 0; r < st.replicas.size(); ++r)
+      if (st.replicas[r].recovering) return r;
+    return std::nullopt;
+  }
   std::vector<size_t> holds(st.replicas.size(), 0);
   for (const auto& [id, l] : st.live) holds[l->replica]++;
-  for (size_t r = 0; r < st.replicas.size(); ++r) {
-    const auto& rep = st.replicas[r];
-    if (!rep.healthy || r == except) continue;
-    const int64_t room = room_for(rep, tokens) - (promised ? (*promised)[r] : 0);
-    if (!best || room > best_room || (room == best_room && holds[r] < holds[*best])) {
+  size_t best = serving.front();
+  int64_t best_room = std::numeric_limits<int64_t>::min();
+  for (size_t r : serving) {
+    const int64_t room = room_for(st.replicas[r], tokens) - (promised ? (*promised)[r] : 0);
+    if (room > best_room || (room == best_room && holds[r] < holds[best])) {
       best = r;
       best_room = room;
     }
   }
-  if (best || except) return best;
-  for (size_t r = 0; r < st.replicas.size(); ++r)
-    if (st.replicas[r].recovering) return r;
-  return std::nullopt;
+  return best;
 }
 
 // How a message about replica r begins: nothing when it is the only one.

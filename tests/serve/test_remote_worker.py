@@ -35,9 +35,19 @@ def complete_all(server):
 LONG = 160  # tokens of each long stream
 
 
-def long_body(i, stream):
-    return {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": LONG, "temperature": 0,
+def long_body(i, stream, tokens=LONG):
+    return {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": tokens, "temperature": 0,
             "ignore_eos": True, "stream": stream}
+
+
+def long_references(server, tokens=LONG):
+    """What an undisturbed server answers to long_body(i, ...) for each prompt."""
+    texts = []
+    for i in range(len(PROMPTS)):
+        status, _, body = server.post("/v1/completions", long_body(i, False, tokens))
+        assert status == 200, body
+        texts.append(body["choices"][0]["text"])
+    return texts
 
 
 class RemoteWorker(unittest.TestCase):
@@ -45,11 +55,7 @@ class RemoteWorker(unittest.TestCase):
     def setUpClass(cls):
         with Server("--served-model-name", "stories") as single:
             cls.reference = complete_all(single)
-            cls.long_reference = []
-            for i in range(len(PROMPTS)):
-                status, _, body = single.post("/v1/completions", long_body(i, False))
-                assert status == 200, body
-                cls.long_reference.append(body["choices"][0]["text"])
+            cls.long_reference = long_references(single)
             single.stop()
 
     def setUp(self):

@@ -8,26 +8,17 @@ import subprocess
 import unittest
 
 from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
-from test_remote_worker import LIVENESS, PROMPTS, free_port
+from test_remote_worker import LIVENESS, PROMPTS, free_port, long_body, long_references
 
 STREAMS = 64
 TOKENS = 400  # long enough that the kill lands mid-stream on a fast machine
-
-
-def request(i, stream):
-    return {"model": "stories", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": TOKENS, "temperature": 0,
-            "ignore_eos": True, "stream": stream}
 
 
 class Replicas(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         with Server("--served-model-name", "stories") as single:
-            cls.reference = []
-            for i in range(len(PROMPTS)):
-                status, _, body = single.post("/v1/completions", request(i, False))
-                assert status == 200, body
-                cls.reference.append(body["choices"][0]["text"])
+            cls.reference = long_references(single, TOKENS)
             single.stop()
 
     def setUp(self):
@@ -74,7 +65,7 @@ class Replicas(unittest.TestCase):
         first = self.start_worker(0)
         self.start_worker(1)
         threads, results = concurrent_streams(self.server.port, "/v1/completions",
-                                              [request(i, True) for i in range(STREAMS)], timeout=60)
+                                              [long_body(i, True, TOKENS) for i in range(STREAMS)], timeout=60)
         routed = [self.server.metric("orzo:replica_requests_routed_total", replica=r) for r in (0, 1)]
         self.assertGreater(min(routed), STREAMS / 4, routed)  # both take a share
         first.send_signal(signal.SIGKILL)
