@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -28,8 +29,10 @@ struct Live {
   Sequence seq;
   size_t replica = 0;            // whose scheduler and KV pool hold it
   bool sampler_started = false;  // the replica's sampling worker knows this sequence
-  bool in_step = false;          // part of its replica's step in flight
-  bool cancelled = false;        // stopped while in the step: ends when the step returns
+  bool cancelled = false;        // stopped while in a step: ends when the step returns
+  // Its terminal event is sent, but a step in flight still names it (seq.in_flight): the
+  // object stays until that step returns, and the step's rows for it are discarded.
+  bool ended = false;
   bool paused = false;           // its reader fell behind: parked, once out of the step, until resumed
   int32_t scored = 1;            // the next prompt position to score, when sampling.prompt_logprobs asks
   std::chrono::steady_clock::time_point admitted = std::chrono::steady_clock::now();
@@ -50,19 +53,25 @@ struct StageSlot {
   std::vector<Standby> standby;    // in the order they joined
 };
 
-// One whole-model pipeline with its own KV pool, scheduler and step in flight. Replicas step
+// A step sent to a replica's pipeline and not yet answered.
+struct Flight {
+  uint64_t step = 0;
+  StepPlan plan;
+  std::vector<int32_t> scores;  // per chunk of plan: its rows that score a prompt token
+  std::chrono::steady_clock::time_point began;
+};
+
+// One whole-model pipeline with its own KV pool, scheduler and steps in flight. Replicas step
 // independently; a request lives in one at a time.
 struct Replica {
   std::vector<StageSlot> stages;
   std::unique_ptr<BlockManager> blocks;
   std::unique_ptr<Scheduler> scheduler;
   bool step_queued = false;     // a step_atom for it is in the mailbox
-  bool step_in_flight = false;
-  uint64_t in_flight_step = 0;
-  std::chrono::steady_clock::time_point step_began;
+  // Oldest first: one step, or two when the next is planned while one computes (async
+  // scheduling). The pipeline answers them in order.
+  std::deque<Flight> flights;
   bool watched = false;         // a watch_atom for it is on the clock
-  StepPlan in_flight;
-  std::vector<int32_t> in_flight_scores;  // per chunk of in_flight: its rows that score a prompt token
   std::vector<uint64_t> released;  // sequences its sampling worker may forget
   std::string fault;               // what no joining worker can cure (a local stage's pool is short)
   std::string lost;                // why a stage was last lost, until every stage has a worker again
@@ -94,7 +103,7 @@ struct BatcherState {
 
 using batcher_pointer = batcher_actor::stateful_pointer<BatcherState>;
 
-int32_t generated(const Live& l) { return l.seq.num_tokens() - l.seq.prompt_len; }
+int32_t generated(const Live& l) { return l.seq.num_known() - l.seq.prompt_len; }
 
 FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = ErrorCode::none,
                        std::string message = {}) {
@@ -107,12 +116,14 @@ FinishedEvent finished(const Live& l, FinishReason reason, ErrorCode error = Err
   return ev;
 }
 
-// Ends a request that is not part of the step in flight: its blocks go back at once.
+// Ends a request: its terminal event goes now, and its blocks go back. A step still in flight
+// may write into them, which is safe: the pipeline runs steps in order, so any step that hands
+// them to another sequence runs after it. The object stays until no step in flight names it.
 void finish(batcher_pointer self, uint64_t seq_id, FinishReason reason, ErrorCode error = ErrorCode::none,
             std::string message = {}) {
   auto& st = self->state;
   auto it = st.live.find(seq_id);
-  if (it == st.live.end()) return;
+  if (it == st.live.end() || it->second->ended) return;
   Live& l = *it->second;
   auto& rep = st.replicas[l.replica];
   rep.scheduler->remove(l.seq);
@@ -120,7 +131,22 @@ void finish(batcher_pointer self, uint64_t seq_id, FinishReason reason, ErrorCod
   if (l.session) self->send(l.session, finished(l, reason, error, std::move(message)));
   st.stats.finished[static_cast<size_t>(reason)]++;
   st.by_request.erase(l.request.id);
-  st.live.erase(it);
+  if (l.seq.in_flight > 0)
+    l.ended = true;
+  else
+    st.live.erase(it);
+}
+
+// A step that named sequence `id` came back (or never will): true when the caller is done
+// with it, because it ended meanwhile (its object goes once no step names it).
+bool leaves_step(BatcherState& st, uint64_t id) {
+  auto it = st.live.find(id);
+  if (it == st.live.end()) return true;
+  Live& l = *it->second;
+  --l.seq.in_flight;
+  if (!l.ended) return false;
+  if (l.seq.in_flight == 0) st.live.erase(it);
+  return true;
 }
 
 // A request refused before admission still gets its one terminal event.
@@ -140,9 +166,16 @@ int64_t total_tokens(const GenerationRequest& req) {
   return static_cast<int64_t>(req.prompt.size()) + req.limits.max_tokens;
 }
 
+// Async scheduling plans a step while the one before it computes, with a kPendingToken where
+// that one draws, which only a pipeline whose one stage both embeds and samples can fill in.
+bool plans_ahead(const BatcherState& st, const Replica& rep) {
+  return st.options.async_scheduling && rep.stages.size() == 1;
+}
+
 void queue_step(batcher_pointer self, size_t r) {
   auto& rep = self->state.replicas[r];
-  if (rep.step_queued || rep.step_in_flight || !rep.healthy) return;
+  const size_t depth = plans_ahead(self->state, rep) ? 2 : 1;
+  if (rep.step_queued || rep.flights.size() >= depth || !rep.healthy) return;
   rep.step_queued = true;
   self->send(self, step_atom::value, static_cast<int32_t>(r));
 }
@@ -157,7 +190,7 @@ std::optional<FinishReason> finish_reason(const BatcherState& st, const Live& l,
     if (std::binary_search(stops.begin(), stops.end(), token)) return FinishReason::stop;
   }
   if (n >= limits.max_tokens) return FinishReason::length;
-  if (static_cast<int32_t>(l.seq.tokens.size()) >= st.options.max_model_len) return FinishReason::length;
+  if (l.seq.num_known() >= st.options.max_model_len) return FinishReason::length;
   return std::nullopt;
 }
 
@@ -189,19 +222,18 @@ void mark_scored(Live& l, int32_t scored) {
   l.seq.cacheable = scored >= l.seq.prompt_len ? std::numeric_limits<int32_t>::max() : scored - 1;
 }
 
-StepRequest build_step(BatcherState& st, Replica& rep) {
+StepRequest build_step(BatcherState& st, Replica& rep, Flight& flight) {
   StepRequest req;
-  req.step = st.next_step++;
+  req.step = flight.step = st.next_step++;
   auto& batch = req.batch;
-  rep.in_flight_scores.clear();
-  for (const auto& chunk : rep.in_flight.chunks) {
+  for (const auto& chunk : flight.plan.chunks) {
     auto& l = *st.live.at(chunk.seq->id);
-    l.in_step = true;
+    ++l.seq.in_flight;
     const auto index = static_cast<int32_t>(batch.block_tables.size());
     batch.block_tables.push_back(chunk.seq->blocks.table);
     req.seq_ids.push_back(chunk.seq->id);
     const int32_t scores = score_rows(l, chunk);
-    rep.in_flight_scores.push_back(scores);
+    flight.scores.push_back(scores);
     batch.add_chunk_with_logits(index, chunk.seq->tokens.data() + chunk.first_pos, chunk.count, chunk.first_pos,
                                 scores + (chunk.sample ? 1 : 0));
     if (!l.sampler_started) {
@@ -211,7 +243,7 @@ StepRequest build_step(BatcherState& st, Replica& rep) {
       const auto& tokens = chunk.seq->tokens;
       const auto prompt_end = tokens.begin() + chunk.seq->prompt_len;
       req.started.push_back(SequenceStart{chunk.seq->id, l.request.sampling, std::vector<int32_t>(tokens.begin(), prompt_end),
-                                          std::vector<int32_t>(prompt_end, tokens.end())});
+                                          std::vector<int32_t>(prompt_end, tokens.begin() + chunk.seq->num_known())});
     }
   }
   req.released = std::move(rep.released);
@@ -230,20 +262,18 @@ void send_scores(batcher_pointer self, Live& l, const StepResult& result, size_t
   if (l.session) self->send(l.session, std::move(ev));
 }
 
-void deliver(batcher_pointer self, Replica& rep, const StepResult& result) {
+void deliver(batcher_pointer self, Replica& rep, const Flight& flight, const StepResult& result) {
   auto& st = self->state;
-  rep.scheduler->complete(rep.in_flight);
+  rep.scheduler->commit(flight.plan);
   size_t next = 0;  // the first result of the chunk at hand
-  for (size_t c = 0; c < rep.in_flight.chunks.size(); ++c) {
-    const auto& chunk = rep.in_flight.chunks[c];
-    const int32_t scores = rep.in_flight_scores[c];
+  for (size_t c = 0; c < flight.plan.chunks.size(); ++c) {
+    const auto& chunk = flight.plan.chunks[c];
+    const int32_t scores = flight.scores[c];
     const size_t first = next;
     next += static_cast<size_t>(scores) + (chunk.sample ? 1 : 0);
     const uint64_t id = chunk.seq->id;
-    auto it = st.live.find(id);
-    if (it == st.live.end()) continue;
-    Live& l = *it->second;
-    l.in_step = false;
+    if (leaves_step(st, id)) continue;
+    Live& l = *st.live.at(id);
     if (l.cancelled) {
       finish(self, id, FinishReason::cancelled);
       continue;
@@ -262,7 +292,10 @@ void deliver(batcher_pointer self, Replica& rep, const StepResult& result) {
              "tokenizer to apply it)");
       continue;
     }
-    l.seq.tokens.push_back(s.token);
+    if (l.seq.pending > 0)
+      l.seq.tokens[static_cast<size_t>(l.seq.num_known())] = s.token, --l.seq.pending;
+    else
+      l.seq.tokens.push_back(s.token);
     ++st.stats.generated_tokens;
     self->send(l.session, TokenEvent{l.request.id, s.token, generated(l) - 1, s.logprob, s.top_logprobs});
     if (auto reason = finish_reason(st, l, s.token))
@@ -272,25 +305,38 @@ void deliver(batcher_pointer self, Replica& rep, const StepResult& result) {
   }
 }
 
-size_t expected_results(const Replica& rep) {
+size_t expected_results(const Flight& flight) {
   size_t n = 0;
-  for (size_t c = 0; c < rep.in_flight.chunks.size(); ++c)
-    n += static_cast<size_t>(rep.in_flight_scores[c]) + (rep.in_flight.chunks[c].sample ? 1 : 0);
+  for (size_t c = 0; c < flight.plan.chunks.size(); ++c)
+    n += static_cast<size_t>(flight.scores[c]) + (flight.plan.chunks[c].sample ? 1 : 0);
   return n;
 }
 
-void fail_step(batcher_pointer self, Replica& rep, const caf::error& err) {
+// In async scheduling, the token each continuing draw of a step just sent will bring is
+// already a row of the next plan: a kPendingToken until the step returns. A draw that ends
+// its sequence by length (or a prompt scored alone) gets none, so no row is planned past it.
+void expect_tokens(BatcherState& st, const Flight& flight) {
+  for (const auto& chunk : flight.plan.chunks) {
+    if (!chunk.sample) continue;
+    const Live& l = *st.live.at(chunk.seq->id);
+    const int32_t after = chunk.seq->num_tokens() + 1;  // tokens once this draw is known
+    if (l.request.limits.max_tokens == 0 || after - chunk.seq->prompt_len >= l.request.limits.max_tokens ||
+        after >= st.options.max_model_len)
+      continue;
+    chunk.seq->tokens.push_back(kPendingToken);
+    ++chunk.seq->pending;
+  }
+}
+
+void fail_step(batcher_pointer self, const Flight& flight, const caf::error& err) {
   auto& st = self->state;
   const auto code = error_code_of(err);
   const std::string message = code == ErrorCode::step_failed ? error_message(err)
                                                              : "a worker did not answer: " + self->system().render(err);
-  std::vector<uint64_t> ids;
-  for (const auto& chunk : rep.in_flight.chunks) ids.push_back(chunk.seq->id);
-  for (auto id : ids) {
-    auto it = st.live.find(id);
-    if (it == st.live.end()) continue;
-    it->second->in_step = false;
-    if (it->second->cancelled)
+  for (const auto& chunk : flight.plan.chunks) {
+    const uint64_t id = chunk.seq->id;
+    if (leaves_step(st, id)) continue;
+    if (st.live.at(id)->cancelled)
       finish(self, id, FinishReason::cancelled);
     else
       finish(self, id, FinishReason::error, code, message);
@@ -304,24 +350,27 @@ void fail_step(batcher_pointer self, Replica& rep, const caf::error& err) {
 // replica, re-armed for the step then in flight, bounds that.
 void watch_step(batcher_pointer self, size_t r) {
   auto& rep = self->state.replicas[r];
-  if (rep.watched || !rep.step_in_flight) return;
+  if (rep.watched || rep.flights.empty()) return;
   rep.watched = true;
-  const auto due = rep.step_began + self->state.options.step_timeout - std::chrono::steady_clock::now();
+  const auto& oldest = rep.flights.front();
+  const auto due = oldest.began + self->state.options.step_timeout - std::chrono::steady_clock::now();
   self->delayed_send(self, std::max(due, std::chrono::steady_clock::duration::zero()), watch_atom::value,
-                     static_cast<int32_t>(r), rep.in_flight_step);
+                     static_cast<int32_t>(r), oldest.step);
 }
 
 // The watchdog of replica r, armed for step `step`: a step in flight for step_timeout fails
-// its requests with worker_lost, as an unanswered request would.
+// its requests with worker_lost, as an unanswered request would, and so does any step sent
+// after it (the pipeline answers in order).
 void on_watch(batcher_pointer self, size_t r, uint64_t step) {
   if (r >= self->state.replicas.size()) return;
   auto& rep = self->state.replicas[r];
   rep.watched = false;
-  if (!rep.step_in_flight) return;
-  if (rep.in_flight_step != step || std::chrono::steady_clock::now() - rep.step_began < self->state.options.step_timeout)
+  if (rep.flights.empty()) return;
+  if (rep.flights.front().step != step ||
+      std::chrono::steady_clock::now() - rep.flights.front().began < self->state.options.step_timeout)
     return watch_step(self, r);
-  rep.step_in_flight = false;
-  fail_step(self, rep, caf::make_error(caf::sec::request_timeout));
+  auto flights = std::exchange(rep.flights, {});
+  for (const auto& flight : flights) fail_step(self, flight, caf::make_error(caf::sec::request_timeout));
   queue_step(self, r);
 }
 
@@ -330,42 +379,50 @@ void run_step(batcher_pointer self, size_t r) {
   if (r >= st.replicas.size()) return;
   auto& rep = st.replicas[r];
   rep.step_queued = false;
-  if (rep.step_in_flight || !rep.healthy) return;
-  rep.in_flight = rep.scheduler->schedule();
-  st.stats.preemptions += rep.in_flight.preempted.size();
-  if (rep.in_flight.empty()) return;
-  rep.step_in_flight = true;
-  rep.step_began = std::chrono::steady_clock::now();
+  const bool ahead = plans_ahead(st, rep);
+  if (rep.flights.size() >= (ahead ? 2u : 1u) || !rep.healthy) return;
+  Flight flight;
+  flight.plan = rep.scheduler->schedule();
+  st.stats.preemptions += flight.plan.preempted.size();
+  if (flight.plan.empty()) return;
+  flight.began = std::chrono::steady_clock::now();
   ++st.stats.steps;
   ++rep.steps;
-  auto req = build_step(st, rep);
-  rep.in_flight_step = req.step;
+  auto req = build_step(st, rep, flight);
+  rep.scheduler->advance(flight.plan);
+  if (ahead) expect_tokens(st, flight);
+  const uint64_t step = flight.step;
+  rep.flights.push_back(std::move(flight));
   watch_step(self, r);
   self->request(rep.stages.front().worker, caf::infinite, std::move(req))
       .then(
-          [self, r](StepResult& result) {
+          [self, r, step](StepResult& result) {
             auto& rp = self->state.replicas[r];
-            if (!rp.step_in_flight || result.step != rp.in_flight_step) return;
-            rp.step_in_flight = false;
-            if (result.samples.size() != expected_results(rp))
-              fail_step(self, rp, make_orzo_error(ErrorCode::step_failed,
-                                                  "the last worker answered " + std::to_string(result.samples.size()) +
-                                                      " logit rows of " + std::to_string(expected_results(rp))));
+            if (rp.flights.empty() || rp.flights.front().step != step || result.step != step) return;
+            const Flight done = std::move(rp.flights.front());
+            rp.flights.pop_front();
+            if (result.samples.size() != expected_results(done))
+              fail_step(self, done, make_orzo_error(ErrorCode::step_failed,
+                                                    "the last worker answered " + std::to_string(result.samples.size()) +
+                                                        " logit rows of " + std::to_string(expected_results(done))));
             else
-              deliver(self, rp, result);
+              deliver(self, rp, done, result);
             if (self->state.options.check_invariants) rp.blocks->check(rp.scheduler->live_blocks());
             queue_step(self, r);
           },
-          [self, r, step = rep.in_flight_step](caf::error& err) {
+          [self, r, step](caf::error& err) {
             auto& rp = self->state.replicas[r];
-            if (!rp.step_in_flight || rp.in_flight_step != step) return;
+            if (rp.flights.empty() || rp.flights.front().step != step) return;
             // A stage died under the step; its down message, which follows, is where the
             // batcher deals with a loss (lose_stage: recovery, or worker_lost).
             if (err == caf::sec::request_receiver_down) return;
-            rp.step_in_flight = false;
-            fail_step(self, rp, err);
+            const Flight done = std::move(rp.flights.front());
+            rp.flights.pop_front();
+            fail_step(self, done, err);
             queue_step(self, r);
           });
+  // The next step is planned while this one computes.
+  if (ahead) queue_step(self, r);
 }
 
 // The session's reader fell behind: the request leaves the batch, and its blocks go, once it
@@ -374,7 +431,7 @@ void pause_request(batcher_pointer self, uint64_t id) {
   auto& st = self->state;
   Live& l = *st.live.at(id);
   l.paused = true;
-  if (!l.in_step) st.replicas[l.replica].scheduler->park(l.seq);
+  if (l.seq.in_flight == 0) st.replicas[l.replica].scheduler->park(l.seq);
 }
 
 void resume_request(batcher_pointer self, uint64_t id) {
@@ -395,8 +452,8 @@ void for_request(batcher_pointer self, const std::string& request_id, void (*act
 
 void stop_request(batcher_pointer self, uint64_t id) {
   auto& l = *self->state.live.at(id);
-  if (l.in_step)
-    l.cancelled = true;  // its blocks may be in use by the running step
+  if (l.seq.in_flight > 0)
+    l.cancelled = true;  // ends with the step's answer, which may complete it meanwhile
   else
     finish(self, id, FinishReason::cancelled);
 }
@@ -578,8 +635,10 @@ void update_health(batcher_pointer self, size_t r) {
 
 // Nothing can advance in replica r without its whole pipeline: every request it holds ends
 // now rather than waiting for a worker that may never come back.
+void abandon_steps(batcher_pointer self, size_t r);
+
 void stop_serving(batcher_pointer self, size_t r, const std::string& why) {
-  self->state.replicas[r].step_in_flight = false;
+  abandon_steps(self, r);
   fail_all(self, ErrorCode::worker_lost, why, r);
 }
 
@@ -592,24 +651,25 @@ void set_fault(batcher_pointer self, size_t r, std::string why) {
 
 void chain(batcher_pointer self, size_t r, size_t i);
 
-// Replica r's step in flight will never be answered (or its answer is stale): its sequences
-// leave it, those stopped meanwhile end now.
-void abandon_step(batcher_pointer self, size_t r) {
+// Replica r's steps in flight will never be answered (or their answers are stale): their
+// sequences leave them, without the tokens they were to draw; those stopped meanwhile end now.
+void abandon_steps(batcher_pointer self, size_t r) {
   auto& st = self->state;
   auto& rep = st.replicas[r];
-  if (!rep.step_in_flight) return;
-  rep.step_in_flight = false;
+  auto flights = std::exchange(rep.flights, {});
   std::vector<uint64_t> cancelled;
-  for (const auto& chunk : rep.in_flight.chunks) {
-    auto it = st.live.find(chunk.seq->id);
-    if (it == st.live.end()) continue;
-    Live& l = *it->second;
-    l.in_step = false;
-    if (l.cancelled)
-      cancelled.push_back(chunk.seq->id);
-    else if (l.paused)
-      rep.scheduler->park(l.seq);
-  }
+  for (const auto& flight : flights)
+    for (const auto& chunk : flight.plan.chunks) {
+      if (leaves_step(st, chunk.seq->id)) continue;
+      Live& l = *st.live.at(chunk.seq->id);
+      l.seq.tokens.resize(static_cast<size_t>(l.seq.num_known()));
+      l.seq.pending = 0;
+      if (l.seq.in_flight > 0) continue;
+      if (l.cancelled)
+        cancelled.push_back(chunk.seq->id);
+      else if (l.paused)
+        rep.scheduler->park(l.seq);
+    }
   for (auto id : cancelled) finish(self, id, FinishReason::cancelled);
 }
 
@@ -633,7 +693,7 @@ void lose_stage(batcher_pointer self, size_t r, size_t i, const std::string& why
   if (st.options.recovery_timeout.count() <= 0) {
     stop_serving(self, r, replica_prefix(st, r) + rep.lost);
   } else {
-    abandon_step(self, r);
+    abandon_steps(self, r);
     rep.scheduler->preempt_all();
     // Released before they start again (a worker handles a step's releases first), so that a
     // surviving sampling worker forgets even those that end before they run again.

@@ -75,6 +75,7 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
         b.eos_token_ids.push_back(id);
   b.step_timeout = options.step_timeout;
   b.recovery_timeout = options.recovery_timeout;
+  b.async_scheduling = options.async_scheduling;
 
   const StageTerms terms{options.kv_blocks, b.block_size, b.scheduler.max_num_batched_tokens, b.scheduler.max_num_seqs,
                          b.max_model_len};

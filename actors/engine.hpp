@@ -39,6 +39,7 @@ struct EngineOptions {
   int32_t kv_blocks = 0;              // 0: sized by the stage factory (stages/stage_factory.hpp)
   int32_t block_size = 16;
   bool prefix_caching = true;
+  bool async_scheduling = false;      // BatcherOptions::async_scheduling
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
   caf::timespan recovery_timeout = std::chrono::seconds(30);  // BatcherOptions::recovery_timeout

@@ -54,6 +54,7 @@ StepResult step_result(uint64_t step, const std::vector<SampleResult>& samples) 
 // The last stage: forward, then one token per logit row, drawn here or on the backend's device.
 StepResult last_step(WorkerState& st, StepRequest& req) {
   st.samples.clear();
+  st.sampler.fill_pending(req.batch, req.seq_ids);
   if (st.backend->samples()) {
     st.sampler.plan(req.batch, req.seq_ids, st.plans);
     st.backend->forward_and_sample(req.batch, req.hidden, st.plans, st.samples);

@@ -133,6 +133,9 @@ StepPlan Scheduler::schedule() {
   while (plan.preempted.empty() && !waiting_.empty() && budget > 0 &&
          running_.size() < static_cast<size_t>(config_.max_num_seqs)) {
     Sequence& seq = *waiting_.front();
+    // Preempted or parked while a step still computes its old rows: readmitted once that step
+    // is answered, so that the step's blocks are registered from the table it wrote.
+    if (seq.in_flight > 0) break;
     // Up to `cacheable` tokens: the blocks lying inside [0, cacheable) (see cached_prefix_tokens).
     const int32_t lookup = seq.cacheable < seq.num_tokens() ? seq.cacheable + 1 : seq.num_tokens();
     const int32_t cached = seq.cacheable > 0 ? blocks_.take_cached_prefix(seq.blocks, seq.tokens.data(), lookup) : 0;
@@ -155,15 +158,27 @@ StepPlan Scheduler::schedule() {
 }
 
 void Scheduler::complete(const StepPlan& plan) {
+  advance(plan);
+  commit(plan);
+}
+
+void Scheduler::advance(const StepPlan& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence& seq = *chunk.seq;
     if (seq.state != Sequence::State::running) continue;
     if (chunk.first_pos != seq.num_computed)
-      throw std::logic_error("Scheduler::complete: sequence " + std::to_string(seq.id) + " has computed " +
+      throw std::logic_error("Scheduler::advance: sequence " + std::to_string(seq.id) + " has computed " +
                              std::to_string(seq.num_computed) + " tokens, the plan starts at " +
                              std::to_string(chunk.first_pos) + " (a stale plan?)");
     seq.num_computed += chunk.count;
-    blocks_.commit(seq.blocks, seq.tokens.data(), seq.num_computed);
+  }
+}
+
+void Scheduler::commit(const StepPlan& plan) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Sequence& seq = *chunk.seq;
+    if (seq.state == Sequence::State::running)
+      blocks_.commit(seq.blocks, seq.tokens.data(), chunk.first_pos + chunk.count);
   }
 }
 

@@ -7,6 +7,9 @@
 //
 // One step, as the batcher drives it:
 //   plan = schedule();  run the chunks;  complete(plan);  append sampled tokens;  remove() the finished.
+// Planned one step ahead (async scheduling), complete() splits in two: advance(plan) when the
+// step goes out, so that the next plan starts where it ends, with a kPendingToken for each
+// token it will draw; commit(plan) when it comes back and its KV is written.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -69,8 +72,8 @@ class Scheduler {
   //  3. only when nothing was preempted (the pool is tight), waiting sequences in queue order
   //     while fewer than max_num_seqs run and budget remains: the prefix cache serves what
   //     it can (never past seq.cacheable tokens; not asked at all when that is 0), then a
-  //     chunk is allocated; the first that cannot get its blocks stops
-  //     admission (waiting sequences never preempt).
+  //     chunk is allocated; the first that cannot get its blocks, or that a step in flight
+  //     still computes (seq.in_flight), stops admission (waiting sequences never preempt).
   // "Served last" is the latest admitted in FCFS mode, the highest (priority, arrival) in
   // priority mode. A victim already planned this step is taken out of the plan again. In
   // FCFS mode a victim goes to the front of the waiting queue; in priority mode the queue
@@ -82,6 +85,11 @@ class Scheduler {
   // the prefix cache. std::logic_error when a chunk no longer starts at its sequence's
   // num_computed (a plan completed twice, or out of order).
   void complete(const StepPlan& plan);
+  // complete()'s halves: advance moves num_computed past each chunk of a running sequence
+  // (the same std::logic_error), commit registers the blocks each chunk filled. A sequence
+  // that left the batch between them is skipped by commit; its object must outlive it.
+  void advance(const StepPlan& plan);
+  void commit(const StepPlan& plan);
 
   // Takes a waiting or running sequence out of the batch (its client stopped reading): out of
   // its queue, its blocks released, num_computed 0. Its full blocks stay in the prefix cache

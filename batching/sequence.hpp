@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "batching/block_manager.hpp"
+#include "core/forward_batch.hpp"
 
 namespace orzo {
 
@@ -16,6 +17,9 @@ struct Sequence {
 
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // prompt then generated tokens
+  // The last `pending` tokens are kPendingToken: drawn by steps in flight, not yet known here.
+  int32_t pending = 0;
+  int32_t in_flight = 0;  // steps sent and not yet answered that compute rows of it (the batcher counts)
   int32_t prompt_len = 0;
   int32_t num_computed = 0;  // leading tokens whose KV is in the cache
   int32_t num_cached = 0;    // prompt tokens the prefix cache served at first admission (for usage)
@@ -29,6 +33,7 @@ struct Sequence {
   SequenceBlocks blocks;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_known() const { return num_tokens() - pending; }
 };
 
 }  // namespace orzo

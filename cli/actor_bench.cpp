@@ -150,6 +150,7 @@ BenchEngine start_null_engine(caf::actor_system& sys, const BenchOptions& o, int
   b.max_model_len = context;
   b.vocab_size = kNullVocab;
   b.prefix_caching = false;
+  b.async_scheduling = o.async_scheduling;
   std::vector<std::unique_ptr<LayerBackend>> stages;
   stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
   return {Engine::start_with(sys, std::move(stages), std::move(b), parse_worker_thread(o.worker_thread)), kNullVocab};
@@ -170,6 +171,7 @@ BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, in
   e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
   e.load_tokenizer = false;  // prompts are ids, as in the bare bench
   e.worker_thread = parse_worker_thread(o.worker_thread);
+  e.async_scheduling = o.async_scheduling;
   auto engine = Engine::start(sys, e);
   const auto vocab = static_cast<int32_t>(engine->model()->config().vocab_size);
   return {std::move(engine), vocab};
@@ -238,6 +240,7 @@ nlohmann::json actor_bench_report(const BenchOptions& o, const Tally& tally, Clo
                       {"cpu", cpu::cpu_model_name()},
                       {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
                       {"worker_thread", o.worker_thread},
+                      {"async_scheduling", o.async_scheduling},
                       {"model", o.model},
                       {"placement", o.placement},
                       {"batch", o.batch},

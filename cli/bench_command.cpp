@@ -263,6 +263,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--worker-thread", o->worker_thread, "With --actors: own, shared or auto, as for generate")
       ->check(CLI::IsMember({"auto", "own", "shared"}))
       ->capture_default_str();
+  cmd->add_flag("--async-scheduling", o->async_scheduling,
+               "With --actors: plan each step while the one before it computes (one-stage pipelines)");
   cmd->add_option("--ttft-probes", o->ttft_probes,
                   "With --actors: new requests sent one by one while the batch decodes, for TTFT percentiles")
       ->check(CLI::Range(0, 100000));

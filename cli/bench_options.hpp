@@ -12,6 +12,7 @@ struct BenchOptions {
   std::string placement = "cpu";
   int ttft_probes = 0;
   std::string worker_thread = "auto";  // with --actors: own, shared or auto (see WorkerThread)
+  bool async_scheduling = false;       // with --actors: BatcherOptions::async_scheduling
   int batch = 1;
   int prompt = 128;
   int gen = 32;

@@ -7,8 +7,13 @@
 
 namespace orzo {
 
+// A row token not known when the step was planned (async scheduling plans a step while the
+// one before it computes): the token the sampling stage drew, in that step, for the row's
+// position. Only a stage that both embeds and samples can fill it in (BatchSampler::fill_pending).
+inline constexpr int32_t kPendingToken = -1;
+
 struct ForwardBatch {
-  std::vector<int32_t> tokens;     // per row; read by the range that embeds
+  std::vector<int32_t> tokens;     // per row (or kPendingToken); read by the range that embeds
   std::vector<int32_t> positions;  // per row: position in its sequence (0-based)
   std::vector<int32_t> seq_index;  // per row: index into block_tables
   // Per sequence: the KV block ids holding positions [0, block_size * size()).

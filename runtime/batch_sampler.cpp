@@ -47,6 +47,20 @@ void BatchSampler::release(uint64_t seq) {
   seqs_.erase(it);
 }
 
+void BatchSampler::fill_pending(ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
+  for (size_t r = 0; r < batch.tokens.size(); ++r) {
+    if (batch.tokens[r] != kPendingToken) continue;
+    const auto seq = static_cast<size_t>(batch.seq_index.at(r));
+    if (seq >= seq_ids.size()) throw std::invalid_argument("row " + std::to_string(r) + " names no sequence");
+    // No draw for this position: the step that was to draw it failed, and the batcher ends the
+    // sequence and discards this row. Failing the step instead would fail its other sequences.
+    auto it = seqs_.find(seq_ids[seq]);
+    const bool drawn = it != seqs_.end() && it->second.drawn_at == static_cast<size_t>(batch.positions.at(r)) &&
+                       it->second.drawn != kNoToken;
+    batch.tokens[r] = drawn ? it->second.drawn : 0;
+  }
+}
+
 BatchSampler::Entry& BatchSampler::entry(uint64_t seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) throw std::invalid_argument("no sampling state for sequence " + std::to_string(seq));
@@ -88,12 +102,15 @@ void BatchSampler::sample(const ForwardBatch& batch, const std::vector<uint64_t>
     }
     bool refuse = false;
     const auto mask = mask_for(*e, refuse);
+    e->drawn_at = seen;
     if (refuse) {
       e->sampler.take_step();  // the step is spent all the same: later draws stay where they were
       out.push_back(SampleResult{kNoToken, 0.0f, {}, 0});
+      e->drawn = kNoToken;
       continue;
     }
     out.push_back(e->sampler.sample(row, vocab, e->history.data(), seen, mask.get()));
+    e->drawn = out.back().token;
     if (e->matcher && !e->matcher->advance(out.back().token)) e->unusable = true;
   }
 }
@@ -102,6 +119,7 @@ void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& 
   record(batch, seq_ids);
   out.clear();
   planned_.clear();
+  planned_draws_.clear();
   plan_masks_.clear();
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
     auto [e, seen] = logit_row(batch, seq_ids, i);
@@ -112,6 +130,7 @@ void BatchSampler::plan(const ForwardBatch& batch, const std::vector<uint64_t>& 
     }
     const size_t window = std::min(seen, static_cast<size_t>(std::max(p.penalty_window, 0)));
     DrawPlan draw{&p, e->sampler.seed(), e->sampler.take_step(), e->history.data() + (seen - window), window};
+    planned_draws_.push_back({out.size(), e, seen});
     if (e->matcher || e->unusable) {
       bool refuse = false;
       auto mask = mask_for(*e, refuse);
@@ -151,7 +170,12 @@ void BatchSampler::commit(std::vector<SampleResult>& drawn) {
       p.entry->unusable = true;
     }
   }
+  for (const PlannedDraw& d : planned_draws_) {
+    d.entry->drawn = drawn.at(d.row).token;
+    d.entry->drawn_at = d.position;
+  }
   planned_.clear();
+  planned_draws_.clear();
   plan_masks_.clear();
 }
 

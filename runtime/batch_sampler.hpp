@@ -10,6 +10,7 @@
 #include "runtime/sampler.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -31,6 +32,11 @@ class BatchSampler {
              const std::vector<int32_t>& generated = {});
   void release(uint64_t seq);
   size_t size() const { return seqs_.size(); }
+
+  // Puts in each kPendingToken row the token this sampler drew for that row's position in the
+  // step before; token 0 where there is none (that draw was refused, or its step failed): the
+  // batcher ends such a sequence and discards the row.
+  void fill_pending(ForwardBatch& batch, const std::vector<uint64_t>& seq_ids);
 
   // Records each row's token at its position in its sequence's history, then answers each
   // logit row from `logits` ([logit_rows, vocab], used as scratch): a row whose next position
@@ -67,6 +73,9 @@ class BatchSampler {
     size_t prompt_len = 0;
     std::optional<grammar::ConstraintMatcher> matcher;  // when the output is constrained
     bool unusable = false;  // constrained, but the constraint could not be compiled here
+    // The last draw, for fill_pending: its token (kNoToken if refused) and the position it is for.
+    int32_t drawn = kNoToken;
+    size_t drawn_at = std::numeric_limits<size_t>::max();
   };
   // The constrained draws of a step: the sequence of each logit row that draws under a matcher.
   template <class Visit>
@@ -89,6 +98,12 @@ class BatchSampler {
     bool refuse;
   };
   std::vector<Planned> planned_;  // plan()'s constrained draws, for commit()
+  struct PlannedDraw {
+    size_t row;  // index into the plans
+    Entry* entry;
+    size_t position;  // of the token drawn
+  };
+  std::vector<PlannedDraw> planned_draws_;  // every draw of plan(), for commit() to remember
   std::vector<std::shared_ptr<const TokenMask>> plan_masks_;
 };
 

@@ -74,8 +74,13 @@ class TestBackend final : public LayerBackend {
   int steps_ = 0;
 };
 
+// Every test runs twice: stepping one step at a time, and planning each step while the one
+// before it computes (async scheduling). Set by the fixture for the test at hand.
+bool plan_ahead = false;
+
 BatcherOptions options(int32_t kv_blocks = 256) {
   BatcherOptions o;
+  o.async_scheduling = plan_ahead;
   o.kv_blocks = kv_blocks;
   o.block_size = 4;
   o.max_model_len = 512;
@@ -108,13 +113,14 @@ std::vector<int32_t> counting(int32_t last, int32_t n) {
   return out;
 }
 
-class Actors : public ::testing::Test {
+class Actors : public ::testing::TestWithParam<bool> {
  protected:
+  Actors() { plan_ahead = GetParam(); }
   caf::actor_system_config cfg;
   caf::actor_system sys{testing::test_config(cfg)};
 };
 
-TEST_F(Actors, StreamsTokensThenOneCompletion) {
+TEST_P(Actors, StreamsTokensThenOneCompletion) {
   auto engine = start(sys, options());
   Collector c;
   engine->generate(greedy("a", {5, 6, 7}, 10), c.callbacks("a"));
@@ -129,7 +135,7 @@ TEST_F(Actors, StreamsTokensThenOneCompletion) {
   EXPECT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).kv_blocks_used == 0; }));
 }
 
-TEST_F(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
+TEST_P(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
   auto engine = start(sys, options(), nullptr, -1, WorkerThread::own);
   Collector c;
   for (int i = 0; i < 8; ++i) engine->generate(greedy("r" + std::to_string(i), {i}, 12), c.callbacks("r" + std::to_string(i)));
@@ -137,7 +143,7 @@ TEST_F(Actors, WorkersOnThreadsOfTheirOwnServeTheSame) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(c.outcomes().at("r" + std::to_string(i)).tokens, counting(i, 12)) << i;
 }
 
-TEST_F(Actors, EosStopIdsMinTokensAndIgnoreEos) {
+TEST_P(Actors, EosStopIdsMinTokensAndIgnoreEos) {
   auto engine = start(sys, options());
   Collector c;
   engine->generate(greedy("eos", {58}, 20), c.callbacks("eos"));  // 59 .. 63 = EOS
@@ -161,7 +167,7 @@ TEST_F(Actors, EosStopIdsMinTokensAndIgnoreEos) {
   EXPECT_EQ(all["stop"].completions.at(0).reason, FinishReason::stop);
 }
 
-TEST_F(Actors, InvalidRequestsAreRefusedWithOneCompletion) {
+TEST_P(Actors, InvalidRequestsAreRefusedWithOneCompletion) {
   auto engine = start(sys, options());
   Collector c;
   engine->generate(greedy("empty", {}, 4), c.callbacks("empty"));
@@ -181,7 +187,7 @@ TEST_F(Actors, InvalidRequestsAreRefusedWithOneCompletion) {
   }
 }
 
-TEST_F(Actors, QueueLimitRefusesOnlyTheRequestBeyondIt) {
+TEST_P(Actors, QueueLimitRefusesOnlyTheRequestBeyondIt) {
   Gate gate;
   gate.set(false);
   auto o = options();
@@ -205,7 +211,7 @@ TEST_F(Actors, QueueLimitRefusesOnlyTheRequestBeyondIt) {
   }
 }
 
-TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
+TEST_P(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
   Gate gate;
   auto engine = start(sys, options(), &gate);
   Collector c;
@@ -227,7 +233,7 @@ TEST_F(Actors, CancelEndsTheRequestAndFreesItsBlocks) {
   }));
 }
 
-TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
+TEST_P(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
   Gate gate;
   auto engine = start(sys, options(), &gate);
   Collector c;
@@ -245,8 +251,35 @@ TEST_F(Actors, ASessionThatDiesIsCancelledAndItsBlocksFreed) {
   }));
 }
 
-TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
+// Planned ahead, the next step goes out while one computes: with the worker held in the
+// first step, the second is sent already; one at a time, it waits for the first's answer.
+// Nothing is planned past a draw that ends its request by length.
+TEST_P(Actors, TheNextStepIsSentWhileOneComputesOnlyWhenPlanningAhead) {
+  Gate gate;
+  gate.set(false);
+  auto engine = start(sys, options(), &gate);
+  Collector c;
+  auto steps_held = [&](uint64_t want) {
+    EXPECT_TRUE(eventually([&] { return stats_of(sys, engine->batcher()).steps == want; }, std::chrono::seconds(5)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(stats_of(sys, engine->batcher()).steps, want);
+    gate.set(true);  // whatever the checks found: a held worker would hang the engine's shutdown
+  };
+  engine->generate(greedy("one", {1}, 1), c.callbacks("one"));
+  steps_held(1);
+  ASSERT_TRUE(c.wait(1));
+  EXPECT_EQ(c.outcomes().at("one").tokens, counting(1, 1));
+  gate.set(false);
+  engine->generate(greedy("a", {1}, 10), c.callbacks("a"));
+  steps_held(GetParam() ? 3 : 2);
+  ASSERT_TRUE(c.wait(2));
+  EXPECT_EQ(c.outcomes().at("a").tokens, counting(1, 10));
+}
+
+TEST_P(Actors, AFailingStepFailsExactlyItsRequests) {
   // Step 1 runs a; step 2 a and b; step 3 (a, b) throws; x waits all along (two seats).
+  // Planned ahead, step 2 (a alone) was planned while step 1 ran, before b came, so step 3 is
+  // b's first.
   Gate gate;
   gate.set(false);
   auto o = options();
@@ -268,7 +301,7 @@ TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
     EXPECT_NE(done.message.find("injected failure"), std::string::npos) << done.message;
   }
   EXPECT_EQ(all["a"].tokens, counting(1, 2));
-  EXPECT_EQ(all["b"].tokens, counting(2, 1));
+  EXPECT_EQ(all["b"].tokens, counting(2, GetParam() ? 0 : 1));
   EXPECT_EQ(all["x"].tokens, counting(3, 10));
   EXPECT_EQ(all["x"].completions.at(0).reason, FinishReason::length);
   engine->generate(greedy("after", {4}, 6), c.callbacks("after"));
@@ -277,7 +310,7 @@ TEST_F(Actors, AFailingStepFailsExactlyItsRequests) {
   EXPECT_TRUE(testing::health_of(sys, engine->batcher()).healthy);
 }
 
-TEST_F(Actors, WithoutRecoveryAWorkerThatDiesFailsItsRequestsAtOnce) {
+TEST_P(Actors, WithoutRecoveryAWorkerThatDiesFailsItsRequestsAtOnce) {
   Gate gate;
   gate.set(false);
   auto o = options();
@@ -300,7 +333,7 @@ TEST_F(Actors, WithoutRecoveryAWorkerThatDiesFailsItsRequestsAtOnce) {
 
 // Nobody takes the lost stage over: the requests wait out the recovery timeout, those that
 // arrive meanwhile too, and then each fails once with worker_lost.
-TEST_F(Actors, RequestsWaitForALostStageThenFailAfterTheRecoveryTimeout) {
+TEST_P(Actors, RequestsWaitForALostStageThenFailAfterTheRecoveryTimeout) {
   Gate gate;
   gate.set(false);
   auto o = options();
@@ -341,7 +374,7 @@ std::pair<ErrorCode, std::string> join(caf::actor_system& sys, const batcher_act
   return out;
 }
 
-TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) {
+TEST_P(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) {
   const auto o = options();
   auto batcher = spawn_batcher(sys, o, {{PipelineStage{{0, 1}, worker_actor{}}}});
   auto health = testing::health_of(sys, batcher);
@@ -383,7 +416,7 @@ TEST_F(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
 
 // A session told its reader fell behind takes its request out of the batch, which frees its
 // blocks; told it caught up, the request goes on by recompute to the same output.
-TEST_F(Actors, APausedRequestLeavesTheBatchAndResumesUnchanged) {
+TEST_P(Actors, APausedRequestLeavesTheBatchAndResumesUnchanged) {
   Gate gate;
   auto engine = start(sys, options(), &gate);
   gate.allow(3);
@@ -441,7 +474,7 @@ struct JoinablePipeline {
 
 // The serving worker dies mid-generation: a standby takes over at once, and every request
 // goes on by recompute to exactly the output of an undisturbed run, with no error.
-TEST_F(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
+TEST_P(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
   Gate gate;
   JoinablePipeline p(sys, options());
   auto serving = p.join_one(&gate);
@@ -483,7 +516,7 @@ TEST_F(Actors, AStandbyTakesOverALostStageAndNoRequestNotices) {
 }
 
 // Without a standby, the requests wait for a new worker that joins within the timeout.
-TEST_F(Actors, ANewWorkerWithinTheRecoveryTimeoutResumesTheLostRequests) {
+TEST_P(Actors, ANewWorkerWithinTheRecoveryTimeoutResumesTheLostRequests) {
   Gate gate;
   JoinablePipeline p(sys, options());
   auto first = p.join_one(&gate);
@@ -593,7 +626,7 @@ struct ThousandSessions {
 
 // Every surviving session sees its tokens in order and exactly one Completion, and
 // afterwards every block is free.
-TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
+TEST_P(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
   auto engine = start(sys, ThousandSessions::pool());
   ThousandSessions t(1234);
   t.go([&](const SessionRequest& r, SessionCallbacks cb) { return engine->generate(r, std::move(cb)); }, [](size_t) {});
@@ -605,7 +638,7 @@ TEST_F(Actors, AThousandSessionsUnderPreemptionStopsAndDeaths) {
 
 // The same while the serving worker is killed and a new one joins, again and again: those
 // that ran to the end have an undisturbed run's output.
-TEST_F(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
+TEST_P(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
   JoinablePipeline p(sys, ThousandSessions::pool());
   auto serving = p.join_one();
   ASSERT_TRUE(eventually([&] { return testing::health_of(sys, p.batcher).healthy; }));
@@ -629,7 +662,7 @@ TEST_F(Actors, AThousandSessionsThroughWorkerDeathsAndRejoins) {
 
 // A step that no worker answers within step_timeout fails its requests with worker_lost; the
 // next step runs as usual.
-TEST_F(Actors, AStepUnansweredWithinTheStepTimeoutFailsItsRequests) {
+TEST_P(Actors, AStepUnansweredWithinTheStepTimeoutFailsItsRequests) {
   Gate gate;
   auto o = options();
   o.step_timeout = std::chrono::milliseconds(300);
@@ -652,7 +685,7 @@ TEST_F(Actors, AStepUnansweredWithinTheStepTimeoutFailsItsRequests) {
 
 // Replicas: joins fill each replica's stage in turn, then stand by; one serving replica is
 // enough for the model to be healthy.
-TEST_F(Actors, WorkersFillReplicasInTurnThenStandBy) {
+TEST_P(Actors, WorkersFillReplicasInTurnThenStandBy) {
   JoinablePipeline p(sys, options(), 2);
   auto health = testing::health_of(sys, p.batcher);
   EXPECT_FALSE(health.healthy);
@@ -679,7 +712,7 @@ TEST_F(Actors, WorkersFillReplicasInTurnThenStandBy) {
 
 // Requests spread over both replicas; when one loses its only worker, its requests go on in
 // the other at once, to an undisturbed run's output, and nobody sees an error.
-TEST_F(Actors, ALostReplicasRequestsGoOnInAnother) {
+TEST_P(Actors, ALostReplicasRequestsGoOnInAnother) {
   Gate gate0;
   JoinablePipeline p(sys, options(), 2);
   auto w0 = p.join_one(&gate0);
@@ -732,7 +765,7 @@ TEST_F(Actors, ALostReplicasRequestsGoOnInAnother) {
 
 // A prompt whose prefix one replica has cached goes there, past an idle replica that a tie
 // would choose.
-TEST_F(Actors, ARequestGoesToTheReplicaThatCachedItsPrefix) {
+TEST_P(Actors, ARequestGoesToTheReplicaThatCachedItsPrefix) {
   Gate gate0;
   JoinablePipeline p(sys, options(), 2);
   auto w0 = p.join_one(&gate0);
@@ -770,7 +803,7 @@ TEST_F(Actors, ARequestGoesToTheReplicaThatCachedItsPrefix) {
 
 // A thousand sessions over two replicas while their workers are killed and new ones join in
 // turn: exactly one terminal event each, undisturbed outputs, every block free at the end.
-TEST_F(Actors, AThousandSessionsOverReplicasThroughWorkerDeaths) {
+TEST_P(Actors, AThousandSessionsOverReplicasThroughWorkerDeaths) {
   JoinablePipeline p(sys, ThousandSessions::pool(), 2);
   std::deque<worker_actor> serving{p.join_one(), p.join_one()};
   ASSERT_TRUE(eventually([&] { return p.every_replica_serves(); }));
@@ -791,6 +824,9 @@ TEST_F(Actors, AThousandSessionsOverReplicasThroughWorkerDeaths) {
   EXPECT_GT(s.replicas[1].routed, 100u);
   for (auto& w : serving) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
 }
+
+INSTANTIATE_TEST_SUITE_P(Scheduling, Actors, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Async" : "OneAtATime"; });
 
 }  // namespace
 }  // namespace orzo

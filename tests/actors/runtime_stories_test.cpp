@@ -1,7 +1,8 @@
 // The actor runtime on a real model (stories260K): a request's greedy output is the same
 // whether it runs alone or with 63 others, with or without preemption, on one worker or with
-// the model split over two or three, and with or without prefix-cache hits. The reference is
-// the bare forward pass, one sequence at a time, with no actors at all.
+// the model split over two or three, and with or without prefix-cache hits, each stepping one
+// step at a time and planning ahead (async scheduling). The reference is the bare forward
+// pass, one sequence at a time, with no actors at all.
 
 #include "tests/support/actor_harness.hpp"
 #include "tests/support/model_harness.hpp"
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace orzo {
@@ -68,11 +70,12 @@ SessionRequest request(int i) {
   return r;
 }
 
-class RuntimeStories : public ::testing::Test {
+class StoriesEngine : public ::testing::Test {
  protected:
   caf::actor_system_config cfg;
   caf::actor_system sys{testing::test_config(cfg)};
   worker_actor engine_worker_;  // a stage that joined the engine from this process
+  bool async_scheduling_ = false;
 
   std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks, bool prefix_caching = true,
                                 int32_t replicas = 1) {
@@ -80,6 +83,7 @@ class RuntimeStories : public ::testing::Test {
     o.model = kModel;
     o.placement = placement;
     o.replicas = replicas;
+    o.async_scheduling = async_scheduling_;
     o.backend.threads = 1;
     o.kv_blocks = kv_blocks;
     o.prefix_caching = prefix_caching;
@@ -103,17 +107,22 @@ class RuntimeStories : public ::testing::Test {
   }
 };
 
-TEST_F(RuntimeStories, AloneEqualsTheBareForwardPass) {
+class RuntimeStories : public StoriesEngine, public ::testing::WithParamInterface<bool> {
+ protected:
+  RuntimeStories() { async_scheduling_ = GetParam(); }
+};
+
+TEST_P(RuntimeStories, AloneEqualsTheBareForwardPass) {
   auto engine = start("cpu", 256);
   for (int i = 0; i < 4; ++i) run_all(*engine, i, i + 1);
 }
 
-TEST_F(RuntimeStories, SixtyFourTogetherEqualAlone) {
+TEST_P(RuntimeStories, SixtyFourTogetherEqualAlone) {
   auto engine = start("cpu", 1024, /*prefix_caching=*/false);
   run_all(*engine, 0, kRequests);
 }
 
-TEST_F(RuntimeStories, PreemptionDoesNotChangeOutputs) {
+TEST_P(RuntimeStories, PreemptionDoesNotChangeOutputs) {
   // 64 sequences of up to 100 tokens need ~400 blocks of 16; 40 force preemption.
   auto engine = start("cpu", 40, /*prefix_caching=*/false);
   run_all(*engine, 0, kRequests);
@@ -122,7 +131,7 @@ TEST_F(RuntimeStories, PreemptionDoesNotChangeOutputs) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
-TEST_F(RuntimeStories, TwoAndThreeWorkersEqualOne) {
+TEST_P(RuntimeStories, TwoAndThreeWorkersEqualOne) {
   for (const std::string placement : {"cpu:0-2,cpu:2-5", "cpu:0-1,cpu:1-3,cpu:3-5"}) {
     SCOPED_TRACE(placement);
     auto engine = start(placement, 1024);
@@ -132,7 +141,7 @@ TEST_F(RuntimeStories, TwoAndThreeWorkersEqualOne) {
 
 // Two local replicas, each a whole model with its own pool: the requests spread over both and
 // every output equals the bare forward pass.
-TEST_F(RuntimeStories, TwoReplicasShareTheLoadWithoutChangingOutputs) {
+TEST_P(RuntimeStories, TwoReplicasShareTheLoadWithoutChangingOutputs) {
   auto engine = start("cpu", 256, /*prefix_caching=*/true, /*replicas=*/2);
   EXPECT_EQ(engine->workers().size(), 2u);
   run_all(*engine, 0, 24);
@@ -144,7 +153,7 @@ TEST_F(RuntimeStories, TwoReplicasShareTheLoadWithoutChangingOutputs) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
-TEST_F(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {
+TEST_P(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {
   auto engine = start("cpu", 1024);
   run_all(*engine, 0, 1);  // request 0 leaves the shared prefix in the cache
   auto second = run_all(*engine, 2, kRequests);
@@ -159,7 +168,7 @@ TEST_F(RuntimeStories, PrefixCacheHitsDoNotChangeOutputs) {
 // seeded and constrained requests go on, by recompute, to exactly what an undisturbed run
 // gives. The new sampling worker hears of each sequence again with what it drew, so its
 // draws resume at the same Philox step and its constraints in the same state.
-TEST_F(RuntimeStories, ALostSamplingStageIsTakenOverWithoutChangingAnyOutput) {
+TEST_P(RuntimeStories, ALostSamplingStageIsTakenOverWithoutChangingAnyOutput) {
   EngineOptions o;
   o.model = kModel;
   o.placement = "cpu:0-2,remote:2-5";
@@ -226,6 +235,75 @@ TEST_F(RuntimeStories, ALostSamplingStageIsTakenOverWithoutChangingAnyOutput) {
   EXPECT_EQ(stats.recoveries, 1u);
   EXPECT_EQ(stats.kv_blocks_used, 0);
   caf::anon_send_exit(engine_worker_, caf::exit_reason::user_shutdown);
+}
+
+INSTANTIATE_TEST_SUITE_P(Scheduling, RuntimeStories, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Async" : "OneAtATime"; });
+
+// Planning ahead changes no output: the same 64 requests (greedy ones ending on a stop string,
+// seeded draws, regex-constrained draws, and some cancelled after their first token) on a pool
+// small enough to preempt, after a request that leaves a shared prefix in the cache, give the
+// same tokens, text and ends one step at a time and planned ahead; a cancelled one's tokens
+// are a prefix of what it would have drawn.
+class AsyncScheduling : public StoriesEngine {};
+
+TEST_F(AsyncScheduling, ChangesNoOutputOfAnyKindOfRequest) {
+  auto mixed = [](int i) {
+    SessionRequest r = request(i);
+    r.limits.max_tokens = 60;
+    if (i % 4 == 0) {
+      r.stop = {"."};
+      r.include_stop = i % 8 == 0;
+    } else if (i % 4 == 1) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = 300 + i;
+    } else if (i % 4 == 2) {
+      r.sampling.temperature = 0.7f;
+      r.sampling.seed = 400 + i;
+      r.sampling.constraint = {OutputConstraint::Kind::regex, "( [a-z]+){4,30}\\.", false};
+    }
+    return r;
+  };
+  auto run = [&](bool ahead) {
+    async_scheduling_ = ahead;
+    auto engine = start("cpu", 40);
+    testing::Collector c;
+    engine->generate(mixed(0), c.callbacks("r0"));  // leaves the shared prefix in the cache
+    EXPECT_TRUE(c.wait(1, std::chrono::seconds(60)));
+    std::vector<session_actor> sessions(kRequests);
+    for (int i = 1; i < kRequests; ++i) sessions[i] = engine->generate(mixed(i), c.callbacks("r" + std::to_string(i)));
+    for (int i = 3; i < kRequests; i += 4) {
+      EXPECT_TRUE(testing::eventually([&] { return !c.outcomes()["r" + std::to_string(i)].tokens.empty(); }));
+      caf::anon_send(sessions[i], cancel_atom::value);
+    }
+    EXPECT_TRUE(c.wait(kRequests, std::chrono::seconds(300)));
+    const auto stats = testing::stats_of(sys, engine->batcher());
+    EXPECT_GT(stats.preemptions, 0u) << ahead;
+    EXPECT_GT(stats.prefix_hit_tokens, 0u) << ahead;
+    EXPECT_EQ(stats.kv_blocks_used, 0) << ahead;
+    return c.outcomes();
+  };
+  auto one_at_a_time = run(false);
+  auto ahead = run(true);
+  int stopped = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    const auto& want = one_at_a_time.at(id);
+    const auto& got = ahead.at(id);
+    ASSERT_EQ(got.completions.size(), 1u) << id;
+    EXPECT_EQ(got.completions[0].error, ErrorCode::none) << id << ": " << got.completions[0].message;
+    if (i % 4 == 3) {
+      const auto& uncut = want.tokens.size() > got.tokens.size() ? want.tokens : got.tokens;
+      const auto& cut = want.tokens.size() > got.tokens.size() ? got.tokens : want.tokens;
+      EXPECT_TRUE(std::equal(cut.begin(), cut.end(), uncut.begin())) << id;
+      continue;
+    }
+    EXPECT_EQ(got.tokens, want.tokens) << id;
+    EXPECT_EQ(got.text, want.text) << id;
+    EXPECT_EQ(got.completions[0].reason, want.completions.at(0).reason) << id;
+    stopped += i % 4 == 0 && got.completions[0].reason == FinishReason::stop;
+  }
+  EXPECT_GT(stopped, 8) << "most greedy requests should end on their stop string";
 }
 
 }  // namespace

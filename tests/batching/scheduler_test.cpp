@@ -420,6 +420,53 @@ TEST(Scheduler, AParkedSequenceLeavesTheBatchUntilUnparked) {
   EXPECT_EQ(rows(again), (std::vector<Row>{{&a, 4, 2, true}, {&c, 0, 3, true}}));
 }
 
+// Planned one step ahead (async scheduling): advance() at send time lets the next plan start
+// where the step in flight ends, its decode row carrying the token that step will draw;
+// commit() at return registers only the blocks that step filled.
+TEST(Scheduler, PlanningAheadAdvancesAtSendAndCommitsAtReturn) {
+  BlockManager blocks(16, 4);
+  Scheduler sched(config(4, 64), blocks);
+  Sequence a = make_seq(1, 7);
+  ASSERT_TRUE(sched.add(a));
+  const auto first = sched.schedule();
+  EXPECT_EQ(rows(first), (std::vector<Row>{{&a, 0, 7, true}}));
+  sched.advance(first);
+  EXPECT_EQ(a.num_computed, 7);
+  a.tokens.push_back(kPendingToken);
+  a.pending = 1;
+  const auto second = sched.schedule();
+  EXPECT_EQ(rows(second), (std::vector<Row>{{&a, 7, 1, true}}));
+  sched.advance(second);
+  EXPECT_THROW(sched.advance(second), std::logic_error);  // advanced twice
+  EXPECT_EQ(blocks.cached_prefix_tokens(a.tokens.data(), 8), 0) << "registered before its KV was written";
+  // The first step's answer: its one full block, not the second, which the second step fills.
+  a.tokens[7] = 9;
+  a.pending = 0;
+  sched.commit(first);
+  EXPECT_EQ(blocks.cached_prefix_tokens(a.tokens.data(), 9), 4);
+  sched.commit(second);
+  EXPECT_EQ(blocks.cached_prefix_tokens(a.tokens.data(), 9), 8);
+}
+
+// A sequence parked (or preempted) while a step still computes its rows is readmitted only
+// once that step returned, so that the step's blocks are committed from the table it wrote;
+// it holds up the admissions behind it meanwhile.
+TEST(Scheduler, ASequenceAStepStillComputesIsNotReadmitted) {
+  BlockManager blocks(16, 4);
+  Scheduler sched(config(4, 64), blocks);
+  Sequence a = make_seq(1, 5), b = make_seq(2, 3);
+  ASSERT_TRUE(sched.add(a));
+  const auto first = sched.schedule();
+  sched.advance(first);
+  a.in_flight = 1;
+  sched.park(a);
+  sched.unpark(a);
+  ASSERT_TRUE(sched.add(b));
+  EXPECT_TRUE(sched.schedule().empty());
+  a.in_flight = 0;  // the step returned
+  EXPECT_EQ(rows(sched.schedule()), (std::vector<Row>{{&a, 0, 5, true}, {&b, 0, 3, true}}));
+}
+
 // A lost replica's sequences move to another replica's scheduler: out of the first with their
 // tokens (blocks released, a parked one still parked), into the second ahead of its waiting
 // sequences, in the order they were served, even past a full waiting queue.

@@ -291,5 +291,46 @@ TEST(BatchSampler, AStartWithWhatWasDrawnResumesTheDraws) {
   }
 }
 
+// Planned ahead, a step's row may carry kPendingToken: the token this sampler drew for that
+// position in the step before, on the CPU (sample) or on a device (plan, then commit). Where
+// there was no such draw (a refused one, or a failed step) the row gets token 0, which the
+// batcher discards with its sequence.
+TEST(BatchSampler, FillsPendingRowsWithItsOwnDraws) {
+  std::mt19937 rng(11);
+  BatchSampler batch;
+  const std::vector<int32_t> prompt = {3, 4, 5};
+  batch.start(7, params(1), prompt);
+  ForwardBatch b;
+  b.block_tables = {{0}};
+  b.add_chunk(0, prompt.data(), 3, 0, true);
+  auto logits = random_logits(rng, 1);
+  std::vector<SampleResult> out;
+  batch.sample(b, {7}, logits.data(), kVocab, out);
+  ASSERT_EQ(out.size(), 1u);
+  auto pending_at = [](int32_t pos) {
+    ForwardBatch next;
+    next.block_tables = {{0}};
+    const int32_t token = kPendingToken;
+    next.add_chunk(0, &token, 1, pos, true);
+    return next;
+  };
+  auto next = pending_at(3);
+  batch.fill_pending(next, {7});
+  EXPECT_EQ(next.tokens[0], out[0].token);
+  auto elsewhere = pending_at(4);
+  batch.fill_pending(elsewhere, {7});
+  EXPECT_EQ(elsewhere.tokens[0], 0);
+  std::vector<DrawPlan> plans;
+  batch.plan(next, {7}, plans);
+  std::vector<SampleResult> drawn = {SampleResult{42}};
+  batch.commit(drawn);
+  auto after = pending_at(4);
+  batch.fill_pending(after, {7});
+  EXPECT_EQ(after.tokens[0], 42);
+  auto unknown = pending_at(4);
+  batch.fill_pending(unknown, {8});
+  EXPECT_EQ(unknown.tokens[0], 0);
+}
+
 }  // namespace
 }  // namespace orzo
