@@ -826,7 +826,7 @@ TEST_P(Actors, AThousandSessionsOverReplicasThroughWorkerDeaths) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Scheduling, Actors, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Async" : "OneAtATime"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Async" : "OneAtATime"; });
 
 }  // namespace
 }  // namespace orzo

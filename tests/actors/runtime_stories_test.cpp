@@ -238,7 +238,7 @@ TEST_P(RuntimeStories, ALostSamplingStageIsTakenOverWithoutChangingAnyOutput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Scheduling, RuntimeStories, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Async" : "OneAtATime"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Async" : "OneAtATime"; });
 
 // Planning ahead changes no output: the same 64 requests (greedy ones ending on a stop string,
 // seeded draws, regex-constrained draws, and some cancelled after their first token) on a pool
