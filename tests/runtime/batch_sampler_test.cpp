@@ -322,7 +322,7 @@ TEST(BatchSampler, FillsPendingRowsWithItsOwnDraws) {
   EXPECT_EQ(elsewhere.tokens[0], 0);
   std::vector<DrawPlan> plans;
   batch.plan(next, {7}, plans);
-  std::vector<SampleResult> drawn = {SampleResult{42}};
+  std::vector<SampleResult> drawn = {SampleResult{42, 0.0f, {}, 0}};
   batch.commit(drawn);
   auto after = pending_at(4);
   batch.fill_pending(after, {7});
