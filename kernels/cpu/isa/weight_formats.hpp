@@ -464,6 +464,12 @@ struct Q4_KFormat : BlockUnit<kSuperBlock, BlockQ4_K> {
     const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
     return _mm512_and_si512(_mm512_srlv_epi16(bytes, shifts), _mm512_set1_epi8(0x0f));
   }
+  // The same two sub-blocks as words (matmul_q8's word gemv), a byte widened per word.
+  static void pair_words(const uint8_t* b, int p, __m512i& first, __m512i& second) {
+    const __m512i words = _mm512_cvtepu8_epi16(load256(b + offsetof(BlockQ4_K, qs) + 32 * p));
+    first = _mm512_and_si512(words, _mm512_set1_epi16(0x0f));
+    second = _mm512_srli_epi16(words, 4);
+  }
 #endif
   static void load(const uint8_t* b, int s, const Scales& scales, Vec* out) {
     const uint8_t* qs = b + offsetof(BlockQ4_K, qs) + 32 * (s / 2);
