@@ -1,6 +1,7 @@
 """Many clients at once against a real `orzo serve` on stories260K: concurrent streams
-agree with the same requests sent alone, clients that vanish free their KV blocks at once,
-a full queue answers 429 without touching admitted requests, and SIGTERM drains."""
+agree with the same requests sent alone, and with async scheduling on, clients that vanish
+free their KV blocks at once, a full queue answers 429 without touching admitted requests,
+and SIGTERM drains."""
 import json
 import signal
 import threading
@@ -54,6 +55,40 @@ class Concurrency(unittest.TestCase):
                 self.assertEqual(together[i], alone, f"client {i}")
                 self.assertGreater(len(alone[0]), 20)
             self.assertEqual(server.stop(), 0)
+
+
+class AsyncScheduling(unittest.TestCase):
+    def test_64_streams_through_preemption_equal_with_it_off_and_vanishing_clients_free_their_blocks(self):
+        def body(i):
+            extra = {"stop": [". "]} if i % 3 == 0 else {}
+            return PROMPTS[i % 8], 40 + i % 5, extra
+
+        outputs, preempted = [], []
+        for flags in ([], ["--async-scheduling"]):
+            # 40 blocks of KV for 64 streams: requests are preempted and resumed all along.
+            with Server("--served-model-name", "stories", "--max-num-seqs", "64", "--kv-blocks", "40", *flags) as server:
+                together, errors = run_threads(64, lambda i: stream_text(server.port, body(i)[0], body(i)[1], **body(i)[2]))
+                self.assertEqual(errors, [])
+                outputs.append(together)
+                preempted.append(server.metric("orzo:num_preemptions_total"))
+                if flags:
+                    idle = server.metric("orzo:kv_cache_usage_perc")
+                    socks = [open_stream(server.port, "/v1/completions",
+                                         {"model": "stories", "prompt": PROMPTS[i % 8], "max_tokens": 300,
+                                          "ignore_eos": True, "stream": True}) for i in range(16)]
+                    for s, status, f in socks:
+                        self.assertEqual(status, 200)
+                        next(stream_events(f))
+                    for s, _, f in socks:
+                        f.close()
+                        s.close()
+                    self.assertTrue(wait_for(lambda: server.metric("orzo:num_requests_running") == 0 and
+                                             server.metric("orzo:kv_cache_usage_perc") == idle, timeout=5.0),
+                                    server.metrics())
+                self.assertEqual(server.stop(), 0)
+        self.assertEqual(outputs[0], outputs[1])
+        self.assertTrue(all(p > 0 for p in preempted), preempted)
+        self.assertTrue(any(finish == "stop" for _, finish in outputs[1]))
 
 
 class Disconnect(unittest.TestCase):
