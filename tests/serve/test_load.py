@@ -2,7 +2,6 @@
 agree with the same requests sent alone, and with async scheduling on, clients that vanish
 free their KV blocks at once, a full queue answers 429 without touching admitted requests,
 and SIGTERM drains."""
-import json
 import signal
 import threading
 import time
@@ -149,7 +148,6 @@ class Overload(unittest.TestCase):
 class Shutdown(unittest.TestCase):
     def test_sigterm_lets_streams_finish_then_exits_0(self):
         with Server("--served-model-name", "stories", "--shutdown-grace", "20") as server:
-            result = {}
             body = {"model": "stories", "prompt": "Once upon a time", "max_tokens": 300, "ignore_eos": True,
                     "stream": True}
             s, status, f = open_stream(server.port, "/v1/completions", body)
