@@ -106,14 +106,6 @@ void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, Threa
     matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
 }
 
-// Whether the gemv takes one row of t on another path than two (on AVX-512 VNNI, one row
-// of Q4_K meets its activations as words, matmul_q8.cpp): the two agree to f32 rounding,
-// not bit for bit.
-bool gemv_one_row_apart(Kernel kernel, DType t) {
-  return kernel == matmul_gemv && t == DType::Q4_K &&
-         (kernels().isa == Isa::Avx512Vnni || kernels().isa == Isa::Avx512Bf16);
-}
-
 // Whether `kernel` rounds activations to bf16 for weights of type t: where the active
 // level has the BF16 dot product.
 bool rounds_to_bf16(Kernel kernel, DType t) {
@@ -426,21 +418,10 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
           for (int64_t i = 0; i < rows; ++i) {
             std::vector<float> single(static_cast<size_t>(n));
             kernel(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
-            const bool alone_in_batch = i == rows - 1 && rows % kGemvMaxRows == 1;
-            const float* xi = x.data() + (m - rows + i) * k;
-            for (int64_t j = 0; j < n; ++j) {
-              const float one = single[static_cast<size_t>(j)], many = batched[static_cast<size_t>(i * n + j)];
-              if (gemv_one_row_apart(kernel, t) && !alone_in_batch) {
-                // f32 rounding of sums taken in two orders: a few ulps of sum |x w|.
-                double magnitude = 0.0;
-                for (int64_t c = 0; c < k; ++c)
-                  magnitude += std::fabs(xi[c] * w.values[static_cast<size_t>(j * k + c)]);
-                ASSERT_NEAR(one, many, 1e-6 * magnitude) << "Q4_K gemv, row " << i << " column " << j;
-              } else {
-                ASSERT_EQ(one, many) << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i
-                                     << " of " << rows << " column " << j;
-              }
-            }
+            for (int64_t j = 0; j < n; ++j)
+              ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
+                  << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i << " of "
+                  << rows << " column " << j;
           }
         }
       }

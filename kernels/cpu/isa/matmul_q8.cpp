@@ -546,91 +546,104 @@ void gemv_rows(const Job<ActivationPair<Digits>>& job, int64_t begin, int64_t en
 template <int Digits>
 using GemvActivationOf = ActivationPair<Digits>;
 
-// One row of Q4_K, on words. Two int8 digits are one 16-bit integer, 256 * q[0] + q[1]
-// (at most 32,639 in size), so decode can meet its activations as words: vpdpwssd
-// multiplies 32 of them by one sub-block's 32 codes widened to words, the sums as exact as
-// the digits'. A vector is then one sub-block, two codes a lane, scaled by one number
+// Q4_K's gemv, on words. Two int8 digits are one 16-bit integer, 256 * q[0] + q[1] (at
+// most 32,639 in size), so decode can meet its activations as words: vpdpwssd multiplies
+// 32 of them by one sub-block's 32 codes widened to words, the sums as exact as the
+// digits'. A vector is then one sub-block, two codes a lane, scaled by one number
 // broadcast (no permute spreading scales over a pair's lanes), and the sub-blocks' offsets
-// m meet the activation sums once per super-block, in one FMA. Measured on a Zen 4
-// (matmul_bench q8/gemv, alternating with the pairs): 1.1-1.15x on the model's shapes at
-// one row, 0.9x at two and for Q6_K (whose halves scale apart), which keep the pairs.
-struct WordRow {
-  std::vector<int16_t> q;    // 256 * q[0] + q[1] of the row's ActivationBlocks
+// m meet the activation sums once per super-block, in one FMA. On a Zen 4 (matmul_bench
+// q8/gemv, alternating with the pairs) it ran 1.1-1.2x at one row and 1.04-1.09x at two.
+// Q6_K, whose halves scale apart (two scales a vector), ran 0.6-0.7x and keeps the pairs.
+struct WordRows {
+  int64_t k = 0;
+  std::vector<int16_t> q;    // m rows of k codes: 256 * q[0] + q[1] of the row's ActivationBlocks
   std::vector<float> scale;  // each block's scale
   std::vector<float> sum;    // and its scaled_sum
 };
 
-inline void quantize_words(const float* x, int64_t k, WordRow& out) {
+inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
   thread_local std::vector<ActivationBlock<2>> blocks;
   const size_t count = static_cast<size_t>(k / 32);
   blocks.resize(std::max(blocks.size(), count));
-  out.q.resize(std::max(out.q.size(), static_cast<size_t>(k)));
-  out.scale.resize(std::max(out.scale.size(), count));
-  out.sum.resize(std::max(out.sum.size(), count));
-  quantize_row(x, k, 0, blocks.data());
-  for (size_t b = 0; b < count; ++b) {
-    const ActivationBlock<2>& a = blocks[b];
-    const __m512i high = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[0])));
-    const __m512i low = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[1])));
-    _mm512_storeu_si512(out.q.data() + 32 * b, _mm512_add_epi16(_mm512_slli_epi16(high, 8), low));
-    out.scale[b] = a.scale;
-    out.sum[b] = a.scaled_sum[2];
+  out.k = k;
+  out.q.resize(std::max(out.q.size(), static_cast<size_t>(m * k)));
+  out.scale.resize(std::max(out.scale.size(), static_cast<size_t>(m) * count));
+  out.sum.resize(std::max(out.sum.size(), static_cast<size_t>(m) * count));
+  for (int64_t i = 0; i < m; ++i) {
+    quantize_row(x + i * k, k, 0, blocks.data());
+    for (size_t b = 0; b < count; ++b) {
+      const ActivationBlock<2>& a = blocks[b];
+      const __m512i high = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[0])));
+      const __m512i low = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[1])));
+      _mm512_storeu_si512(out.q.data() + i * k + 32 * static_cast<int64_t>(b), _mm512_add_epi16(_mm512_slli_epi16(high, 8), low));
+      out.scale[static_cast<size_t>(i) * count + b] = a.scale;
+      out.sum[static_cast<size_t>(i) * count + b] = a.scaled_sum[2];
+    }
   }
 }
 
-// out[r] = dot(weight row r, x) for R rows at w, as pair_tile.
-template <class F, int R>
-void word_tile(const uint8_t* w, size_t row_bytes, int64_t k, const WordRow& x, const uint8_t* next, float (&out)[R]) {
+// out[r][i] = dot(weight row r, activation row i) for R rows at w, as pair_tile.
+template <class F, int R, int M>
+void word_tile(const uint8_t* w, size_t row_bytes, const WordRows& x, const uint8_t* next, float (&out)[R][M]) {
   static_assert(F::kSubs == 8 && !kScalesPerHalf<F>, "a super-block of eight sub-blocks, one scale each");
-  __m256 offsets[R];
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) offsets[r] = _mm256_setzero_ps(), acc[r] = _mm512_setzero_ps();
+  const int64_t k = x.k, blocks = k / 32;
+  __m256 offsets[R][M];
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i) offsets[r][i] = _mm256_setzero_ps(), acc[r][i] = _mm512_setzero_ps();
   for (int64_t u = 0; u < k / F::kStep; ++u) {
     const size_t at = static_cast<size_t>(u * F::kStepBytes);
     if (next)
       for (int r = 0; r < R; ++r) prefetch(next + r * row_bytes + at, F::kStepBytes);
     // Loads as wide as Scales' stores: a wider one, even masked, is not forwarded from
     // them (on a Zen 4 that stalled this loop to half its speed).
-    alignas(32) float scale[R][8];
-    const __m256 x_scale = _mm256_loadu_ps(x.scale.data() + 8 * u), x_sum = _mm256_loadu_ps(x.sum.data() + 8 * u);
+    alignas(32) float scale[R][M][8];
     for (int r = 0; r < R; ++r) {
       const typename F::Scales s = F::scales(w + r * row_bytes + at);
-      _mm256_store_ps(scale[r], _mm256_mul_ps(_mm256_load_ps(s.d), x_scale));
-      offsets[r] = _mm256_fmadd_ps(_mm256_load_ps(s.m), x_sum, offsets[r]);
+      for (int i = 0; i < M; ++i) {
+        const int64_t first = i * blocks + 8 * u;
+        _mm256_store_ps(scale[r][i], _mm256_mul_ps(_mm256_load_ps(s.d), _mm256_loadu_ps(x.scale.data() + first)));
+        offsets[r][i] = _mm256_fmadd_ps(_mm256_load_ps(s.m), _mm256_loadu_ps(x.sum.data() + first), offsets[r][i]);
+      }
     }
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const int16_t* xq = x.q.data() + u * F::kStep + 64 * p;
-      const __m512i xs[2] = {_mm512_loadu_si512(xq), _mm512_loadu_si512(xq + 32)};
-      for (int r = 0; r < R; ++r) {
-        __m512i codes[2];
-        F::pair_words(w + r * row_bytes + at, p, codes[0], codes[1]);
-        for (int h = 0; h < 2; ++h) {
-          const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(_mm512_setzero_si512(), codes[h], xs[h]));
-          acc[r] = _mm512_fmadd_ps(sum, _mm512_set1_ps(scale[r][2 * p + h]), acc[r]);
-        }
+      __m512i codes[R][2];
+      for (int r = 0; r < R; ++r) F::pair_words(w + r * row_bytes + at, p, codes[r][0], codes[r][1]);
+      for (int i = 0; i < M; ++i) {
+        const int16_t* xq = x.q.data() + i * k + u * F::kStep + 64 * p;
+        const __m512i xs[2] = {_mm512_loadu_si512(xq), _mm512_loadu_si512(xq + 32)};
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < 2; ++h) {
+            const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(_mm512_setzero_si512(), codes[r][h], xs[h]));
+            acc[r][i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(scale[r][i][2 * p + h]), acc[r][i]);
+          }
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], _mm512_zextps256_ps512(offsets[r])));
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < M; ++i)
+      out[r][i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i], _mm512_zextps256_ps512(offsets[r][i])));
 }
 
-template <class F, int R>
-void word_rows_into(const Job<WordRow>& job, int64_t j, int64_t end) {
-  float out[R];
+template <class F, int R, int M>
+void word_rows_into(const Job<WordRows>& job, int64_t j, int64_t end) {
+  float out[R][M];
   const uint8_t* rows = job.w + j * job.row_bytes;
   const uint8_t* next = j + 2 * R <= end ? rows + R * job.row_bytes : nullptr;
-  word_tile<F, R>(rows, job.row_bytes, job.k, *job.x, next, out);
-  for (int r = 0; r < R; ++r) job.y[j + r] = out[r] + (job.bias ? job.bias[j + r] : 0.0f);
+  word_tile<F, R, M>(rows, job.row_bytes, *job.x, next, out);
+  for (int r = 0; r < R; ++r) {
+    const float b = job.bias ? job.bias[j + r] : 0.0f;
+    for (int i = 0; i < M; ++i) job.y[i * job.n + j + r] = out[r][i] + b;
+  }
 }
 
-template <class F>
-void word_rows(const Job<WordRow>& job, int64_t begin, int64_t end) {
+template <class F, int M>
+void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
   int64_t j = begin;
-  for (; j + kPairRows <= end; j += kPairRows) word_rows_into<F, kPairRows>(job, j, end);
-  for (; j < end; ++j) word_rows_into<F, 1>(job, j, end);
+  for (; j + kPairRows <= end; j += kPairRows) word_rows_into<F, kPairRows, M>(job, j, end);
+  for (; j < end; ++j) word_rows_into<F, 1, M>(job, j, end);
 }
-
 
 #else  // AVX2
 
@@ -1071,13 +1084,16 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
 }
 
 #if defined(ORZO_Q8_VNNI)
-// One activation row against Q4_K weights (word_tile).
-void word_product(const float* x, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+// A few activation rows against Q4_K weights (word_tile).
+void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
   const int64_t k = w.cols();
-  thread_local WordRow words;
-  quantize_words(x, k, words);
-  const Job<WordRow> job{&words, 1, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
-  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { word_rows<Q4_KFormat>(job, begin, end); }, kGrain);
+  thread_local WordRows words;
+  quantize_words(x, m, k, words);
+  const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
+    if (m == 2) word_rows<Q4_KFormat, 2>(job, begin, end); else word_rows<Q4_KFormat, 1>(job, begin, end);
+  }, kGrain);
 }
 #endif
 
@@ -1112,7 +1128,7 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
   if (m > kGemvMaxRows)
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
 #if defined(ORZO_Q8_VNNI)
-  if (m == 1 && w.dtype == DType::Q4_K) return word_product(x, w, y, pool, bias);
+  if (w.dtype == DType::Q4_K) return word_product(x, m, w, y, pool, bias);
 #endif
   product<GemvActivationOf<2>, true>(x, m, w, y, pool, bias);
 }
