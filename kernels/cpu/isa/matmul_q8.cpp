@@ -552,7 +552,7 @@ using GemvActivationOf = ActivationPair<Digits>;
 // digits'. A vector is then one sub-block, two codes a lane, scaled by one number
 // broadcast (no permute spreading scales over a pair's lanes), and the sub-blocks' offsets
 // m meet the activation sums once per super-block, in one FMA. On a Zen 4 (matmul_bench
-// q8/gemv, alternating with the pairs) it ran 1.1-1.2x at one row and 1.04-1.09x at two.
+// q8/gemv, alternating with the pairs) it ran 1.1-1.2x at one row and 1.05-1.09x at two.
 // Q6_K, whose halves scale apart (two scales a vector), ran 0.6-0.7x and keeps the pairs.
 struct WordRows {
   int64_t k = 0;
