@@ -1,7 +1,7 @@
 """Many clients at once against a real `orzo serve` on stories260K: concurrent streams
-agree with the same requests sent alone, and with async scheduling on, clients that vanish
-free their KV blocks at once, a full queue answers 429 without touching admitted requests,
-and SIGTERM drains."""
+agree with the same requests sent alone, and through preemption with async scheduling on and
+off; clients that vanish free their KV blocks at once, a full queue answers 429 without
+touching admitted requests, and SIGTERM drains."""
 import signal
 import threading
 import time
@@ -24,6 +24,24 @@ def stream_text(port, prompt, max_tokens, **extra):
     f.close()
     s.close()
     return text, finish
+
+
+def drop_mid_stream(test, server, n, max_tokens):
+    """Opens n streams, reads each one's first tokens, then closes them all; returns when."""
+    socks = []
+    for i in range(n):
+        body = {"model": "stories", "prompt": PROMPTS[i % 8], "max_tokens": max_tokens, "ignore_eos": True,
+                "stream": True}
+        socks.append(open_stream(server.port, "/v1/completions", body))
+    for s, status, f in socks:  # every one is mid-stream: it has had its first tokens
+        test.assertEqual(status, 200)
+        events = stream_events(f)
+        next(events), next(events)
+    test.assertGreater(server.metric("orzo:num_requests_running"), 0)
+    for s, _, f in socks:
+        f.close()  # the file holds the descriptor open too
+        s.close()
+    return time.time()
 
 
 def run_threads(n, target):
@@ -58,29 +76,20 @@ class Concurrency(unittest.TestCase):
 
 class AsyncScheduling(unittest.TestCase):
     def test_64_streams_through_preemption_equal_with_it_off_and_vanishing_clients_free_their_blocks(self):
-        def body(i):
-            extra = {"stop": [". "]} if i % 3 == 0 else {}
-            return PROMPTS[i % 8], 40 + i % 5, extra
+        def request(port, i):
+            return stream_text(port, PROMPTS[i % 8], 40 + i % 5, **({"stop": [". "]} if i % 3 == 0 else {}))
 
         outputs, preempted = [], []
         for flags in ([], ["--async-scheduling"]):
             # 40 blocks of KV for 64 streams: requests are preempted and resumed all along.
             with Server("--served-model-name", "stories", "--max-num-seqs", "64", "--kv-blocks", "40", *flags) as server:
-                together, errors = run_threads(64, lambda i: stream_text(server.port, body(i)[0], body(i)[1], **body(i)[2]))
+                together, errors = run_threads(64, lambda i: request(server.port, i))
                 self.assertEqual(errors, [])
                 outputs.append(together)
                 preempted.append(server.metric("orzo:num_preemptions_total"))
                 if flags:
                     idle = server.metric("orzo:kv_cache_usage_perc")
-                    socks = [open_stream(server.port, "/v1/completions",
-                                         {"model": "stories", "prompt": PROMPTS[i % 8], "max_tokens": 300,
-                                          "ignore_eos": True, "stream": True}) for i in range(16)]
-                    for s, status, f in socks:
-                        self.assertEqual(status, 200)
-                        next(stream_events(f))
-                    for s, _, f in socks:
-                        f.close()
-                        s.close()
+                    drop_mid_stream(self, server, 16, 300)
                     self.assertTrue(wait_for(lambda: server.metric("orzo:num_requests_running") == 0 and
                                              server.metric("orzo:kv_cache_usage_perc") == idle, timeout=5.0),
                                     server.metrics())
@@ -95,20 +104,7 @@ class Disconnect(unittest.TestCase):
         with Server("--served-model-name", "stories", "--max-num-seqs", "64") as server:
             idle = server.metric("orzo:kv_cache_usage_perc")
             aborted = server.metric("orzo:request_success_total", finished_reason="abort")
-            socks = []
-            for i in range(32):
-                body = {"model": "stories", "prompt": PROMPTS[i % 8], "max_tokens": 480, "ignore_eos": True,
-                        "stream": True}
-                socks.append(open_stream(server.port, "/v1/completions", body))
-            for s, status, f in socks:  # every one is mid-stream: it has had its first tokens
-                self.assertEqual(status, 200)
-                events = stream_events(f)
-                next(events), next(events)
-            self.assertGreater(server.metric("orzo:num_requests_running"), 0)
-            for s, _, f in socks:
-                f.close()  # the file holds the descriptor open too
-                s.close()
-            dropped = time.time()
+            dropped = drop_mid_stream(self, server, 32, 480)
             self.assertTrue(wait_for(lambda: server.metric("orzo:num_requests_running") == 0 and
                                      server.metric("orzo:kv_cache_usage_perc") == idle, timeout=1.0),
                             server.metrics())
