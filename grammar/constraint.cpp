@@ -36,14 +36,14 @@ std::string constraint_key(const OutputConstraint& c) {
 
 }  // namespace
 
-ByteDfa compile_automaton(const OutputConstraint& c) {
+Automaton compile_automaton(const OutputConstraint& c) {
   switch (c.kind) {
-    case OutputConstraint::Kind::regex: return ByteDfa::compile(parse_regex(c.text));
-    case OutputConstraint::Kind::json_schema: return ByteDfa::compile(json_schema_regex(c.text, c.strict));
-    case OutputConstraint::Kind::json_object: return ByteDfa::compile(json_object_regex());
-    case OutputConstraint::Kind::choice: return ByteDfa::compile(choice_regex(c.text));
-    case OutputConstraint::Kind::grammar: return ByteDfa::compile(parse_gbnf(c.text));
-    case OutputConstraint::Kind::tool_calls: return ByteDfa::compile(tool_calls_regex(c.text));
+    case OutputConstraint::Kind::regex: return Automaton::compile(parse_regex(c.text));
+    case OutputConstraint::Kind::json_schema: return Automaton::compile(json_schema_grammar(c.text, c.strict));
+    case OutputConstraint::Kind::json_object: return Automaton::compile(json_object_grammar());
+    case OutputConstraint::Kind::choice: return Automaton::compile(choice_regex(c.text));
+    case OutputConstraint::Kind::grammar: return Automaton::compile(parse_gbnf(c.text));
+    case OutputConstraint::Kind::tool_calls: return Automaton::compile(tool_calls_grammar(c.text));
     case OutputConstraint::Kind::none: break;
   }
   throw GrammarError("no constraint to compile");
@@ -71,8 +71,8 @@ std::optional<std::string> constraint_problem(const OutputConstraint& constraint
   return problem;
 }
 
-CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const Vocabulary> vocab)
-    : dfa_(std::move(dfa)), vocab_(std::move(vocab)) {}
+CompiledConstraint::CompiledConstraint(Automaton automaton, std::shared_ptr<const Vocabulary> vocab)
+    : automaton_(std::move(automaton)), vocab_(std::move(vocab)) {}
 
 std::shared_ptr<const TokenMask> CompiledConstraint::mask(int32_t state) const {
   {
@@ -89,29 +89,36 @@ bool CompiledConstraint::has_mask(int32_t state) const {
   return masks_.count(state) > 0;
 }
 
+size_t CompiledConstraint::masks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return masks_.size();
+}
+
 std::shared_ptr<TokenMask> CompiledConstraint::build(int32_t state) const {
   auto m = std::make_shared<TokenMask>();
   m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
   const auto set = [&](int32_t id) { m->words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
-  if (state == ByteDfa::kDead) return m;
+  if (state == Automaton::kDead) return m;
   const auto& nodes = vocab_->nodes();
   const auto& tokens = vocab_->node_tokens();
   // Depth first through the trie, each node with the state its path leaves: a dead state
   // prunes everything spelled after it.
-  std::vector<std::pair<int32_t, int32_t>> stack{{0, state}};
-  while (!stack.empty()) {
-    const auto [node, at] = stack.back();
-    stack.pop_back();
-    const auto& n = nodes[static_cast<size_t>(node)];
-    for (int32_t c = n.child_begin; c < n.child_end; ++c) {
-      const auto& child = nodes[static_cast<size_t>(c)];
-      const int32_t next = dfa_.step(at, child.byte);
-      if (next == ByteDfa::kDead) continue;
-      for (int32_t t = child.token_begin; t < child.token_end; ++t) set(tokens[static_cast<size_t>(t)]);
-      if (child.child_begin < child.child_end) stack.emplace_back(c, next);
+  automaton_.walking([&](auto step) {
+    std::vector<std::pair<int32_t, int32_t>> stack{{0, state}};
+    while (!stack.empty()) {
+      const auto [node, at] = stack.back();
+      stack.pop_back();
+      const auto& n = nodes[static_cast<size_t>(node)];
+      for (int32_t c = n.child_begin; c < n.child_end; ++c) {
+        const auto& child = nodes[static_cast<size_t>(c)];
+        const int32_t next = step(at, child.byte);
+        if (next == Automaton::kDead) continue;
+        for (int32_t t = child.token_begin; t < child.token_end; ++t) set(tokens[static_cast<size_t>(t)]);
+        if (child.child_begin < child.child_end) stack.emplace_back(c, next);
+      }
     }
-  }
-  if (dfa_.accepting(state))
+  });
+  if (automaton_.accepting(state))
     for (int32_t id : vocab_->eos())
       if (id >= 0 && id < vocab_->size()) set(id);
   for (uint64_t w : m->words) m->allowed += __builtin_popcountll(w);
@@ -124,10 +131,10 @@ bool CompiledConstraint::is_eos(int32_t token) const {
 }
 
 int32_t CompiledConstraint::advance(int32_t state, int32_t token) const {
-  if (state == ByteDfa::kDead) return state;
-  if (is_eos(token)) return dfa_.accepting(state) ? state : ByteDfa::kDead;
-  if (!vocab_->constrainable(token)) return ByteDfa::kDead;
-  return dfa_.walk(state, vocab_->bytes(token));
+  if (state == Automaton::kDead) return state;
+  if (is_eos(token)) return automaton_.accepting(state) ? state : Automaton::kDead;
+  if (!vocab_->constrainable(token)) return Automaton::kDead;
+  return automaton_.walk(state, vocab_->bytes(token));
 }
 
 std::shared_ptr<const CompiledConstraint> ConstraintCache::get(const OutputConstraint& constraint) {
@@ -135,8 +142,11 @@ std::shared_ptr<const CompiledConstraint> ConstraintCache::get(const OutputConst
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) {
-      it->second.used = ++clock_;
-      return it->second.compiled;
+      if (it->second.compiled->masks() <= max_masks_) {
+        it->second.used = ++clock_;
+        return it->second.compiled;
+      }
+      entries_.erase(it);
     }
   }
   auto compiled = std::make_shared<const CompiledConstraint>(compile_automaton(constraint), vocab_);
@@ -154,7 +164,7 @@ std::shared_ptr<const CompiledConstraint> ConstraintCache::get(const OutputConst
 
 bool ConstraintMatcher::advance(int32_t token) {
   state_ = compiled_->advance(state_, token);
-  return state_ != ByteDfa::kDead;
+  return state_ != Automaton::kDead;
 }
 
 }  // namespace orzo::grammar

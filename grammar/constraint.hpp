@@ -2,11 +2,12 @@
 // What an output must match, compiled against a model's vocabulary into the set of tokens
 // allowed after each prefix: the sampler masks every other token (runtime/sampler.hpp).
 //
-// A constraint is a byte automaton (byte_dfa.hpp) over the output's bytes. After a prefix
-// the automaton is in some state; the tokens allowed there are those whose bytes keep it
-// alive, found by walking the vocabulary's trie, once per state and then cached; EOS is
-// allowed exactly where the output may end. Since every live state can still reach an end,
-// a masked draw never paints itself into a corner.
+// A constraint is an automaton over the output's bytes (automaton.hpp: a DFA, or a pushdown
+// automaton for grammars that recur). After a prefix the automaton is in some state; the
+// tokens allowed there are those whose bytes keep it alive, found by walking the
+// vocabulary's trie, once per state and then cached; EOS is allowed exactly where the output
+// may end. Since every live state can still reach an end, a masked draw never paints itself
+// into a corner.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,14 +18,14 @@
 
 #include "core/sampling_params.hpp"
 #include "core/token_mask.hpp"
-#include "grammar/byte_dfa.hpp"
+#include "grammar/automaton.hpp"
 #include "grammar/vocabulary.hpp"
 
 namespace orzo::grammar {
 
 // The language a constraint describes (GrammarError when it cannot be compiled): the
 // automaton alone, as a front end checks a request before anything starts.
-ByteDfa compile_automaton(const OutputConstraint& constraint);
+Automaton compile_automaton(const OutputConstraint& constraint);
 
 // Why the constraint cannot be compiled (GrammarError's message), or none: what a request is
 // held to before it starts (protocol/generation_request.hpp). Verdicts on recent texts are
@@ -35,34 +36,39 @@ using orzo::TokenMask;
 
 class CompiledConstraint {
  public:
-  CompiledConstraint(ByteDfa dfa, std::shared_ptr<const Vocabulary> vocab);
+  CompiledConstraint(Automaton automaton, std::shared_ptr<const Vocabulary> vocab);
 
-  int32_t start() const { return dfa_.start(); }
+  int32_t start() const { return automaton_.start(); }
   // The tokens allowed in `state` (a state advance() returned). Safe from many threads.
   std::shared_ptr<const TokenMask> mask(int32_t state) const;
   bool has_mask(int32_t state) const;  // mask(state) is built already: a lookup
-  // The state after `token`; ByteDfa::kDead for a token the mask did not allow. EOS keeps the
+  // The state after `token`; Automaton::kDead for a token the mask did not allow. EOS keeps the
   // state (the output has ended).
   int32_t advance(int32_t state, int32_t token) const;
   bool is_eos(int32_t token) const;
   const Vocabulary& vocabulary() const { return *vocab_; }
-  const ByteDfa& dfa() const { return dfa_; }
+  const Automaton& automaton() const { return automaton_; }
+  // Masks built so far: what the constraint holds in memory.
+  size_t masks() const;
 
  private:
   std::shared_ptr<TokenMask> build(int32_t state) const;
 
-  ByteDfa dfa_;
+  Automaton automaton_;
   std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
 };
 
 // Compiled constraints by their text, so that a schema many requests share is compiled once
-// (least recently used evicted past `capacity`). Safe from many threads.
+// (least recently used evicted past `capacity`). One holding more than max_masks masks is
+// compiled anew for the next request (its users keep it), which bounds the memory of a
+// grammar whose configurations keep coming (pushdown.hpp). Safe from many threads.
 class ConstraintCache {
  public:
-  explicit ConstraintCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 64)
-      : vocab_(std::move(vocab)), capacity_(capacity) {}
+  static constexpr size_t kMaxMasks = 4096;
+  explicit ConstraintCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 64, size_t max_masks = kMaxMasks)
+      : vocab_(std::move(vocab)), capacity_(capacity), max_masks_(max_masks) {}
   // GrammarError when the constraint cannot be compiled.
   std::shared_ptr<const CompiledConstraint> get(const OutputConstraint& constraint);
   const std::shared_ptr<const Vocabulary>& vocabulary() const { return vocab_; }
@@ -70,6 +76,7 @@ class ConstraintCache {
  private:
   std::shared_ptr<const Vocabulary> vocab_;
   size_t capacity_;
+  size_t max_masks_;
   std::mutex mutex_;
   uint64_t clock_ = 0;
   struct Entry {

@@ -275,21 +275,16 @@ const Expr* separator_after(const Expr& x, const Expr& next, Expr& sep) {
 
 class Expander {
  public:
-  explicit Expander(const std::map<std::string, Expr>& rules) : rules_(rules) {}
+  explicit Expander(const std::map<std::string, int32_t>& index) : index_(index) {}
 
   RegexPtr expand(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::regex: return e.regex;
       case Expr::Kind::ref: {
-        const auto it = rules_.find(e.name);
-        if (it == rules_.end())
+        const auto it = index_.find(e.name);
+        if (it == index_.end())
           throw GrammarError("grammar: the rule '" + e.name + "' is used (line " + std::to_string(e.line + 1) + ") but never defined");
-        int& depth = depth_[e.name];
-        if (depth >= kMaxRuleDepth) return nothing();  // recursion unrolled this deep
-        ++depth;
-        RegexPtr out = expand(it->second);
-        --depth;
-        return out;
+        return rule(it->second);
       }
       case Expr::Kind::concat: {
         // `x (sep x)*` becomes one separated list: one copy of x in the automaton, not two.
@@ -316,20 +311,21 @@ class Expander {
   }
 
  private:
-  const std::map<std::string, Expr>& rules_;
-  std::map<std::string, int> depth_;
+  const std::map<std::string, int32_t>& index_;
 };
 
 }  // namespace
 
-RegexPtr parse_gbnf(const std::string& grammar) {
-  const auto rules = Parser(grammar).parse();
-  const auto root = rules.find("root");
-  if (root == rules.end()) throw GrammarError("grammar: there is no rule 'root'");
-  Expr start;
-  start.kind = Expr::Kind::ref;
-  start.name = "root";
-  return Expander(rules).expand(start);
+Grammar parse_gbnf(const std::string& text) {
+  const auto rules = Parser(text).parse();
+  if (rules.count("root") == 0) throw GrammarError("grammar: there is no rule 'root'");
+  Grammar grammar;
+  std::map<std::string, int32_t> index{{"root", grammar.add("root")}};
+  for (const auto& [name, body] : rules)
+    if (name != "root") index.emplace(name, grammar.add(name));
+  Expander expander(index);
+  for (const auto& [name, body] : rules) grammar.define(index.at(name), expander.expand(body));
+  return grammar;
 }
 
 }  // namespace orzo::grammar

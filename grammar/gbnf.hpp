@@ -5,17 +5,16 @@
 // {m,} {m,n} {,n}; `#` comments; a rule ends at the end of its line, unless inside
 // parentheses or after a `|`.
 //
-// Grammars are compiled to byte automata, so recursion (a rule reaching itself, as JSON's
-// value does through objects and arrays) is unrolled kMaxRuleDepth deep: output nesting
-// deeper than that is not generated. GrammarError names what is wrong and where.
+// Rules may reach themselves (JSON's value through objects and arrays), except on the left:
+// a grammar with recursion becomes a pushdown automaton (pushdown.hpp), one without a byte
+// DFA. GrammarError names what is wrong and where.
 #include <string>
 
-#include "grammar/regex.hpp"
+#include "grammar/grammar.hpp"
 
 namespace orzo::grammar {
 
-inline constexpr int kMaxRuleDepth = 5;
-
-RegexPtr parse_gbnf(const std::string& grammar);
+// Rule 0 is `root`.
+Grammar parse_gbnf(const std::string& grammar);
 
 }  // namespace orzo::grammar

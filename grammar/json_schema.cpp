@@ -59,24 +59,10 @@ RegexPtr fraction() {
   return f;
 }
 
-RegexPtr build_any_value(int depth, const RegexPtr& inner) {
-  std::vector<RegexPtr> options{any_string(), any_number(), literal("true"), literal("false"), literal("null")};
-  if (depth > 0) {
-    const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), inner});
-    options.push_back(seq({literal("{"), json_space(), separated(pair, separator(), false), json_space(), literal("}")}));
-    options.push_back(seq({literal("["), json_space(), separated(inner, separator(), false), json_space(), literal("]")}));
-  }
-  return alt(std::move(options));
-}
-
-// Any JSON value nesting at most `depth` containers deep.
-RegexPtr any_value(int depth) {
-  static const std::vector<RegexPtr> by_depth = [] {
-    std::vector<RegexPtr> out;
-    for (int d = 0; d <= kAnyJsonDepth; ++d) out.push_back(build_any_value(d, d > 0 ? out.back() : nullptr));
-    return out;
-  }();
-  return by_depth[static_cast<size_t>(std::max(0, std::min(depth, kAnyJsonDepth)))];
+// The members of a JSON object whose values are `value`, between its braces.
+RegexPtr object_of(const RegexPtr& value) {
+  const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), value});
+  return seq({literal("{"), json_space(), separated(pair, separator(), false), json_space(), literal("}")});
 }
 
 // Digit strings of a's length from a to b (a <= b, same length), leading zeros allowed.
@@ -117,10 +103,10 @@ RegexPtr integer_range(int64_t lo, int64_t hi) {
 
 class Compiler {
  public:
-  Compiler(const Json& root, bool strict) : root_(root), strict_(strict) {}
+  Compiler(const Json& root, bool strict, Grammar& grammar) : root_(root), strict_(strict), grammar_(grammar) {}
 
   RegexPtr compile(const Json& s, const std::string& at) {
-    if (s.is_boolean()) return s.get<bool>() ? any_value(kAnyJsonDepth) : nothing();
+    if (s.is_boolean()) return s.get<bool>() ? any_value() : nothing();
     if (!s.is_object()) fail(at, "a schema must be an object or a boolean");
     check_keywords(s, at);
     if (s.contains("$ref")) return reference(s, at);
@@ -147,7 +133,7 @@ class Compiler {
       if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) return object(s, at);
       if (s.contains("items")) return array(s, at);
       if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) return string(s, at);
-      return any_value(kAnyJsonDepth);
+      return any_value();
     }
     const Json& type = s["type"];
     if (type.is_array()) {
@@ -193,13 +179,12 @@ class Compiler {
     } catch (const nlohmann::json::exception&) {
       fail(at + "/$ref", "the reference '" + ref + "' points at nothing");
     }
-    // A recursive schema is unrolled to a fixed depth; past it that branch is dropped.
-    int& depth = ref_depth_[ref];
-    if (depth >= kMaxRefDepth) return nothing();
-    ++depth;
-    RegexPtr out = compile(*target, ref);
-    --depth;
-    return out;
+    // A rule of the grammar, made before its body so that the body may name it.
+    if (const auto it = ref_rules_.find(ref); it != ref_rules_.end()) return rule(it->second);
+    const int32_t r = grammar_.add(ref);
+    ref_rules_.emplace(ref, r);
+    grammar_.define(r, compile(*target, ref));
+    return rule(r);
   }
 
   RegexPtr typed(const Json& s, const Json& type, const std::string& at) {
@@ -297,7 +282,7 @@ class Compiler {
   RegexPtr array(const Json& s, const std::string& at) {
     const int32_t min = count(s, "minItems", at, 0), max = count(s, "maxItems", at, -1);
     if (max >= 0 && max < min) fail(at, "maxItems is below minItems");
-    const RegexPtr item = s.contains("items") ? compile(s["items"], at + "/items") : any_value(kAnyJsonDepth - 1);
+    const RegexPtr item = s.contains("items") ? compile(s["items"], at + "/items") : any_value();
     const RegexPtr open = seq({literal("["), json_space()}), close = seq({json_space(), literal("]")});
     if (max == 0) return seq({open, close});
     if (max < 0 && min <= 1) return seq({open, separated(item, separator(), min == 1), close});
@@ -330,9 +315,8 @@ class Compiler {
     if (properties.empty() && required.empty()) {
       if (closed) return seq({open, close});
       const RegexPtr value = additional && !additional->is_boolean() ? compile(*additional, at + "/additionalProperties")
-                                                                     : any_value(kAnyJsonDepth - 1);
-      const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), value});
-      return seq({open, separated(pair, separator(), false), close});
+                                                                     : any_value();
+      return object_of(value);
     }
     struct Member {
       RegexPtr pair;
@@ -346,7 +330,7 @@ class Compiler {
     // A required name with no schema of its own (the object is open): any value.
     for (const auto& name : required)
       if (!properties.contains(name))
-        members.push_back({seq({literal(Json(name).dump()), json_space(), literal(":"), json_space(), any_value(kAnyJsonDepth - 1)}), true});
+        members.push_back({seq({literal(Json(name).dump()), json_space(), literal(":"), json_space(), any_value()}), true});
     size_t first_required = members.size();
     for (size_t i = 0; i < members.size() && first_required == members.size(); ++i)
       if (members[i].required) first_required = i;
@@ -370,9 +354,12 @@ class Compiler {
     return seq({open, optional(alt(std::move(firsts))), close});
   }
 
+  RegexPtr any_value() { return any_json_value(grammar_); }
+
   const Json& root_;
   bool strict_;
-  std::map<std::string, int> ref_depth_;
+  Grammar& grammar_;
+  std::map<std::string, int32_t> ref_rules_;
 };
 
 // How a JSON string writes a character JSON will not take as itself.
@@ -421,24 +408,47 @@ RegexPtr json_escaped(const RegexPtr& content) {
     case Regex::Kind::repeat: return repeat(json_escaped(content->parts.front()), content->min, content->max);
     case Regex::Kind::separated:
       return separated(json_escaped(content->parts[0]), json_escaped(content->parts[1]), content->min > 0);
+    case Regex::Kind::rule: break;  // a pattern names no rules
   }
   return content;
 }
 
-RegexPtr json_schema_regex(const std::string& schema, bool strict) {
+RegexPtr any_json_value(Grammar& grammar) {
+  static const std::string kName = "any JSON value";
+  int32_t r = grammar.find(kName);
+  if (r < 0) {
+    r = grammar.add(kName);
+    const RegexPtr value = rule(r);
+    grammar.define(r, alt({any_string(), any_number(), literal("true"), literal("false"), literal("null"), object_of(value),
+                           seq({literal("["), json_space(), separated(value, separator(), false), json_space(), literal("]")})}));
+  }
+  return rule(r);
+}
+
+RegexPtr json_schema_value(const std::string& schema, bool strict, Grammar& grammar) {
   Json root;
   try {
     root = parse_ordered_json(schema);
   } catch (const JsonSyntaxError& e) {
     throw GrammarError(std::string("JSON schema: not valid JSON: ") + e.what());
   }
-  return seq({json_space(), Compiler(root, strict).compile(root, "#"), json_space()});
+  return Compiler(root, strict, grammar).compile(root, "#");
 }
 
-RegexPtr json_object_regex() {
-  const RegexPtr value = any_value(kAnyJsonDepth - 1);
-  const RegexPtr pair = seq({any_string(), json_space(), literal(":"), json_space(), value});
-  return seq({json_space(), literal("{"), json_space(), separated(pair, separator(), false), json_space(), literal("}"), json_space()});
+Grammar json_schema_grammar(const std::string& schema, bool strict) {
+  Grammar grammar;
+  const int32_t root = grammar.add("root");
+  grammar.define(root, seq({json_space(), json_schema_value(schema, strict, grammar), json_space()}));
+  return grammar;
+}
+
+RegexPtr json_object_value(Grammar& grammar) { return object_of(any_json_value(grammar)); }
+
+Grammar json_object_grammar() {
+  Grammar grammar;
+  const int32_t root = grammar.add("root");
+  grammar.define(root, seq({json_space(), json_object_value(grammar), json_space()}));
+  return grammar;
 }
 
 }  // namespace orzo::grammar

@@ -63,6 +63,13 @@ RegexPtr separated(RegexPtr item, RegexPtr separator, bool at_least_one) {
   return r;
 }
 
+RegexPtr rule(int32_t index) {
+  auto r = std::make_shared<Regex>();
+  r->kind = Regex::Kind::rule;
+  r->min = index;
+  return r;
+}
+
 uint32_t next_code_point(const std::string& utf8, size_t& at) {
   const auto b = static_cast<uint8_t>(utf8[at]);
   const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;

@@ -1,7 +1,8 @@
 #pragma once
 // Regular languages over Unicode text, as trees: what every constraint (a regular
-// expression, a JSON schema, a choice list, a grammar) is compiled to before it becomes a
-// byte automaton (byte_dfa.hpp). Nodes are immutable and may be shared.
+// expression, a JSON schema, a choice list, a grammar) is compiled to before it becomes an
+// automaton (automaton.hpp); the rules of a grammar (grammar.hpp) are such trees naming each
+// other. Nodes are immutable and may be shared.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,6 +24,9 @@ struct Regex {
     // parts[0], one or more times with parts[1] between (zero times too when min == 0): one
     // copy of each in the automaton, where `x (sep x)*` would make two and so twice the states.
     separated,
+    // Rule `min` of the grammar this tree belongs to (grammar.hpp): where a language stops
+    // being regular, since a rule may reach itself.
+    rule,
   };
   Kind kind = Kind::concat;
   CharSet chars;
@@ -42,6 +46,7 @@ inline RegexPtr optional(RegexPtr part) { return repeat(std::move(part), 0, 1); 
 inline RegexPtr star(RegexPtr part) { return repeat(std::move(part), 0, -1); }
 // item (separator item)*, or also nothing when !at_least_one.
 RegexPtr separated(RegexPtr item, RegexPtr separator, bool at_least_one);
+RegexPtr rule(int32_t index);
 
 // The code points of a UTF-8 string (GrammarError on invalid UTF-8).
 std::vector<uint32_t> code_points(const std::string& utf8);

@@ -33,7 +33,9 @@ ToolCallFormat tool_call_format_of_template(const std::string& source) {
   return ToolCallFormat::hermes;
 }
 
-RegexPtr tool_calls_regex(const std::string& text) {
+namespace {
+
+RegexPtr calls_of(const std::string& text, Grammar& grammar) {
   nlohmann::ordered_json spec;
   try {
     spec = parse_ordered_json(text);
@@ -53,12 +55,12 @@ RegexPtr tool_calls_regex(const std::string& text) {
     const std::string name = f["name"].get<std::string>();
     RegexPtr args;
     try {
-      args = f.contains("parameters") ? json_schema_regex(f["parameters"].dump()) : json_object_regex();
+      args = f.contains("parameters") ? json_schema_value(f["parameters"].dump(), false, grammar) : json_object_value(grammar);
     } catch (const GrammarError& e) {
       throw GrammarError("tool calls: the parameters of '" + name + "': " + e.what());
     }
     calls.push_back(concat({literal("{\"name\":"), space, literal(nlohmann::json(name).dump()), literal(","), space,
-                            literal(std::string("\"") + args_key + "\":"), space, args, literal("}")}));
+                            literal(std::string("\"") + args_key + "\":"), space, args, space, literal("}")}));
   }
   const RegexPtr call = alt(std::move(calls));
   switch (*format) {
@@ -73,6 +75,15 @@ RegexPtr tool_calls_regex(const std::string& text) {
     }
   }
   return call;
+}
+
+}  // namespace
+
+Grammar tool_calls_grammar(const std::string& spec) {
+  Grammar grammar;
+  const int32_t root = grammar.add("root");
+  grammar.define(root, calls_of(spec, grammar));
+  return grammar;
 }
 
 }  // namespace orzo::grammar

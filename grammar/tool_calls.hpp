@@ -1,5 +1,5 @@
 #pragma once
-// Tool calls as chat templates teach a model to write them, as a regular language, so that
+// Tool calls as chat templates teach a model to write them, as a grammar, so that
 // `tool_choice: required` or a named function can be enforced: every output is then calls to
 // the offered functions whose arguments satisfy their parameters' JSON schemas.
 //   hermes       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, calls one per
@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "grammar/regex.hpp"
+#include "grammar/grammar.hpp"
 
 namespace orzo::grammar {
 
@@ -24,6 +24,6 @@ std::optional<ToolCallFormat> parse_tool_call_format(const std::string& name);
 ToolCallFormat tool_call_format_of_template(const std::string& template_source);
 
 // GrammarError when the spec is malformed or a function's parameters are no usable schema.
-RegexPtr tool_calls_regex(const std::string& spec);
+Grammar tool_calls_grammar(const std::string& spec);
 
 }  // namespace orzo::grammar

@@ -1,8 +1,8 @@
 // libFuzzer entry point for the constraint compilers (grammar/): the first byte picks a
 // regular expression, a JSON schema or a GBNF grammar, the rest is its text. Each must compile
 // or throw GrammarError; what compiles must hold the automaton's promises (every live state
-// can still end), and the token mask over a small vocabulary must agree with walking each
-// token's bytes.
+// can still end: a DFA's every state, a pushdown automaton's every configuration met), and
+// the token mask over a small vocabulary must agree with walking each token's bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -47,23 +47,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const orzo::grammar::GrammarError&) {
     return 0;
   }
-  const auto& dfa = compiled->dfa();
-  for (int32_t s = 0; s < static_cast<int32_t>(dfa.states()); ++s) check(dfa.accepting(s) || dfa.continues(s));
+  const auto& automaton = compiled->automaton();
+  if (const auto* dfa = automaton.dfa())
+    for (int32_t s = 0; s < static_cast<int32_t>(dfa->states()); ++s) check(dfa->accepting(s) || dfa->continues(s));
   // Walk a few steps by the first allowed token, checking the mask against each token's bytes.
   int32_t state = compiled->start();
-  for (int step = 0; step < 4 && state != orzo::grammar::ByteDfa::kDead; ++step) {
+  for (int step = 0; step < 6 && state != orzo::grammar::Automaton::kDead; ++step) {
     const auto mask = compiled->mask(state);
+    check(mask->allowed > 0);  // no dead end
     int32_t first = -1;
     for (int32_t id = 0; id < vocabulary()->size(); ++id) {
-      const bool ok = compiled->is_eos(id) ? dfa.accepting(state)
+      const bool ok = compiled->is_eos(id) ? automaton.accepting(state)
                                            : vocabulary()->constrainable(id) &&
-                                                 dfa.walk(state, vocabulary()->bytes(id)) != orzo::grammar::ByteDfa::kDead;
+                                                 automaton.walk(state, vocabulary()->bytes(id)) != orzo::grammar::Automaton::kDead;
       check(mask->allows(id) == ok);
       if (ok && first < 0 && !compiled->is_eos(id)) first = id;
     }
     if (first < 0) break;
     state = compiled->advance(state, first);
-    check(state != orzo::grammar::ByteDfa::kDead);
+    check(state != orzo::grammar::Automaton::kDead);
   }
   return 0;
 }

@@ -32,21 +32,24 @@ OutputConstraint regex(const std::string& pattern) { return {OutputConstraint::K
 TEST(Constraint, MasksAreExactlyTheTokensThatKeepItAlive) {
   const auto vocab = vocabulary();
   ConstraintCache cache(vocab);
+  // Regular ones (byte DFAs) and ones whose rules recur (pushdown automata: json_object, the
+  // grammar), which draw 40 tokens to go a few levels deep.
   for (const auto& c : {regex("(ab|é)+c?"), regex("[0-9]{1,5}"), OutputConstraint{OutputConstraint::Kind::json_object, "", false},
-                        OutputConstraint{OutputConstraint::Kind::choice, R"(["true","false","ab c"])", false}}) {
+                        OutputConstraint{OutputConstraint::Kind::choice, R"(["true","false","ab c"])", false},
+                        OutputConstraint{OutputConstraint::Kind::grammar, "root ::= \"(\" root* \")\" | \"ab\" | [0-9]", false}}) {
     SCOPED_TRACE(c.text);
     const auto compiled = cache.get(c);
     std::mt19937 rng(1);
     int32_t state = compiled->start();
-    for (int step = 0; step < 12; ++step) {
+    for (int step = 0; step < 40; ++step) {
       const auto mask = compiled->mask(state);
       std::vector<int32_t> allowed;
       for (int32_t id = 0; id < vocab->size(); ++id) {
         bool ok = false;
         if (compiled->is_eos(id)) {
-          ok = compiled->dfa().accepting(state);
+          ok = compiled->automaton().accepting(state);
         } else if (vocab->constrainable(id)) {
-          ok = compiled->dfa().walk(state, vocab->bytes(id)) != ByteDfa::kDead;
+          ok = compiled->automaton().walk(state, vocab->bytes(id)) != Automaton::kDead;
         }
         EXPECT_EQ(mask->allows(id), ok) << "token " << id << " at step " << step;
         if (ok) allowed.push_back(id);
@@ -56,7 +59,7 @@ TEST(Constraint, MasksAreExactlyTheTokensThatKeepItAlive) {
       const int32_t token = allowed[rng() % allowed.size()];
       if (compiled->is_eos(token)) break;
       state = compiled->advance(state, token);
-      ASSERT_NE(state, ByteDfa::kDead);
+      ASSERT_NE(state, Automaton::kDead);
     }
   }
 }
@@ -87,6 +90,22 @@ TEST(Constraint, TheCacheCompilesEachTextOnceAndEvictsTheOldest) {
   EXPECT_THROW(cache.get(OutputConstraint{OutputConstraint::Kind::choice, "[1]", false}), GrammarError);
 }
 
+TEST(Constraint, TheCacheRetiresACompiledConstraintHoldingTooManyMasks) {
+  ConstraintCache cache(vocabulary(), 4, 2);
+  const OutputConstraint any{OutputConstraint::Kind::json_object, "", false};
+  const auto worn = cache.get(any);
+  ConstraintMatcher m(worn);
+  for (const char c : std::string("{\"a\":[[")) {  // tokens 0-255 are the bytes alone
+    m.mask();
+    ASSERT_TRUE(m.advance(static_cast<uint8_t>(c)));
+  }
+  EXPECT_GT(worn->masks(), 2u);
+  const auto fresh = cache.get(any);
+  EXPECT_NE(fresh, worn);
+  EXPECT_EQ(cache.get(any), fresh);
+  EXPECT_TRUE(m.advance('1'));  // the worn one still serves its users
+}
+
 }  // namespace
 }  // namespace orzo::grammar
 
@@ -104,13 +123,13 @@ TEST(ToolCallConstraint, OnlyWellFormedCallsToOfferedFunctions) {
                                   R"(,"functions":)" + functions + "}",
                               false});
   };
-  const ByteDfa hermes = dfa("hermes", true);
+  const Automaton hermes = dfa("hermes", true);
   EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
   EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{\"x\":1}}\n</tool_call>"));
   EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // city required
   EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(hermes.matches("Sure!"));
-  const ByteDfa single = dfa("hermes", false);
+  const Automaton single = dfa("hermes", false);
   EXPECT_FALSE(single.matches("<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
   EXPECT_TRUE(dfa("llama3_json", true).matches("{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"x\"}}"));
   EXPECT_TRUE(dfa("mistral", true).matches("[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));

@@ -1,6 +1,6 @@
-// GBNF grammars (llama.cpp's format) to byte automata, recursion unrolled to a depth.
+// GBNF grammars (llama.cpp's format) to automata: byte DFAs, or pushdown automata where rules recur.
 
-#include "grammar/byte_dfa.hpp"
+#include "grammar/automaton.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/grammar_error.hpp"
 
@@ -9,10 +9,10 @@
 namespace orzo::grammar {
 namespace {
 
-ByteDfa gbnf(const std::string& g) { return ByteDfa::compile(parse_gbnf(g)); }
+Automaton gbnf(const std::string& g) { return Automaton::compile(parse_gbnf(g)); }
 
 TEST(Gbnf, RulesClassesAndRepetitions) {
-  const ByteDfa dfa = gbnf(R"(
+  const Automaton dfa = gbnf(R"(
 # a comment
 root ::= greeting ", " name ("!" | "?")?
 greeting ::= "hello" | "hi"   # trailing comment
@@ -23,26 +23,49 @@ name ::= [A-Z] [a-z]{1,8}
 }
 
 TEST(Gbnf, AlternativesContinueAfterABarAndInsideParentheses) {
-  const ByteDfa dfa = gbnf("root ::= \"a\" |\n  \"b\" | (\n \"c\"\n \"d\" )\nother ::= \"x\"");
+  const Automaton dfa = gbnf("root ::= \"a\" |\n  \"b\" | (\n \"c\"\n \"d\" )\nother ::= \"x\"");
   for (const char* yes : {"a", "b", "cd"}) EXPECT_TRUE(dfa.matches(yes)) << yes;
   EXPECT_FALSE(dfa.matches("x"));
 }
 
 TEST(Gbnf, EscapesAndAnyCharacter) {
-  const ByteDfa dfa = gbnf(R"(root ::= "\"" [^"\\\n]* "\"" "\x41\u00e9" . [\]\-]+)");
+  const Automaton dfa = gbnf(R"(root ::= "\"" [^"\\\n]* "\"" "\x41\u00e9" . [\]\-]+)");
   EXPECT_TRUE(dfa.matches("\"ab c\"Aé😀]-"));
   EXPECT_FALSE(dfa.matches("\"a\"b\"Aé!]"));
 }
 
-TEST(Gbnf, RecursionUnrolledToItsDepth) {
-  const ByteDfa dfa = gbnf(R"(root ::= value
+TEST(Gbnf, RecursionNestsAsDeepAsTheOutput) {
+  const Automaton a = gbnf(R"(root ::= value
 value ::= "[" (value ("," value)*)? "]" | "0")");
-  EXPECT_TRUE(dfa.matches("[0,[0,[]],[]]"));
+  ASSERT_NE(a.pushdown(), nullptr);
+  EXPECT_TRUE(a.matches("[0,[0,[]],[]]"));
   std::string deep = "0";
-  for (int d = 0; d < kMaxRuleDepth - 1; ++d) deep = "[" + deep + "]";
-  EXPECT_TRUE(dfa.matches(deep));
-  EXPECT_FALSE(dfa.matches("[" + deep + "]"));  // one level past the unrolling
-  EXPECT_FALSE(dfa.matches("[0,]"));
+  for (int d = 0; d < 300; ++d) deep = "[" + deep + "]";
+  EXPECT_TRUE(a.matches(deep));
+  EXPECT_TRUE(a.matches("[" + deep + ",0]"));
+  EXPECT_FALSE(a.matches("[" + deep));  // unclosed
+  EXPECT_FALSE(a.matches(deep + "]"));  // closed once too often
+  EXPECT_FALSE(a.matches("[0,]"));
+  // A prefix that can still be closed is a live state, one that cannot is none.
+  EXPECT_NE(a.walk(a.start(), "[[[0,["), Automaton::kDead);
+  EXPECT_EQ(a.walk(a.start(), "[[0]]]"), Automaton::kDead);
+}
+
+TEST(Gbnf, GrammarsWithoutRecursionStayByteDfas) {
+  const Automaton a = gbnf("root ::= item (\",\" item)*\nitem ::= [a-z]+ | \"(\" digits \")\"\ndigits ::= [0-9]+");
+  ASSERT_NE(a.dfa(), nullptr);
+  EXPECT_TRUE(a.matches("ab,(12),c"));
+  EXPECT_FALSE(a.matches("ab,(x)"));
+}
+
+TEST(Gbnf, AmbiguousAndEmptyRulesAcrossCalls) {
+  // `item` may be empty and `list` may end where another `item` could start: the automaton
+  // holds every parse the bytes so far allow.
+  const Automaton a = gbnf(R"g(root ::= list "." | "(" root ")"
+list ::= item | item "," list
+item ::= "" | "x" | "xy")g");
+  for (const char* yes : {".", "x.", ",.", "x,xy,.", "((x,,xy.))", "xy,x."}) EXPECT_TRUE(a.matches(yes)) << yes;
+  for (const char* no : {"", "x", "(x.", "x.)", "xx.", "y."}) EXPECT_FALSE(a.matches(no)) << no;
 }
 
 TEST(Gbnf, RefusesByNameAndLine) {
@@ -57,6 +80,8 @@ TEST(Gbnf, RefusesByNameAndLine) {
       {"root ::= \"a\"{3,1}", "n < m"},
       {"root ::= \"\\q\"", "escape \\q"},
       {"root ::= x\nx ::= x \"a\"", "matches nothing"},  // only infinite recursion
+      {"root ::= e\ne ::= e \"+\" t | t\nt ::= [0-9]", "'e' is left-recursive"},
+      {"root ::= a\na ::= b \"x\" | \"y\"\nb ::= \"\" | a", "left-recursive"},  // through an empty rule
   };
   for (const auto& [text, says] : cases) {
     SCOPED_TRACE(text);
@@ -78,7 +103,7 @@ namespace {
 // A JSON grammar written as people write them, lists as `x ("," x)*`: compiled within the
 // automaton's limits, and matching JSON.
 TEST(Gbnf, AJsonGrammarCompilesAndMatches) {
-  const ByteDfa dfa = gbnf(R"(
+  const Automaton dfa = gbnf(R"(
 root   ::= object
 value  ::= object | array | string | number | ("true" | "false" | "null") ws
 object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
@@ -87,7 +112,7 @@ string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) 
 number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]+)? ws
 ws ::= | " " | "\n" [ \t]{0,20}
 )");
-  EXPECT_LT(dfa.states(), 20000u);
+  ASSERT_NE(dfa.pushdown(), nullptr);
   for (const char* yes : {"{}", R"({"a": [1, 2.5, {"b": null}], "c": "d\n"})", "{\"x\":\n  true}"})
     EXPECT_TRUE(dfa.matches(yes)) << yes;
   for (const char* no : {"[]", R"({"a":})", R"({"a":1,})"}) EXPECT_FALSE(dfa.matches(no)) << no;

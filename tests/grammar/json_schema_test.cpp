@@ -1,7 +1,7 @@
 // JSON schemas to the language of the JSON texts they accept: valid documents match,
 // invalid ones do not, integer ranges are exact, and what cannot be honoured is refused by name.
 
-#include "grammar/byte_dfa.hpp"
+#include "grammar/automaton.hpp"
 #include "grammar/grammar_error.hpp"
 #include "grammar/json_schema.hpp"
 
@@ -13,7 +13,7 @@
 namespace orzo::grammar {
 namespace {
 
-ByteDfa schema(const std::string& s, bool strict = false) { return ByteDfa::compile(json_schema_regex(s, strict)); }
+Automaton schema(const std::string& s, bool strict = false) { return Automaton::compile(json_schema_grammar(s, strict)); }
 
 struct Case {
   std::string schema;
@@ -52,7 +52,7 @@ TEST(JsonSchema, AcceptsValidDocumentsOnly) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.schema);
-    const ByteDfa dfa = schema(c.schema);
+    const Automaton dfa = schema(c.schema);
     for (const auto& s : c.yes) EXPECT_TRUE(dfa.matches(s)) << s;
     for (const auto& s : c.no) EXPECT_FALSE(dfa.matches(s)) << s;
   }
@@ -66,19 +66,38 @@ TEST(JsonSchema, IntegerAndNumberBoundsAreExact) {
            {R"("minimum":99)", 99, 100000},
            {R"("maximum":-3)", -100000, -3}}) {
     SCOPED_TRACE(bounds);
-    const ByteDfa dfa = schema(R"({"type":"integer",)" + bounds + "}");
+    const Automaton dfa = schema(R"({"type":"integer",)" + bounds + "}");
     for (int v = -2000; v <= 2000; ++v) EXPECT_EQ(dfa.matches(std::to_string(v)), v >= lo && v <= hi) << v;
   }
-  const ByteDfa number = schema(R"({"type":"number","minimum":-2.5,"maximum":3})");
+  const Automaton number = schema(R"({"type":"number","minimum":-2.5,"maximum":3})");
   for (const char* yes : {"-2", "-1.75", "0", "0.999", "2.5", "3"}) EXPECT_TRUE(number.matches(yes)) << yes;
   for (const char* no : {"-3", "3.5", "3.1", "4", "-2.6"}) EXPECT_FALSE(number.matches(no)) << no;
   EXPECT_THROW(schema(R"({"type":"integer","minimum":3,"maximum":2})"), GrammarError);
 }
 
 TEST(JsonSchema, JsonObjectIsAnyObject) {
-  const ByteDfa dfa = ByteDfa::compile(json_object_regex());
+  const Automaton dfa = Automaton::compile(json_object_grammar());
   for (const char* yes : {"{}", R"({"a":1})", R"({"a":{"b":[1,{"c":null}]}, "d":"e"})"}) EXPECT_TRUE(dfa.matches(yes)) << yes;
   for (const char* no : {"[]", "1", R"({"a":})", R"({"a":1,})"}) EXPECT_FALSE(dfa.matches(no)) << no;
+}
+
+TEST(JsonSchema, RecursiveReferencesAndValuesOfAnyShapeNestToAnyDepth) {
+  const Automaton tree = schema(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},)"
+                                R"("kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}},)"
+                                R"("$ref":"#/$defs/node"})");
+  ASSERT_NE(tree.pushdown(), nullptr);
+  std::string deep = R"({"v":0})";
+  for (int d = 1; d <= 40; ++d) deep = R"({"v":)" + std::to_string(d) + R"(,"kids":[)" + deep + "]}";
+  EXPECT_TRUE(tree.matches(deep));
+  EXPECT_FALSE(tree.matches(deep.substr(0, deep.size() - 1)));
+  EXPECT_FALSE(tree.matches(R"({"v":0,"kids":[{"kids":[]}]})"));  // an inner node without v
+  EXPECT_FALSE(tree.matches(R"({"v":0,"kids":[{"v":1,"w":2}]})"));  // an inner node not closed
+  std::string any = "1";
+  for (int d = 0; d < 60; ++d) any = d % 2 ? "[" + any + ", null]" : R"({"k": )" + any + "}";
+  EXPECT_TRUE(schema("{}").matches(any));
+  EXPECT_TRUE(schema(R"({"type":"array"})").matches("[" + any + "]"));
+  // Without recursion or free values a schema stays a byte DFA.
+  EXPECT_NE(schema(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/s"}},"$defs":{"s":{"type":"string"}}})").dfa(), nullptr);
 }
 
 TEST(JsonSchema, StrictModeWantsClosedObjectsWithEveryPropertyRequired) {

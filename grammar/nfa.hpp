@@ -1,0 +1,65 @@
+#pragma once
+// Thompson's construction and the subset construction, shared by the two automata a
+// constraint becomes: the byte DFA of a regular language (byte_dfa.hpp) and the rule DFAs of
+// a pushdown automaton (pushdown.hpp). A reference to a rule (Regex::Kind::rule) is an edge of
+// its own, a call, which the subset construction determinizes like a byte.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "grammar/regex.hpp"
+
+namespace orzo::grammar {
+
+struct NfaEdge {
+  uint8_t lo, hi;
+  int32_t to;
+};
+struct NfaCall {
+  int32_t rule, to;
+};
+struct NfaState {
+  std::vector<int32_t> eps;
+  std::vector<NfaEdge> edges;
+  std::vector<NfaCall> calls;
+};
+
+class Nfa {
+ public:
+  // GrammarError past max_states.
+  explicit Nfa(size_t max_states) : max_states_(max_states) {}
+  int32_t add();
+  // Appends the language of r after state `from`; returns the state where it ends.
+  int32_t build(const Regex& r, int32_t from);
+  // The set and every state its empty moves reach, sorted.
+  void close(std::vector<int32_t>& set) const;
+
+  std::vector<NfaState> states;
+
+ private:
+  void eps(int32_t from, int32_t to) { states[static_cast<size_t>(from)].eps.push_back(to); }
+  size_t max_states_;
+  mutable std::vector<uint8_t> seen_;
+};
+
+// Bytes no edge of the automata tells apart share a class, so tables have a column per class.
+struct ByteClasses {
+  std::array<uint8_t, 256> of{};
+  size_t count = 1;
+  std::vector<uint8_t> representative;  // a byte of each class
+  static ByteClasses of_edges(const std::vector<const Nfa*>& automata);
+};
+
+// The subset construction from `start`, before trimming. A state of the result is a set of
+// NFA states; it accepts when the set holds `accept`.
+struct Subsets {
+  static constexpr int32_t kDead = -1;
+  std::vector<int32_t> next;                  // states x classes: the state after a byte, or kDead
+  std::vector<std::vector<NfaCall>> calls;    // per state: each rule called there and the state after it
+  std::vector<uint8_t> accepting;
+  size_t states() const { return accepting.size(); }
+  // GrammarError past max_states.
+  static Subsets build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states);
+};
+
+}  // namespace orzo::grammar
