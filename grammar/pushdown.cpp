@@ -10,8 +10,6 @@
 namespace orzo::grammar {
 namespace {
 
-constexpr int32_t kUnknown = -2;
-
 // Sets flag[s] wherever `holds(s)` until nothing changes: the least fixpoint of a rule over
 // states whose premises are other states' flags.
 template <class Holds>

@@ -52,7 +52,11 @@ class Pushdown {
   class Walk {
    public:
     explicit Walk(const Pushdown& p) : p_(p), lock_(p.mutex_) {}
-    int32_t step(int32_t configuration, uint8_t byte) const { return p_.step_locked(configuration, byte); }
+    int32_t step(int32_t configuration, uint8_t byte) const {
+      if (configuration == kDead) return kDead;
+      const int32_t known = p_.moves_[static_cast<size_t>(configuration) * p_.classes_ + p_.byte_class_[byte]];
+      return known != kUnknown ? known : p_.step_locked(configuration, byte);
+    }
 
    private:
     const Pushdown& p_;
@@ -60,6 +64,7 @@ class Pushdown {
   };
 
  private:
+  static constexpr int32_t kUnknown = -2;  // a step not taken yet
   struct Call {
     int32_t rule, to;
   };

@@ -85,6 +85,34 @@ TEST_F(ConstrainedOutput, UnderPreemptionAndSplitOverTwoWorkers) {
   EXPECT_GT(testing::stats_of(sys, engine->batcher()).preemptions, 0u);
 }
 
+// A recursive grammar nests as deep as the draws take it (a pushdown automaton, where an
+// unrolling stopped at 5): with "(" favoured, 40 tokens are 40 open brackets, each output so
+// far a prefix the grammar can still close; unfavoured, the output closes and ends.
+TEST_F(ConstrainedOutput, RecursiveGrammarsNestAsDeepAsTheDrawsGo) {
+  auto engine = start("cpu:0-2,cpu:2-5", 256);
+  const OutputConstraint nested{OutputConstraint::Kind::grammar, "root ::= \"(\" root \")\" | \"x\"", false};
+  constexpr int32_t kOpen = 489;  // stories260K's "(" (tokenizer.ggml.tokens), which no merge extends
+  testing::Collector c;
+  for (int i = 0; i < 2; ++i) {
+    SessionRequest r;
+    r.id = "r" + std::to_string(i);
+    r.prompt_ids = engine->tokenize("Once upon a time", true);
+    r.sampling.temperature = 0;
+    r.sampling.constraint = nested;
+    if (i == 0) r.sampling.logit_bias = {{kOpen, 100.0f}};
+    r.limits.max_tokens = 40;
+    engine->generate(std::move(r), c.callbacks("r" + std::to_string(i)));
+  }
+  ASSERT_TRUE(c.wait(2, std::chrono::seconds(60)));
+  auto all = c.outcomes();
+  const auto automaton = grammar::compile_automaton(nested);
+  EXPECT_EQ(all["r0"].text, std::string(40, '('));
+  EXPECT_EQ(all["r0"].completions.at(0).reason, FinishReason::length);
+  EXPECT_NE(automaton.walk(automaton.start(), all["r0"].text), grammar::Automaton::kDead);
+  EXPECT_EQ(all["r1"].completions.at(0).reason, FinishReason::eos);
+  EXPECT_TRUE(automaton.matches(all["r1"].text)) << all["r1"].text;
+}
+
 TEST_F(ConstrainedOutput, WithoutAVocabularyTheRequestFailsAndNoOther) {
   auto engine = start("cpu", 64, /*tokenizer=*/false);
   testing::Collector c;

@@ -198,6 +198,22 @@ word ::= [a-z]{1,6}
             else:  # an open object may go on; what came must still be a JSON object's prefix
                 self.assertTrue(text.lstrip().startswith("{"), text)
 
+    def test_recursive_grammars_nest_past_any_unrolling(self):
+        # "(" favoured by a logit bias: greedy output opens 40 brackets, every prefix still
+        # closable; the same grammar unbiased ends balanced.
+        grammar = 'root ::= "(" root ")" | "x"'
+        status, _, out = self.stories.post("/tokenize", {"prompt": "(", "add_special_tokens": False})
+        self.assertEqual(status, 200, out)
+        open_id = out["tokens"][-1]
+        text, finish = self.complete(self.stories, {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 40,
+                                                    "grammar": grammar, "logit_bias": {str(open_id): 100}})
+        self.assertEqual((text, finish), ("(" * 40, "length"))
+        text, finish = self.complete(self.stories, {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 40,
+                                                    "grammar": grammar})
+        self.assertEqual(finish, "stop")
+        depth = text.count("(")
+        self.assertEqual(text, "(" * depth + "x" + ")" * depth)
+
     def test_the_openai_client_gets_schema_valid_json(self):
         client = openai.OpenAI(base_url=self.smollm2.base + "/v1", api_key="none", max_retries=0)
         schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
@@ -232,6 +248,7 @@ word ::= [a-z]{1,6}
             ({"structured_outputs": {"regex": "[^\\x00-\\U0010FFFF]"}}, "structured_outputs", "matches nothing"),
             ({"guided_grammar": "root ::= item"}, "guided_grammar", "'item'"),
             ({"grammar": "start ::= \"a\""}, "grammar", "root"),
+            ({"grammar": "root ::= e\ne ::= e \"+\" \"1\" | \"1\""}, "grammar", "left-recursive"),
             ({"guided_choice": []}, "guided_choice", None),
             ({"guided_regex": "a", "response_format": {"type": "json_object"}}, None, "give one of them"),
         ]
