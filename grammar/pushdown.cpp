@@ -10,14 +10,19 @@
 namespace orzo::grammar {
 namespace {
 
-// Sets flag[s] wherever `holds(s)` until nothing changes: the least fixpoint of a rule over
-// states whose premises are other states' flags.
+// Sets flag[s] wherever `holds(s)` until nothing changes (the least fixpoint of a rule whose
+// premises are other states' flags), re-asking only the states that `depends` says may have
+// changed: those whose byte edges, calls or call returns lead to a state just flagged.
 template <class Holds>
-void fixpoint(std::vector<uint8_t>& flag, Holds holds) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t s = 0; s < flag.size(); ++s)
-      if (!flag[s] && holds(s)) flag[s] = 1, changed = true;
+void fixpoint(std::vector<uint8_t>& flag, const std::vector<std::vector<int32_t>>& depends, Holds holds) {
+  std::vector<int32_t> work;
+  for (size_t s = 0; s < flag.size(); ++s)
+    if (flag[s] || holds(s)) flag[s] = 1, work.push_back(static_cast<int32_t>(s));
+  while (!work.empty()) {
+    const auto t = static_cast<size_t>(work.back());
+    work.pop_back();
+    for (int32_t s : depends[t])
+      if (!flag[static_cast<size_t>(s)] && holds(static_cast<size_t>(s))) flag[static_cast<size_t>(s)] = 1, work.push_back(s);
   }
 }
 
@@ -64,8 +69,19 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   // Trim: a state is live when its rule can finish from it, by bytes and by calls of rules
   // that can finish; the rest, and the edges into them, are dropped.
   const auto start_of = [&](int32_t rule) { return static_cast<size_t>(p->rule_start_[static_cast<size_t>(rule)]); };
+  // Who depends on whom: a state on the states its bytes lead to, and on the starts and
+  // returns of its calls.
+  std::vector<std::vector<int32_t>> depends(total);
+  for (size_t s = 0; s < total; ++s) {
+    for (size_t c = 0; c < p->classes_; ++c)
+      if (const int32_t t = p->next_[s * p->classes_ + c]; t != kDead) depends[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
+    for (const auto& call : p->calls_[s]) {
+      depends[start_of(call.rule)].push_back(static_cast<int32_t>(s));
+      depends[static_cast<size_t>(call.to)].push_back(static_cast<int32_t>(s));
+    }
+  }
   std::vector<uint8_t> live(p->accept_);
-  fixpoint(live, [&](size_t s) {
+  fixpoint(live, depends, [&](size_t s) {
     for (size_t c = 0; c < p->classes_; ++c)
       if (const int32_t t = p->next_[s * p->classes_ + c]; t != kDead && live[static_cast<size_t>(t)]) return true;
     for (const auto& call : p->calls_[s])
@@ -85,7 +101,7 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   // Where a rule may end without another byte: at an accepting state, or before rules that
   // may be empty.
   p->can_end_ = p->accept_;
-  fixpoint(p->can_end_, [&](size_t s) {
+  fixpoint(p->can_end_, depends, [&](size_t s) {
     for (const auto& call : p->calls_[s])
       if (p->can_end_[start_of(call.rule)] && p->can_end_[static_cast<size_t>(call.to)]) return true;
     return false;

@@ -51,6 +51,14 @@ value ::= "[" (value ("," value)*)? "]" | "0")");
   EXPECT_EQ(a.walk(a.start(), "[[0]]]"), Automaton::kDead);
 }
 
+TEST(Gbnf, ALongRuleBesideRecursionCompiles) {
+  // 20,000 states in a chain: trimming is one pass over the edges, not a pass per link.
+  const std::string word(20000, 'a');
+  const Automaton a = gbnf("root ::= \"(\" root \")\" | \"" + word + "\"");
+  EXPECT_TRUE(a.matches("((" + word + "))"));
+  EXPECT_FALSE(a.matches("((" + word + ")"));
+}
+
 TEST(Gbnf, GrammarsWithoutRecursionStayByteDfas) {
   const Automaton a = gbnf("root ::= item (\",\" item)*\nitem ::= [a-z]+ | \"(\" digits \")\"\ndigits ::= [0-9]+");
   ASSERT_NE(a.dfa(), nullptr);
