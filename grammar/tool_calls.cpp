@@ -42,6 +42,9 @@ RegexPtr calls_of(const std::string& text, Grammar& grammar) {
   } catch (const JsonSyntaxError&) {
     throw GrammarError("tool calls: the spec is not JSON");
   }
+  if (!spec.is_object()) throw GrammarError("tool calls: the spec is not a JSON object");
+  if (spec.contains("format") && !spec["format"].is_string()) throw GrammarError("tool calls: the format is not a string");
+  if (spec.contains("parallel") && !spec["parallel"].is_boolean()) throw GrammarError("tool calls: parallel is not true or false");
   const auto format = parse_tool_call_format(spec.value("format", std::string("hermes")));
   if (!format) throw GrammarError("tool calls: unknown format");
   if (!spec.contains("functions") || !spec["functions"].is_array() || spec["functions"].empty())

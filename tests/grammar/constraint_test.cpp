@@ -133,7 +133,9 @@ TEST(ToolCallConstraint, OnlyWellFormedCallsToOfferedFunctions) {
   EXPECT_FALSE(single.matches("<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
   EXPECT_TRUE(dfa("llama3_json", true).matches("{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"x\"}}"));
   EXPECT_TRUE(dfa("mistral", true).matches("[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
-  EXPECT_THROW(compile_automaton({OutputConstraint::Kind::tool_calls, R"({"functions":[]})", false}), GrammarError);
+  for (const char* bad : {R"({"functions":[]})", "1", R"({"format":1,"functions":[{"name":"now"}]})",
+                          R"({"parallel":"yes","functions":[{"name":"now"}]})"})
+    EXPECT_THROW(compile_automaton({OutputConstraint::Kind::tool_calls, bad, false}), GrammarError) << bad;
   EXPECT_EQ(tool_call_format_of_template("... <tool_call> ..."), ToolCallFormat::hermes);
   EXPECT_EQ(tool_call_format_of_template("... [TOOL_CALLS] ..."), ToolCallFormat::mistral);
   EXPECT_EQ(tool_call_format_of_template("... <|python_tag|> ..."), ToolCallFormat::llama3_json);
