@@ -9,7 +9,7 @@
 namespace orzo::grammar {
 
 int32_t Nfa::add() {
-  if (states.size() >= max_states_)
+  if (used_ + states.size() >= max_states_)
     throw GrammarError("the constraint is too large (more than " + std::to_string(max_states_) +
                        " automaton states): simplify it or bound its repetitions");
   states.emplace_back();
@@ -124,7 +124,8 @@ ByteClasses ByteClasses::of_edges(const std::vector<const Nfa*>& automata) {
   return out;
 }
 
-Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states) {
+Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states,
+                       size_t used) {
   Subsets out;
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
@@ -135,7 +136,7 @@ Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const Byte
     nfa.close(target);
     auto [it, added] = ids.emplace(target, static_cast<int32_t>(sets.size()));
     if (added) {
-      if (sets.size() >= max_states)
+      if (used + sets.size() >= max_states)
         throw GrammarError("the constraint is too complex (more than " + std::to_string(max_states) +
                            " automaton states): simplify it or bound its repetitions");
       sets.push_back(target);

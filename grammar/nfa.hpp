@@ -26,8 +26,9 @@ struct NfaState {
 
 class Nfa {
  public:
-  // GrammarError past max_states.
-  explicit Nfa(size_t max_states) : max_states_(max_states) {}
+  // GrammarError past max_states, counting `used` states of other automata of the same
+  // constraint.
+  explicit Nfa(size_t max_states, size_t used = 0) : max_states_(max_states), used_(used) {}
   int32_t add();
   // Appends the language of r after state `from`; returns the state where it ends.
   int32_t build(const Regex& r, int32_t from);
@@ -38,7 +39,7 @@ class Nfa {
 
  private:
   void eps(int32_t from, int32_t to) { states[static_cast<size_t>(from)].eps.push_back(to); }
-  size_t max_states_;
+  size_t max_states_, used_;
   mutable std::vector<uint8_t> seen_;
 };
 
@@ -58,8 +59,10 @@ struct Subsets {
   std::vector<std::vector<NfaCall>> calls;    // per state: each rule called there and the state after it
   std::vector<uint8_t> accepting;
   size_t states() const { return accepting.size(); }
-  // GrammarError past max_states.
-  static Subsets build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states);
+  // GrammarError past max_states, counting `used` states of other automata of the same
+  // constraint.
+  static Subsets build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states,
+                       size_t used = 0);
 };
 
 }  // namespace orzo::grammar

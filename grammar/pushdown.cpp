@@ -39,10 +39,12 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   std::vector<Nfa> nfas;
   std::vector<int32_t> accepts;
   nfas.reserve(rules);
+  size_t used = 0;  // the rules share ByteDfa's limits
   for (const auto& body : grammar.bodies) {
-    nfas.emplace_back(ByteDfa::kMaxNfaStates);
+    nfas.emplace_back(ByteDfa::kMaxNfaStates, used);
     nfas.back().add();
     accepts.push_back(nfas.back().build(*body, 0));
+    used += nfas.back().states.size();
   }
   std::vector<const Nfa*> all;
   for (const auto& nfa : nfas) all.push_back(&nfa);
@@ -53,7 +55,7 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   p->classes_ = classes.count;
   size_t total = 0;
   for (size_t r = 0; r < rules; ++r) {
-    const Subsets sub = Subsets::build(nfas[r], 0, accepts[r], classes, ByteDfa::kMaxDfaStates - std::min(total, ByteDfa::kMaxDfaStates - 1));
+    const Subsets sub = Subsets::build(nfas[r], 0, accepts[r], classes, ByteDfa::kMaxDfaStates, total);
     const auto base = static_cast<int32_t>(total);
     p->rule_start_.push_back(base);
     for (int32_t t : sub.next) p->next_.push_back(t == kDead ? kDead : base + t);

@@ -59,6 +59,19 @@ TEST(Gbnf, ALongRuleBesideRecursionCompiles) {
   EXPECT_FALSE(a.matches("((" + word + ")"));
 }
 
+TEST(Gbnf, RecursiveRulesShareOneSizeLimit) {
+  // Ten rules of 45,000 states each: within the limit alone, past it together.
+  std::string g = "root ::= r0";
+  for (int r = 0; r < 10; ++r) g += " | r" + std::to_string(r);
+  for (int r = 0; r < 10; ++r) g += "\nr" + std::to_string(r) + " ::= \"(\" r" + std::to_string(r) + " \")\" | \"" + std::string(45000, 'a') + "\"";
+  try {
+    gbnf(g);
+    ADD_FAILURE() << "accepted";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Gbnf, GrammarsWithoutRecursionStayByteDfas) {
   const Automaton a = gbnf("root ::= item (\",\" item)*\nitem ::= [a-z]+ | \"(\" digits \")\"\ndigits ::= [0-9]+");
   ASSERT_NE(a.dfa(), nullptr);
