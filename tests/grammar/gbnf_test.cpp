@@ -42,6 +42,10 @@ value ::= "[" (value ("," value)*)? "]" | "0")");
   std::string deep = "0";
   for (int d = 0; d < 300; ++d) deep = "[" + deep + "]";
   EXPECT_TRUE(a.matches(deep));
+  // Configurations are interned and steps remembered: the same text again meets no new one.
+  const size_t met = a.pushdown()->configurations();
+  EXPECT_TRUE(a.matches(deep));
+  EXPECT_EQ(a.pushdown()->configurations(), met);
   EXPECT_TRUE(a.matches("[" + deep + ",0]"));
   EXPECT_FALSE(a.matches("[" + deep));  // unclosed
   EXPECT_FALSE(a.matches(deep + "]"));  // closed once too often
