@@ -24,10 +24,6 @@ class Automaton {
   static Automaton compile(const RegexPtr& regex) { return compile(regular_grammar(regex)); }
 
   int32_t start() const { return 0; }
-  int32_t step(int32_t state, uint8_t byte) const {
-    if (state == kDead) return kDead;
-    return dfa_ ? dfa_->step(state, byte) : pushdown_->step(state, byte);
-  }
   bool accepting(int32_t state) const {
     if (state == kDead) return false;
     return dfa_ ? dfa_->accepting(state) : pushdown_->accepting(state);

@@ -23,20 +23,8 @@ ByteDfa ByteDfa::compile(const RegexPtr& regex) {
 
   // Trim: keep the states from which acceptance can be reached, renumbered in order.
   const size_t n = subsets.states();
-  std::vector<std::vector<int32_t>> into(n);
-  for (size_t d = 0; d < n; ++d)
-    for (size_t c = 0; c < dfa.classes_; ++c)
-      if (const int32_t t = next[d * dfa.classes_ + c]; t != kDead) into[static_cast<size_t>(t)].push_back(static_cast<int32_t>(d));
-  std::vector<uint8_t> live(n, 0);
-  std::vector<int32_t> stack;
-  for (size_t d = 0; d < n; ++d)
-    if (accepting[d]) live[d] = 1, stack.push_back(static_cast<int32_t>(d));
-  while (!stack.empty()) {
-    const int32_t t = stack.back();
-    stack.pop_back();
-    for (int32_t d : into[static_cast<size_t>(t)])
-      if (!live[static_cast<size_t>(d)]) live[static_cast<size_t>(d)] = 1, stack.push_back(d);
-  }
+  std::vector<uint8_t> live(accepting);
+  fixpoint(live, predecessors(next, dfa.classes_), [&](size_t d) { return edge_into(next, dfa.classes_, d, live); });
   if (!live[0]) throw GrammarError("the constraint matches nothing: no output could satisfy it");
   std::vector<int32_t> renumber(n, kDead);
   int32_t kept = 0;

@@ -87,10 +87,4 @@ bool Grammar::regular() const {
   return named.empty();
 }
 
-Grammar regular_grammar(RegexPtr tree) {
-  Grammar g;
-  g.define(g.add("root"), std::move(tree));
-  return g;
-}
-
 }  // namespace orzo::grammar

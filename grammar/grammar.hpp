@@ -28,7 +28,18 @@ struct Grammar {
   bool regular() const;
 };
 
+// The grammar whose rule 0 is what build(grammar) returns, the rules it adds beside it.
+template <class Build>
+Grammar rooted(Build build) {
+  Grammar grammar;
+  const int32_t root = grammar.add("root");
+  grammar.define(root, build(grammar));
+  return grammar;
+}
+
 // The grammar of one regular tree.
-Grammar regular_grammar(RegexPtr tree);
+inline Grammar regular_grammar(RegexPtr tree) {
+  return rooted([&](Grammar&) { return tree; });
+}
 
 }  // namespace orzo::grammar

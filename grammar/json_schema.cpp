@@ -436,19 +436,13 @@ RegexPtr json_schema_value(const std::string& schema, bool strict, Grammar& gram
 }
 
 Grammar json_schema_grammar(const std::string& schema, bool strict) {
-  Grammar grammar;
-  const int32_t root = grammar.add("root");
-  grammar.define(root, seq({json_space(), json_schema_value(schema, strict, grammar), json_space()}));
-  return grammar;
+  return rooted([&](Grammar& g) { return seq({json_space(), json_schema_value(schema, strict, g), json_space()}); });
 }
 
 RegexPtr json_object_value(Grammar& grammar) { return object_of(any_json_value(grammar)); }
 
 Grammar json_object_grammar() {
-  Grammar grammar;
-  const int32_t root = grammar.add("root");
-  grammar.define(root, seq({json_space(), json_object_value(grammar), json_space()}));
-  return grammar;
+  return rooted([](Grammar& g) { return seq({json_space(), json_object_value(g), json_space()}); });
 }
 
 }  // namespace orzo::grammar

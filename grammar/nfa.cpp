@@ -165,4 +165,18 @@ Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const Byte
   return out;
 }
 
+std::vector<std::vector<int32_t>> predecessors(const std::vector<int32_t>& next, size_t classes) {
+  std::vector<std::vector<int32_t>> into(next.size() / classes);
+  for (size_t s = 0; s < into.size(); ++s)
+    for (size_t c = 0; c < classes; ++c)
+      if (const int32_t t = next[s * classes + c]; t != Subsets::kDead) into[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
+  return into;
+}
+
+bool edge_into(const std::vector<int32_t>& next, size_t classes, size_t s, const std::vector<uint8_t>& flag) {
+  for (size_t c = 0; c < classes; ++c)
+    if (const int32_t t = next[s * classes + c]; t != Subsets::kDead && flag[static_cast<size_t>(t)]) return true;
+  return false;
+}
+
 }  // namespace orzo::grammar

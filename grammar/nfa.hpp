@@ -65,4 +65,26 @@ struct Subsets {
                        size_t used = 0);
 };
 
+// For each state of a table of byte edges (states x classes, kDead for none), the states
+// whose edges lead to it.
+std::vector<std::vector<int32_t>> predecessors(const std::vector<int32_t>& next, size_t classes);
+// Whether a byte edge of state s leads to a flagged state.
+bool edge_into(const std::vector<int32_t>& next, size_t classes, size_t s, const std::vector<uint8_t>& flag);
+
+// Sets flag[s] wherever `holds(s)` until nothing changes (the least fixpoint of a rule whose
+// premises are other states' flags: a state is live if an edge leads to a live one, say),
+// re-asking only the states `depends` lists for a state just flagged.
+template <class Holds>
+void fixpoint(std::vector<uint8_t>& flag, const std::vector<std::vector<int32_t>>& depends, Holds holds) {
+  std::vector<int32_t> work;
+  for (size_t s = 0; s < flag.size(); ++s)
+    if (flag[s] || holds(s)) flag[s] = 1, work.push_back(static_cast<int32_t>(s));
+  while (!work.empty()) {
+    const auto t = static_cast<size_t>(work.back());
+    work.pop_back();
+    for (int32_t s : depends[t])
+      if (!flag[static_cast<size_t>(s)] && holds(static_cast<size_t>(s))) flag[static_cast<size_t>(s)] = 1, work.push_back(s);
+  }
+}
+
 }  // namespace orzo::grammar

@@ -10,22 +10,6 @@
 namespace orzo::grammar {
 namespace {
 
-// Sets flag[s] wherever `holds(s)` until nothing changes (the least fixpoint of a rule whose
-// premises are other states' flags), re-asking only the states that `depends` says may have
-// changed: those whose byte edges, calls or call returns lead to a state just flagged.
-template <class Holds>
-void fixpoint(std::vector<uint8_t>& flag, const std::vector<std::vector<int32_t>>& depends, Holds holds) {
-  std::vector<int32_t> work;
-  for (size_t s = 0; s < flag.size(); ++s)
-    if (flag[s] || holds(s)) flag[s] = 1, work.push_back(static_cast<int32_t>(s));
-  while (!work.empty()) {
-    const auto t = static_cast<size_t>(work.back());
-    work.pop_back();
-    for (int32_t s : depends[t])
-      if (!flag[static_cast<size_t>(s)] && holds(static_cast<size_t>(s))) flag[static_cast<size_t>(s)] = 1, work.push_back(s);
-  }
-}
-
 }  // namespace
 
 size_t Pushdown::KeyHash::operator()(const std::vector<int32_t>& key) const {
@@ -73,10 +57,8 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   const auto start_of = [&](int32_t rule) { return static_cast<size_t>(p->rule_start_[static_cast<size_t>(rule)]); };
   // Who depends on whom: a state on the states its bytes lead to, and on the starts and
   // returns of its calls.
-  std::vector<std::vector<int32_t>> depends(total);
+  std::vector<std::vector<int32_t>> depends = predecessors(p->next_, p->classes_);
   for (size_t s = 0; s < total; ++s) {
-    for (size_t c = 0; c < p->classes_; ++c)
-      if (const int32_t t = p->next_[s * p->classes_ + c]; t != kDead) depends[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
     for (const auto& call : p->calls_[s]) {
       depends[start_of(call.rule)].push_back(static_cast<int32_t>(s));
       depends[static_cast<size_t>(call.to)].push_back(static_cast<int32_t>(s));
@@ -84,8 +66,7 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   }
   std::vector<uint8_t> live(p->accept_);
   fixpoint(live, depends, [&](size_t s) {
-    for (size_t c = 0; c < p->classes_; ++c)
-      if (const int32_t t = p->next_[s * p->classes_ + c]; t != kDead && live[static_cast<size_t>(t)]) return true;
+    if (edge_into(p->next_, p->classes_, s, live)) return true;
     for (const auto& call : p->calls_[s])
       if (live[start_of(call.rule)] && live[static_cast<size_t>(call.to)]) return true;
     return false;
@@ -149,25 +130,22 @@ int32_t Pushdown::intern(std::vector<Stack>& stacks) const {
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.size() > kMaxStacks) stacks.resize(kMaxStacks);
   std::vector<int32_t> key;
-  bool accepting = false;
   for (const Stack& s : stacks) {
     key.push_back(static_cast<int32_t>(s.size()));
     key.insert(key.end(), s.begin(), s.end());
-    accepting = accepting || std::all_of(s.begin(), s.end(), [&](int32_t f) { return can_end_[static_cast<size_t>(f)] != 0; });
   }
   if (const auto it = ids_.find(key); it != ids_.end()) return it->second;
   if (keys_.size() >= kMaxConfigurations) return kDead;
+  // It accepts when some stack can end in every rule it holds.
+  const bool accepting = std::any_of(stacks.begin(), stacks.end(), [&](const Stack& s) {
+    return std::all_of(s.begin(), s.end(), [&](int32_t f) { return can_end_[static_cast<size_t>(f)] != 0; });
+  });
   const auto id = static_cast<int32_t>(keys_.size());
   ids_.emplace(key, id);
   keys_.push_back(std::move(key));
   accepting_.push_back(accepting ? 1 : 0);
   moves_.resize(moves_.size() + classes_, kUnknown);
   return id;
-}
-
-int32_t Pushdown::step(int32_t configuration, uint8_t byte) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return step_locked(configuration, byte);
 }
 
 bool Pushdown::accepting(int32_t configuration) const {

@@ -43,8 +43,7 @@ class Pushdown {
   static std::unique_ptr<Pushdown> compile(const Grammar& grammar);
 
   int32_t start() const { return 0; }
-  // Safe from many threads.
-  int32_t step(int32_t configuration, uint8_t byte) const;
+  // Safe from many threads; steps go through a Walk.
   bool accepting(int32_t configuration) const;
   size_t configurations() const;
 

@@ -83,10 +83,7 @@ RegexPtr calls_of(const std::string& text, Grammar& grammar) {
 }  // namespace
 
 Grammar tool_calls_grammar(const std::string& spec) {
-  Grammar grammar;
-  const int32_t root = grammar.add("root");
-  grammar.define(root, calls_of(spec, grammar));
-  return grammar;
+  return rooted([&](Grammar& g) { return calls_of(spec, g); });
 }
 
 }  // namespace orzo::grammar
