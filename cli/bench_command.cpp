@@ -203,11 +203,8 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
                         {"weight_read_bytes_per_s", weight_bw},
-                        {"activations", o.int8_activations && o.bf16_activations ? "int8+bf16"
-                                        : o.int8_activations                        ? "int8"
-                                        : o.bf16_activations                        ? "bf16"
-                                                                                    : "f32"},
-                        // What the block types' products round the activations to (kernels/cpu/matmul.hpp).
+                        // What each kind of weight's products round the activations to (kernels/cpu/matmul.hpp).
+                        {"bf16_weight_activations", o.bf16_activations && cpu::kernels().matmul_bf16 ? "bf16" : "f32"},
                         {"block_type_activations", o.int8_activations     ? "int8"
                                                    : cpu::has_matmul_q16() ? "int8x2"
                                                                            : "f32"},
@@ -275,7 +272,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
-  cmd->add_flag("--bf16-activations", o->bf16_activations, "Round activations to bf16 for BF16 weights");
+  cmd->add_flag("--bf16-activations,!--f32-activations", o->bf16_activations,
+                "BF16 weights meet activations rounded to bf16 where the CPU has AVX-512 BF16 (the default); "
+                "--f32-activations keeps them f32");
   cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "stages/stage_factory.hpp"
+
 namespace orzo::cli {
 
 struct BenchOptions {
@@ -19,7 +21,7 @@ struct BenchOptions {
   int threads = 0;
   int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
   bool int8_activations = false;  // cpu::MatmulOptions (kernels/cpu/matmul.hpp)
-  bool bf16_activations = false;
+  bool bf16_activations = StageOptions{}.bf16_activations;
   bool batch_invariant = false;
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;

@@ -21,7 +21,7 @@ struct StageOptions {
   double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
   bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
   bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)
-  bool bf16_activations = false;                // CPU stages: the same
+  bool bf16_activations = true;                 // CPU stages: the same (the product's default, as PyTorch runs bf16)
   bool batch_invariant = false;                 // CPU stages: the same
 };
 

@@ -24,7 +24,10 @@ namespace orzo::cpu {
 //   perplexity by 0.2% and the top-1 token at 2.3% of positions (tests/runtime/test_perplexity.py).
 // - bf16: for BF16 weights, each activation rounded to bf16 (round to nearest even) for
 //   AVX-512 BF16's dot product, which does twice the multiply-adds of an f32 FMA: the
-//   precision GPUs run bf16 models at. Where the CPU has no such instruction, the f32 path.
+//   precision GPUs, PyTorch and llama.cpp run bf16 models at. Where the CPU has no such
+//   instruction, the f32 path. The engine's stages take it by default (StageOptions;
+//   `--f32-activations` opts out): on a Zen 4 it doubled a 512-token prompt of BF16
+//   weights, which the f32 path cannot bring past llama.cpp's, and left decode as it was.
 // Each of these paths is batch-invariant: a row's result never depends on m. The default
 // is not, by rounding only: past the level's crossover (isa.hpp) the f32 path hands the
 // product to sgemm, whose blocking depends on m, and block types move from

@@ -42,19 +42,20 @@ TEST(Cli, BenchPrintsOneJsonObject) {
 // The matmul modes reach the backend and the record says which ran (stories260K has F32
 // weights, so the activation roundings leave its figures alone; they are the kernels' tests).
 TEST(Cli, BenchRecordsItsMatmulModes) {
+  const std::string bf16_default = cpu::kernels().matmul_bf16 ? "bf16" : "f32";
   const auto j0 = nlohmann::json::parse(orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json").out);
-  EXPECT_EQ(j0["activations"], "f32");
+  EXPECT_EQ(j0["bf16_weight_activations"], bf16_default);
   EXPECT_EQ(j0["block_type_activations"], cpu::has_matmul_q16() ? "int8x2" : "f32");
   EXPECT_EQ(j0["batch_invariant"], false);
   const CliRun r = orzo("bench -m '" + kStoriesGguf +
-                        "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --batch-invariant");
+                        "' --batch 2 --prompt 4 --gen 2 --json --f32-activations --batch-invariant");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["activations"], "bf16");
+  EXPECT_EQ(j["bf16_weight_activations"], "f32");
   EXPECT_EQ(j["batch_invariant"], true);
   const auto both = nlohmann::json::parse(
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
-  EXPECT_EQ(both["activations"], "int8+bf16");
+  EXPECT_EQ(both["bf16_weight_activations"], bf16_default);
   EXPECT_EQ(both["block_type_activations"], "int8");
   for (const char* flag : {"generate", "serve", "worker"})
     EXPECT_NE(orzo(std::string(flag) + " --help").out.find("--batch-invariant"), std::string::npos) << flag;
