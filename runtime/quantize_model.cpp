@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -26,11 +27,24 @@ constexpr size_t kChunkBytes = 16u << 20;  // input rows decoded and re-encoded 
 // One tensor of the output and where its rows come from.
 struct Source {
   std::string name;  // GGUF name
-  TensorView view;   // the input's bytes (its name and shape as the input stores them)
-  std::vector<float> values;  // instead of view: a tensor computed here (rope_freqs)
+  // The input's bytes (names and shapes as the input stores them): one tensor, or one per
+  // expert, whose rows follow each other in the output's [experts, rows, cols].
+  std::vector<TensorView> parts;
+  std::vector<float> values;  // instead of parts: a tensor computed here (rope_freqs)
   std::vector<int64_t> shape;
   int64_t rope_heads = 0;     // > 0: rows are permuted from HF order into llama.cpp's
   float offset = 0.0f;        // added to every value: Gemma's norms are stored as 1 + w
+
+  size_t input_bytes() const {
+    size_t n = 0;
+    for (const auto& p : parts) n += p.nbytes;
+    return n;
+  }
+  // Output row r as the input stores it.
+  const uint8_t* row(int64_t r) const {
+    const int64_t per_part = parts.front().rows();
+    return parts[static_cast<size_t>(r / per_part)].row(r % per_part);
+  }
 };
 
 struct Input {
@@ -39,6 +53,10 @@ struct Input {
   std::function<void(GgufWriter&)> write_metadata;
   int64_t layers = 0;
 };
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
 
 bool is_directory(const std::string& path) {
   struct stat st {};
@@ -54,7 +72,7 @@ Input read_gguf_input(const std::string& path) {
   const ModelConfig config = read_gguf_config(*f);  // refuses what orzo cannot run
   in.layers = config.num_layers;
   in.files.push_back(f->file);
-  for (const auto& t : f->tensors) in.tensors.push_back({t.name, t, {}, t.shape, 0});
+  for (const auto& t : f->tensors) in.tensors.push_back({t.name, {t}, {}, t.shape, 0});
   in.write_metadata = [f](GgufWriter& out) {
     for (const auto& key : f->metadata.keys())
       if (!kRewrittenKeys.count(key)) out.add_raw(key, f->metadata.raw(key));
@@ -64,11 +82,12 @@ Input read_gguf_input(const std::string& path) {
 
 std::string gguf_architecture(const ModelConfig& c, const std::string& source) {
   if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "gemma2" || c.architecture == "gemma3" ||
-      c.architecture == "smollm3")
+      c.architecture == "smollm3" || c.architecture == "qwen2moe" || c.architecture == "qwen3moe")
     return c.architecture;
   if (c.architecture == "phi3") return "phi3";  // q|k|v and gate|up stay fused, as its converter keeps them
-  // llama.cpp converts Mistral as llama; its sliding window is a key of its own.
-  if (c.architecture == "llama" || c.architecture == "mistral") return "llama";
+  // llama.cpp converts Mistral as llama (its sliding window is a key of its own), and
+  // Mixtral as llama with experts.
+  if (c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral") return "llama";
   throw LoadError(source + ": no GGUF layout for architecture " + c.architecture);
 }
 
@@ -88,7 +107,7 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
   const ModelConfig c = read_hf_config(dir);
   const std::string arch = gguf_architecture(c, dir);
   // orzo's GGUF reader (as llama.cpp) knows biases only as Qwen2's q/k/v ones.
-  if (c.o_bias || (c.qkv_bias && arch != "qwen2"))
+  if (c.o_bias || (c.qkv_bias && arch != "qwen2" && arch != "qwen2moe"))
     throw LoadError(dir + "/config.json: attention biases of " + c.architecture + " have no GGUF layout here");
   const bool gemma = arch == "gemma2" || arch == "gemma3";
   if (gemma) {
@@ -107,21 +126,57 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
                               "smollm3 GGUFs (they have no key for it)");
   in.layers = c.num_layers;
   const bool permute = arch == "llama" || arch == "smollm3";
+  // The experts' matrices (model.layers.N.mlp.experts.E.proj.weight, as the Hub's files
+  // hold them), by their stacked name (without E) and then expert.
+  std::map<std::string, std::map<int64_t, TensorView>> experts;
   for (auto& f : read_safetensors_dir(dir)) {
     in.files.push_back(f.file);
     for (const auto& t : f.tensors) {
-      if (t.name.size() > 20 && t.name.compare(t.name.size() - 20, 20, "rotary_emb.inv_freq") == 0) continue;
+      if (ends_with(t.name, "rotary_emb.inv_freq")) continue;
       if (t.name == "lm_head.weight" && c.tie_word_embeddings) continue;
-      const auto name = gguf_name_of_hf(t.name, c.architecture);
+      const std::string hf = canonical_hf_name(t.name);
+      if (const auto at = hf.find(".mlp.experts."); at != std::string::npos && t.shape.size() == 2) {
+        const size_t first = at + 13, dot = hf.find('.', first);
+        const std::string digits = hf.substr(first, dot == std::string::npos ? std::string::npos : dot - first);
+        if (dot != std::string::npos && !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos) {
+          const int64_t e = std::stoll(digits);
+          if (e >= c.num_experts) throw LoadError(t.file + ": tensor " + t.name + " is past the config's " +
+                                                  std::to_string(c.num_experts) + " experts");
+          experts[hf.substr(0, first) + hf.substr(dot + 1)][e] = t;
+          continue;
+        }
+      }
+      if (ends_with(hf, ".mlp.shared_expert_gate.weight") && t.shape.size() == 2) {
+        // One row in HF, a vector in GGUF (llama.cpp's converter squeezes it).
+        in.tensors.push_back({*gguf_name_of_hf(hf, c.architecture), {t}, {}, {t.shape.back()}, 0});
+        continue;
+      }
+      const auto name = gguf_name_of_hf(hf, c.architecture);
       if (!name) throw LoadError(t.file + ": tensor " + t.name + " has no place in the GGUF layout");
       int64_t heads = 0;
       if (permute && t.shape.size() == 2) {
         if (t.name.find("self_attn.q_proj.weight") != std::string::npos) heads = c.num_heads;
         if (t.name.find("self_attn.k_proj.weight") != std::string::npos) heads = c.num_kv_heads;
       }
-      const bool norm = t.shape.size() == 1 && t.name.size() > 11 && t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0;
-      in.tensors.push_back({*name, t, {}, t.shape, heads, norm ? static_cast<float>(c.norm_weight_offset) : 0.0f});
+      const bool norm = t.shape.size() == 1 && ends_with(t.name, "norm.weight");
+      in.tensors.push_back({*name, {t}, {}, t.shape, heads, norm ? static_cast<float>(c.norm_weight_offset) : 0.0f});
     }
+  }
+  for (auto& [stacked, by_expert] : experts) {
+    const auto name = gguf_name_of_hf(stacked, c.architecture);
+    if (!name) throw LoadError(dir + ": tensor " + stacked + " (per expert) has no place in the GGUF layout");
+    Source s{*name, {}, {}, {}, 0};
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const auto it = by_expert.find(e);
+      if (it == by_expert.end())
+        throw LoadError(dir + ": expert " + std::to_string(e) + " of " + stacked + " is missing (the config has " +
+                        std::to_string(c.num_experts) + ")");
+      if (it->second.shape != by_expert.begin()->second.shape || it->second.dtype != by_expert.begin()->second.dtype)
+        throw LoadError(it->second.name + ": its shape or dtype differs from expert 0's");
+      s.parts.push_back(it->second);
+    }
+    s.shape = {c.num_experts, s.parts[0].shape[0], s.parts[0].shape[1]};
+    in.tensors.push_back(std::move(s));
   }
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
     auto d = rope_divisors(c);
@@ -164,6 +219,15 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
     if (c.sliding_window) out.add_u32(p + "attention.sliding_window", u32(*c.sliding_window));
     if (c.attn_softcap) out.add_f32(p + "attn_logit_softcapping", static_cast<float>(*c.attn_softcap));
     if (c.final_softcap) out.add_f32(p + "final_logit_softcapping", static_cast<float>(*c.final_softcap));
+    if (c.num_experts > 0) {  // the keys read_gguf_experts reads
+      out.add_u32(p + "expert_count", u32(c.num_experts));
+      out.add_u32(p + "expert_used_count", u32(c.experts_per_token));
+      // A Mixtral's experts are feed_forward_length wide, and its converter says no more.
+      if (arch != "llama") out.add_u32(p + "expert_feed_forward_length", u32(c.expert_intermediate_size));
+      if (c.shared_expert_intermediate_size > 0)
+        out.add_u32(p + "expert_shared_feed_forward_length", u32(c.shared_expert_intermediate_size));
+      out.add_bool(p + "expert_weights_norm", c.norm_topk_prob);
+    }
     if (c.bos_token_id) out.add_u32("tokenizer.ggml.bos_token_id", u32(*c.bos_token_id));
     if (!c.eos_token_ids.empty()) out.add_u32("tokenizer.ggml.eos_token_id", u32(c.eos_token_ids[0]));
     if (tokenizer) tokenizer(out, dir);
@@ -185,8 +249,8 @@ void write_rows(GgufWriter& out, ThreadPool& pool, const Source& s, DType type, 
       float* row = scratch[static_cast<size_t>(thread)].data();
       for (int64_t r = begin; r < end; ++r) {
         const int64_t at = s.rope_heads > 0 ? hf_row_of_interleaved(first + r, rows, s.rope_heads) : first + r;
-        if (s.view.data)
-          cpu::dequantize_row(s.view.dtype, s.view.row(at), cols, row);
+        if (!s.parts.empty())
+          cpu::dequantize_row(s.parts.front().dtype, s.row(at), cols, row);
         else
           std::copy_n(s.values.data() + at * cols, cols, row);
         if (s.offset != 0.0f)
@@ -195,7 +259,7 @@ void write_rows(GgufWriter& out, ThreadPool& pool, const Source& s, DType type, 
       }
     });
     out.write_tensor_data(chunk.data(), static_cast<size_t>(n) * out_row);
-    if (s.view.data) bytes_done += static_cast<size_t>(n) * dtype_row_bytes(s.view.dtype, cols);
+    if (!s.parts.empty()) bytes_done += static_cast<size_t>(n) * dtype_row_bytes(s.parts.front().dtype, cols);
   }
 }
 
@@ -208,7 +272,7 @@ void quantize_model(const std::string& in_path, const std::string& out_path, con
   size_t bytes_total = 0;
   for (const auto& s : in.tensors) {
     has_output = has_output || s.name == "output.weight";
-    bytes_total += s.view.nbytes;
+    bytes_total += s.input_bytes();
   }
   // Every type is decided before anything is written, so a tensor the target cannot store
   // fails fast.

@@ -1,7 +1,8 @@
 #pragma once
 // Re-encoding a whole model as one GGUF file: `orzo quantize`. The input is an HF
 // directory (config.json + safetensors, laid out as llama.cpp's converter does: GGUF names,
-// Llama q/k rows permuted for interleaved RoPE, Llama 3 scaling as rope_freqs) or a GGUF
+// Llama q/k rows permuted for interleaved RoPE, Llama 3 scaling as rope_freqs, the experts of
+// a Mixture-of-Experts model stacked per projection) or a GGUF
 // file (every metadata key copied). Each tensor's type comes from the target's recipe
 // (formats/gguf_quant_recipe.hpp); every row is decoded to f32 and encoded again.
 #include <cstddef>

@@ -98,10 +98,12 @@ TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
 
 // The HF fixtures converted to F32 GGUF (names, q/k permutation, rope_freqs for Llama 3,
 // Mistral as llama with its sliding window, Qwen biases and q/k norms, Gemma 3's norms as
-// 1 + w, Phi-3's fused matrices and LongRope) reproduce the logits transformers computed from
-// the checkpoint.
+// 1 + w, Phi-3's fused matrices and LongRope, the Mixture-of-Experts models' experts stacked,
+// Qwen2-MoE's shared expert and its dense layer) reproduce the logits transformers computed
+// from the checkpoint.
 TEST_F(QuantizeCommand, HfFixturesConvertToGgufWithTransformersLogits) {
-  for (const char* arch : {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3", "phi3"}) {
+  for (const char* arch :
+       {"llama", "llama3", "mistral", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "mixtral", "qwen2moe", "qwen3moe"}) {
     SCOPED_TRACE(arch);
     const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch;
     const std::string out = path(std::string(arch) + ".gguf");
@@ -167,6 +169,49 @@ TEST_F(QuantizeCommand, Phi3IsWrittenAsLlamaCppsConverterWritesIt) {
     EXPECT_EQ(ours.metadata.find_int(key), theirs.metadata.find_int(key)) << key;
   EXPECT_FLOAT_EQ(static_cast<float>(ours.metadata.get_float("phi3.rope.scaling.attn_factor")),
                   static_cast<float>(theirs.metadata.get_float("phi3.rope.scaling.attn_factor")));
+}
+
+// The Mixture-of-Experts checkpoints as llama.cpp's converter writes them (the fixtures' GGUFs,
+// made by gguf-py to its rules): each projection's experts stacked in one [experts, rows,
+// cols] tensor, Mixtral as llama with experts (q/k permuted), Qwen2-MoE's shared-expert gate
+// a vector, the expert keys; quantized, the experts are the bytes gguf.quants writes.
+TEST_F(QuantizeCommand, MixturesOfExpertsAreWrittenAsLlamaCppsConverterWritesThem) {
+  for (const char* arch : {"mixtral", "qwen2moe", "qwen3moe"}) {
+    SCOPED_TRACE(arch);
+    const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/" + arch, out = path(std::string(arch) + ".gguf");
+    quantize(dir, out, "f32");
+    const GgufFile ours = read_gguf(out), theirs = read_gguf(dir + "/model-f32.gguf");
+    expect_same_tensors(ours, theirs, false);
+    const std::string p = ours.metadata.get_string("general.architecture") + ".";
+    EXPECT_EQ(p, theirs.metadata.get_string("general.architecture") + ".");
+    for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length",
+                            "expert_shared_feed_forward_length", "block_count"})
+      EXPECT_EQ(ours.metadata.find_int(p + key), theirs.metadata.find_int(p + key)) << key;
+    EXPECT_EQ(ours.metadata.get_bool(p + "expert_weights_norm"), Model::load(dir)->config().norm_topk_prob);
+  }
+  const std::string dir = std::string(ORZO_FIXTURES_DIR) + "/qwen3moe", q8 = path("qwen3moe-q8_0.gguf");
+  quantize(dir, q8, "q8_0");
+  expect_same_tensors(read_gguf(q8), read_gguf(dir + "/model-q8_0.gguf"), true);
+  // Quantizing at load gives the model the file holds.
+  expect_same_logits(Model::load(dir, "Q4_K_M"), Model::load([&] {
+                       const std::string mix = path("qwen3moe-q4_k_m.gguf");
+                       quantize(dir, mix, "Q4_K_M");
+                       return mix;
+                     }()));
+}
+
+// A checkpoint missing an expert its config counts is refused, naming it; nothing is written.
+TEST_F(QuantizeCommand, AMissingExpertIsRefused) {
+  const std::string fixture = std::string(ORZO_FIXTURES_DIR) + "/mixtral", dir = path("mixtral");
+  fs::create_directory(dir);
+  fs::create_symlink(fixture + "/model.safetensors", dir + "/model.safetensors");
+  std::ifstream in(fixture + "/config.json");
+  auto config = nlohmann::json::parse(in);
+  config["num_local_experts"] = config["num_local_experts"].get<int>() + 1;
+  std::ofstream(dir + "/config.json") << config.dump();
+  const std::string out = path("out.gguf");
+  expect_refused("quantize '" + dir + "' '" + out + "' f32", "expert 8 of model.layers.");
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // --quantize re-encodes at load with the same recipe and encoder: the model equals the one
