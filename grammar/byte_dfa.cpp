@@ -15,7 +15,8 @@ ByteDfa ByteDfa::compile(const RegexPtr& regex) {
   ByteDfa dfa;
   dfa.byte_class_.assign(classes.of.begin(), classes.of.end());
   dfa.classes_ = classes.count;
-  const Subsets subsets = Subsets::build(nfa, start, accept, classes, kMaxDfaStates);
+  size_t work = 0;
+  const Subsets subsets = Subsets::build(nfa, start, accept, classes, kMaxDfaStates, 0, kMaxWork, work);
   for (const auto& calls : subsets.calls)
     if (!calls.empty()) throw GrammarError("a rule reference outside a grammar: inline it or compile the grammar");
   const std::vector<int32_t>& next = subsets.next;

@@ -5,8 +5,23 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 namespace orzo::grammar {
+namespace {
+
+// A set of NFA states by its elements: a lookup hashes it once and compares it with the sets
+// of its bucket, where an ordered map compared it with ~log2(states) others, element by
+// element, and large sets alike in their first elements made that the work of the build.
+struct SetHash {
+  size_t operator()(const std::vector<int32_t>& set) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t s : set) h = (h ^ static_cast<uint32_t>(s)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+}  // namespace
 
 int32_t Nfa::add() {
   if (used_ + states.size() >= max_states_)
@@ -125,15 +140,16 @@ ByteClasses ByteClasses::of_edges(const std::vector<const Nfa*>& automata) {
 }
 
 Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states,
-                       size_t used) {
+                       size_t used, size_t max_work, size_t& work) {
   Subsets out;
-  std::map<std::vector<int32_t>, int32_t> ids;
+  std::unordered_map<std::vector<int32_t>, int32_t, SetHash> ids;
   std::vector<std::vector<int32_t>> sets;
   // The state of a target set, added when new.
   const auto state_of = [&](std::vector<int32_t>& target) {
     std::sort(target.begin(), target.end());
     target.erase(std::unique(target.begin(), target.end()), target.end());
     nfa.close(target);
+    work += target.size();
     auto [it, added] = ids.emplace(target, static_cast<int32_t>(sets.size()));
     if (added) {
       if (used + sets.size() >= max_states)
@@ -148,6 +164,13 @@ Subsets Subsets::build(const Nfa& nfa, int32_t start, int32_t accept, const Byte
   for (size_t d = 0; d < sets.size(); ++d) {
     out.accepting.push_back(std::binary_search(sets[d].begin(), sets[d].end(), accept) ? 1 : 0);
     for (size_t c = 0; c < classes.count; ++c) {
+      // A state's work is its set scanned once per byte class and each closed target set:
+      // bounded by the states alone, a few thousand states of a thousand NFA states each
+      // took seconds to refuse.
+      work += sets[d].size();
+      if (work > max_work)
+        throw GrammarError("the constraint is too complex (its automaton takes more than " + std::to_string(max_work) +
+                           " steps to build): simplify it or bound its repetitions");
       const uint8_t b = classes.representative[c];
       std::vector<int32_t> target;
       for (int32_t s : sets[d])

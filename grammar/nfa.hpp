@@ -60,9 +60,10 @@ struct Subsets {
   std::vector<uint8_t> accepting;
   size_t states() const { return accepting.size(); }
   // GrammarError past max_states, counting `used` states of other automata of the same
-  // constraint.
+  // constraint, or once `work` (the NFA states visited, which the other automata add to as
+  // well) passes max_work.
   static Subsets build(const Nfa& nfa, int32_t start, int32_t accept, const ByteClasses& classes, size_t max_states,
-                       size_t used = 0);
+                       size_t used, size_t max_work, size_t& work);
 };
 
 // For each state of a table of byte edges (states x classes, kDead for none), the states

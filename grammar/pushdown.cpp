@@ -37,9 +37,9 @@ std::unique_ptr<Pushdown> Pushdown::compile(const Grammar& grammar) {
   auto p = std::unique_ptr<Pushdown>(new Pushdown());
   p->byte_class_ = classes.of;
   p->classes_ = classes.count;
-  size_t total = 0;
+  size_t total = 0, work = 0;
   for (size_t r = 0; r < rules; ++r) {
-    const Subsets sub = Subsets::build(nfas[r], 0, accepts[r], classes, ByteDfa::kMaxDfaStates, total);
+    const Subsets sub = Subsets::build(nfas[r], 0, accepts[r], classes, ByteDfa::kMaxDfaStates, total, ByteDfa::kMaxWork, work);
     const auto base = static_cast<int32_t>(total);
     p->rule_start_.push_back(base);
     for (int32_t t : sub.next) p->next_.push_back(t == kDead ? kDead : base + t);

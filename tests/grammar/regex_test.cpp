@@ -145,5 +145,21 @@ TEST(Regex, RefusesWhatAnAutomatonCannotExpress) {
   EXPECT_THROW(ByteDfa::compile(parse_regex("(a{1000}){1000}")), GrammarError);      // too large
 }
 
+// Few states of many NFA states each: bounded by the work of the construction, not only by
+// the states it makes (which took 19 s to reach here), and said so.
+TEST(Regex, RefusesAnAutomatonTooCostlyToBuild) {
+  for (const char* pattern : {"(.?){1000}a{1000}", "([^a]?){999}(a?){999}"}) {
+    SCOPED_TRACE(pattern);
+    try {
+      ByteDfa::compile(parse_regex(pattern));
+      ADD_FAILURE() << "accepted";
+    } catch (const GrammarError& e) {
+      EXPECT_NE(std::string(e.what()).find("too complex (its automaton takes more than"), std::string::npos) << e.what();
+    }
+  }
+  // Well within it: 12,001 states of up to 200 NFA states each.
+  EXPECT_EQ(ByteDfa::compile(parse_regex("(.?){100}a{100}")).states(), 12001u);
+}
+
 }  // namespace
 }  // namespace orzo::grammar

@@ -103,6 +103,14 @@ class RequestCost(unittest.TestCase):
         self.assertEqual(status, 400, out)  # past the automaton's state limit, said so
         self.assertIn("too complex", out["error"]["message"])
 
+    def test_a_regex_whose_automaton_is_costly_to_build(self):
+        # A few short characters, thousands of NFA states in every DFA state: 19 s to refuse
+        # when only the automaton's states were bounded.
+        status, out = self.timed("/v1/completions", {"model": "smol", "prompt": "hi", "max_tokens": 4,
+                                                    "structured_outputs": {"regex": "(.?){1000}a{1000}"}}, 3)
+        self.assertEqual(status, 400, out)
+        self.assertIn("too complex", out["error"]["message"])
+
     def test_the_largest_prompt_holds_up_no_one(self):
         """An 8 MB prompt is tokenized off the I/O thread: meanwhile a health probe and a short
         completion are answered as fast as ever."""
