@@ -27,21 +27,8 @@ std::pair<const int32_t*, size_t> penalty_window(const int32_t* recent, size_t n
   return {recent + (n_recent - n), n};
 }
 
-// Eight independent maxima let the compiler keep them in one vector register; a single
-// running maximum would serialize on its own latency. NaN never wins a comparison.
-float max_logit(const float* logits, int32_t vocab) {
-  constexpr int32_t kLanes = 8;
-  float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
-  int32_t i = 0;
-  for (; i + kLanes <= vocab; i += kLanes) {
-    for (int32_t j = 0; j < kLanes; ++j) {
-      lanes[j] = logits[i + j] > lanes[j] ? logits[i + j] : lanes[j];
-    }
-  }
-  for (; i < vocab; ++i) lanes[0] = logits[i] > lanes[0] ? logits[i] : lanes[0];
-  return *std::max_element(lanes, lanes + kLanes);
-}
+// NaN never wins a comparison.
+float max_logit(const float* logits, int32_t vocab) { return cpu::max_row(logits, vocab); }
 
 // The lowest id among the highest logits; 0 when every logit is NaN.
 int32_t argmax(const float* logits, int32_t vocab) {
@@ -274,12 +261,7 @@ bool Sampler::gather_all(const float* logits, int32_t vocab) {
   float* const weights = weights_.data();
   uint16_t* const bucket_of = bucket_of_.data();
   cpu::exp_rows(logits, vocab, max, temperature, weights);
-  for (int32_t i = 0; i < vocab; ++i) {
-    const float z = logits[i];
-    const float depth = -((z - max) / temperature) * kBucketsPerNat;
-    const auto b = static_cast<uint16_t>(static_cast<int32_t>(depth < kDeepest ? depth : kDeepest));
-    bucket_of[i] = is_nan(z) ? kNoBucket : weights[i] > 0 ? b : kZeroBucket;
-  }
+  cpu::bucket_rows(logits, weights, vocab, {max, temperature, kBucketsPerNat, kDeepest, kZeroBucket, kNoBucket}, bucket_of);
   // Interleaved partial tables: neighbouring tokens often share a bucket, and with a single
   // table every update would wait on the store of the one before. NaN logits (weight 0) have a
   // slot of their own, sparing the loop a branch.

@@ -16,6 +16,7 @@
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/attention_tile.hpp"
+#include "kernels/cpu/sampler_rows.hpp"
 
 namespace orzo::cpu {
 
@@ -72,6 +73,8 @@ struct KernelTable {
   void (*f32_row_to_half)(DType t, const float* src, int64_t n, uint8_t* dst);
   // sampler_rows.hpp
   void (*exp_rows)(const float* x, int64_t n, float shift, float divisor, float* out);
+  float (*max_row)(const float* x, int64_t n);
+  void (*bucket_rows)(const float* x, const float* w, int64_t n, const BucketScale& scale, uint16_t* out);
   void (*mask_row)(const uint64_t* allowed, float* logits, int64_t n);
 };
 

@@ -1,6 +1,7 @@
 // The sampler's row passes on every level this CPU runs: exp_rows bit for bit the scalar
-// exp_nonpositive the CUDA sampler shares (core/exp_nonpositive.hpp), so that vectorizing the
-// sampler changes no draw; mask_row exactly the bits it is given.
+// exp_nonpositive the CUDA sampler shares (core/exp_nonpositive.hpp), and max_row and
+// bucket_rows what their scalar definitions give, so that vectorizing the sampler changes no
+// draw; mask_row exactly the bits it is given.
 
 #include "kernels/cpu/sampler_rows.hpp"
 
@@ -42,6 +43,61 @@ TEST(ExpRows, EveryLevelGivesTheScalarBits) {
         for (size_t i = 0; i < n; ++i)
           ASSERT_EQ(bits(out[i]), bits(exp_nonpositive((x[i] - shift) / divisor))) << "x " << x[i] << " at " << i;
         for (size_t i = n; i < x.size(); ++i) ASSERT_EQ(out[i], 1234.0f) << "written past n at " << i;
+      }
+    }
+  });
+}
+
+// Logits with every special value, at places that fall in vectors and in their tails.
+std::vector<float> special_logits(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 8.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = normal(rng);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float specials[] = {0.0f, -0.0f, -inf, nan, 1e-40f, -1e30f, nan, -inf};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials && i * 13 < n; ++i) x[i * 13] = specials[i];
+  return x;
+}
+
+TEST(MaxRow, EveryLevelGivesTheLargestPassingOverNaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = special_logits(4099, 5);
+  testing::for_each_isa([&] {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{17}, size_t{100}, x.size()}) {
+      float want = -inf;
+      for (size_t i = 0; i < n; ++i) want = x[i] > want ? x[i] : want;
+      EXPECT_EQ(cpu::max_row(x.data(), static_cast<int64_t>(n)), want) << n;
+    }
+    const std::vector<float> nans(37, nan);
+    EXPECT_EQ(cpu::max_row(nans.data(), 37), -inf);
+    EXPECT_EQ(cpu::max_row(nans.data(), 0), -inf);
+    std::vector<float> last(37, -5.0f);
+    last.back() = 2.0f;  // in the scalar tail of every width
+    EXPECT_EQ(cpu::max_row(last.data(), 37), 2.0f);
+  });
+}
+
+TEST(BucketRows, EveryLevelGivesTheScalarBuckets) {
+  const std::vector<float> x = special_logits(4099, 9);
+  constexpr float kPerUnit = 8.0f / 0.693147180559945f, kDeepest = 1007.0f;
+  constexpr uint16_t kZero = 1008, kNone = 1009;
+  testing::for_each_isa([&] {
+    const float max = cpu::max_row(x.data(), static_cast<int64_t>(x.size()));
+    for (const auto& [shift, divisor] : std::vector<std::pair<float, float>>{{max, 1.0f}, {max, 0.3f}, {max, 40.0f}}) {
+      std::vector<float> w(x.size());
+      cpu::exp_rows(x.data(), static_cast<int64_t>(x.size()), shift, divisor, w.data());
+      for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{17}, x.size()}) {
+        SCOPED_TRACE(::testing::Message() << "shift " << shift << " divisor " << divisor << " n " << n);
+        std::vector<uint16_t> out(x.size(), 4321);
+        cpu::bucket_rows(x.data(), w.data(), static_cast<int64_t>(n), {shift, divisor, kPerUnit, kDeepest, kZero, kNone},
+                         out.data());
+        for (size_t i = 0; i < n; ++i) {
+          const float depth = -((x[i] - shift) / divisor) * kPerUnit;
+          const auto b = static_cast<uint16_t>(static_cast<int32_t>(depth < kDeepest ? depth : kDeepest));
+          ASSERT_EQ(out[i], x[i] != x[i] ? kNone : w[i] > 0.0f ? b : kZero) << "x " << x[i] << " at " << i;
+        }
+        for (size_t i = n; i < x.size(); ++i) ASSERT_EQ(out[i], 4321) << "written past n at " << i;
       }
     }
   });

@@ -32,6 +32,8 @@ void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64
 void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
 void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out);
+float max_row(const float* x, int64_t n);
+void bucket_rows(const float* x, const float* w, int64_t n, const BucketScale& scale, uint16_t* out);
 void mask_row(const uint64_t* allowed, float* logits, int64_t n);
 
 const KernelTable& kernel_table();
