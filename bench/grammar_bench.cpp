@@ -7,13 +7,18 @@
 //   first_visit/...:  building a state's mask, a walk of the vocabulary's trie (the first time
 //                     any sequence reaches that state of that constraint);
 //   sample/... and sample_masked/...: a whole temperature-1 draw without and with the mask,
-//                     so the mask's share of a draw shows beside it.
+//                     so the mask's share of a draw shows beside it;
+//   compile/...:      compiling a constraint to its automaton, or refusing it (what a request
+//                     with it costs the server before it is queued): the 10-property schema,
+//                     40 optional properties (the costliest realistic schema measured) and a
+//                     regex past ByteDfa::kMaxWork.
 // The tokens walked are a fixed random path through the constraint (allowed tokens, seeded).
 //
 //   grammar_bench [--shared=../shared] [benchmark flags]
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,6 +26,7 @@
 
 #include "actors/output_constraints.hpp"
 #include "grammar/constraint.hpp"
+#include "grammar/grammar_error.hpp"
 #include "runtime/model_config.hpp"
 #include "runtime/sampler.hpp"
 #include "text/tokenizer/tokenizer.hpp"
@@ -111,6 +117,22 @@ void sample(benchmark::State& s, const Vocab& v, bool masked) {
   }
 }
 
+// Compiles (or refuses) the constraint once per iteration.
+void compile(benchmark::State& state, const OutputConstraint& c) {
+  for (auto _ : state) {
+    try {
+      benchmark::DoNotOptimize(grammar::compile_automaton(c));
+    } catch (const grammar::GrammarError&) {
+    }
+  }
+}
+
+std::string optional_properties(int n) {
+  std::string properties;
+  for (int i = 0; i < n; ++i) properties += (i ? ",\"p" : "\"p") + std::to_string(i) + "\":{\"type\":\"integer\"}";
+  return "{\"type\":\"object\",\"properties\":{" + properties + "}}";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,6 +160,15 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("sample/" + v.name).c_str(), [&v](benchmark::State& s) { sample(s, v, false); });
     benchmark::RegisterBenchmark(("sample_masked/" + v.name).c_str(), [&v](benchmark::State& s) { sample(s, v, true); });
   }
+  static const OutputConstraint compiled[] = {
+      schema, {OutputConstraint::Kind::json_schema, optional_properties(40), false},
+      {OutputConstraint::Kind::regex, "(.?){1000}a{1000}", false}};
+  static const char* const names[] = {"compile/schema_10_properties", "compile/schema_40_optional_properties",
+                                      "compile/regex_refused_(.?){1000}a{1000}"};
+  for (size_t i = 0; i < std::size(compiled); ++i)
+    benchmark::RegisterBenchmark(names[i], [i](benchmark::State& s) { compile(s, compiled[i]); })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(3);
   int count = static_cast<int>(rest.size());
   benchmark::Initialize(&count, rest.data());
   benchmark::RunSpecifiedBenchmarks();
