@@ -139,7 +139,7 @@ Input read_hf_input(const std::string& dir, const QuantizeOptions& options) {
         const size_t first = at + 13, dot = hf.find('.', first);
         const std::string digits = hf.substr(first, dot == std::string::npos ? std::string::npos : dot - first);
         if (dot != std::string::npos && !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos) {
-          const int64_t e = std::stoll(digits);
+          const int64_t e = digits.size() <= 9 ? std::stoll(digits) : c.num_experts;
           if (e >= c.num_experts) throw LoadError(t.file + ": tensor " + t.name + " is past the config's " +
                                                   std::to_string(c.num_experts) + " experts");
           experts[hf.substr(0, first) + hf.substr(dot + 1)][e] = t;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -27,12 +26,9 @@ std::pair<const int32_t*, size_t> penalty_window(const int32_t* recent, size_t n
   return {recent + (n_recent - n), n};
 }
 
-// NaN never wins a comparison.
-float max_logit(const float* logits, int32_t vocab) { return cpu::max_row(logits, vocab); }
-
 // The lowest id among the highest logits; 0 when every logit is NaN.
 int32_t argmax(const float* logits, int32_t vocab) {
-  const float max = max_logit(logits, vocab);
+  const float max = cpu::max_row(logits, vocab);
   for (int32_t i = 0; i < vocab; ++i) {
     if (logits[i] == max) return i;
   }
@@ -170,7 +166,7 @@ SampleResult Sampler::score(const float* logits, int32_t vocab, int32_t token, i
 }
 
 double Sampler::compute_logprobs(const float* logits, int32_t vocab, int32_t top, SampleResult& result) {
-  const float max = max_logit(logits, vocab);
+  const float max = cpu::max_row(logits, vocab);
   // Exponentials first, into the weights scratch, then a sum over independent lanes: each loop
   // vectorizes on its own. exp_nonpositive's error, under 1e-7 relative, is below a float ulp
   // of a typical logprob. NaN logits weigh 0.
@@ -247,7 +243,7 @@ bool Sampler::gather_top_k(const float* logits, int32_t vocab, int32_t k) {
 }
 
 bool Sampler::gather_all(const float* logits, int32_t vocab) {
-  const float max = max_logit(logits, vocab);
+  const float max = cpu::max_row(logits, vocab);
   if (!std::isfinite(max)) return false;
   // Eight buckets per halving of the weight down to the smallest positive one, so that the
   // bucket where a walk stops holds few tokens, for flat distributions and deep tails alike.
