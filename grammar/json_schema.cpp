@@ -17,9 +17,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Integers and integer parts are written with at most this many digits.
-constexpr int kMaxDigits = 16;
-constexpr int64_t kMaxMagnitude = 9999999999999999;  // kMaxDigits nines
+// Integers and integer parts are written with at most 16 digits: this is the largest.
+constexpr int64_t kMaxMagnitude = 9999999999999999;
 
 RegexPtr seq(std::initializer_list<RegexPtr> parts) { return concat(std::vector<RegexPtr>(parts)); }
 RegexPtr separator() {
