@@ -89,6 +89,14 @@ class ChatPage(unittest.TestCase):
             box.clear()
             box.send_keys(str(value))
         self.driver.find_element(By.ID, "s-save").click()
+        # The page stores them on the dialog's close event, a task queued by the click: a
+        # reload right after it could come first (it did, one CI run in three).
+        want = {field.replace("-", "_"): str(value) for field, value in values.items()}
+
+        def stored():
+            kept = json.loads(self.js("return localStorage.getItem('orzo.settings')") or "{}")
+            return all(kept.get(key) == value for key, value in want.items())
+        self.assertTrue(wait_for(stored, 10), "the settings were not stored")
 
     def send(self, text):
         box = self.driver.find_element(By.ID, "input")
