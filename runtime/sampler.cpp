@@ -44,8 +44,8 @@ struct MoreLikely {
 };
 
 // A bounded heap whose front is the least likely survivor, instead of sorting the whole
-// vocabulary. Once it is full, most blocks of logits hold nothing above that survivor, and one
-// vectorized comparison rejects the whole block. Leaves `out` sorted most likely first.
+// vocabulary. Once it is full, most logits are not above that survivor, and the vector unit
+// passes over them (cpu::first_above). Leaves `out` sorted most likely first.
 template <typename C>
 void select_top_k(const float* logits, int32_t vocab, int32_t k, std::vector<C>& out) {
   out.clear();
@@ -64,19 +64,11 @@ void select_top_k(const float* logits, int32_t vocab, int32_t k, std::vector<C>&
       std::push_heap(out.begin(), out.end(), more_likely);
     }
   };
-  constexpr int32_t kBlock = 16;
   int32_t i = 0;
-  for (; i + kBlock <= vocab; i += kBlock) {
-    if (out.size() == limit) {
-      // Strictly above: an equal logit here has a larger id than the survivor, so loses to it.
-      const float floor = out.front().logit;
-      int32_t above = 0;
-      for (int32_t j = 0; j < kBlock; ++j) above += logits[i + j] > floor;
-      if (above == 0) continue;
-    }
-    for (int32_t j = 0; j < kBlock; ++j) offer(i + j);
-  }
-  for (; i < vocab; ++i) offer(i);
+  for (; i < vocab && out.size() < limit; ++i) offer(i);
+  // Full from here on. Strictly above: an equal logit further on has a larger id than the
+  // survivor, so loses to it.
+  while (i < vocab && (i = static_cast<int32_t>(cpu::first_above(logits, i, vocab, out.front().logit))) < vocab) offer(i++);
   std::sort_heap(out.begin(), out.end(), more_likely);
 }
 

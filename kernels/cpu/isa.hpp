@@ -74,6 +74,7 @@ struct KernelTable {
   // sampler_rows.hpp
   void (*exp_rows)(const float* x, int64_t n, float shift, float divisor, float* out);
   float (*max_row)(const float* x, int64_t n);
+  int64_t (*first_above)(const float* x, int64_t begin, int64_t n, float floor);
   void (*bucket_rows)(const float* x, const float* w, int64_t n, const BucketScale& scale, uint16_t* out);
   void (*mask_row)(const uint64_t* allowed, float* logits, int64_t n);
 };

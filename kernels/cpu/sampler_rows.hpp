@@ -12,6 +12,10 @@ void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out)
 // The largest of x[0..n), NaNs passed over: -inf when there is none.
 float max_row(const float* x, int64_t n);
 
+// The first i in [begin, n) with x[i] > floor, or n when there is none (NaN never is): a
+// top-k selection's next candidate, past the many logits below its least survivor.
+int64_t first_above(const float* x, int64_t begin, int64_t n, float floor);
+
 // A draw's buckets (runtime/sampler.cpp): for each i < n, `none` where x[i] is NaN, `zero`
 // where w[i] is 0, and otherwise min(-((x[i] - shift) / divisor) * per_unit, deepest)
 // truncated, bit for bit as those operations on floats give it. shift is at least every

@@ -78,6 +78,35 @@ TEST(MaxRow, EveryLevelGivesTheLargestPassingOverNaN) {
   });
 }
 
+TEST(FirstAbove, EveryLevelFindsTheFirstStrictlyAbovePassingOverNaN) {
+  const std::vector<float> x = special_logits(4099, 7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  testing::for_each_isa([&] {
+    for (const float floor : {-inf, -1.0f, 0.0f, 1.5f, 2.5f, 3.5f, inf}) {
+      for (size_t begin : {size_t{0}, size_t{1}, size_t{13}, size_t{31}, size_t{4000}}) {
+        for (size_t n : {begin, begin + 1, begin + 15, begin + 33, x.size()}) {
+          if (n > x.size()) continue;
+          size_t want = begin;
+          while (want < n && !(x[want] > floor)) ++want;
+          ASSERT_EQ(cpu::first_above(x.data(), static_cast<int64_t>(begin), static_cast<int64_t>(n), floor),
+                    static_cast<int64_t>(want))
+              << "floor " << floor << " begin " << begin << " n " << n;
+        }
+      }
+    }
+    const std::vector<float> nans(70, nan);
+    EXPECT_EQ(cpu::first_above(nans.data(), 0, 70, -inf), 70);
+    std::vector<float> flat(70, 1.0f);
+    EXPECT_EQ(cpu::first_above(flat.data(), 0, 70, 1.0f), 70);  // equal is not above
+    for (size_t at : {size_t{0}, size_t{15}, size_t{16}, size_t{31}, size_t{32}, size_t{63}, size_t{69}}) {
+      std::vector<float> one(70, 1.0f);
+      one[at] = 1.5f;  // in each lane of both vectors of a test, and in the scalar tail
+      EXPECT_EQ(cpu::first_above(one.data(), 0, 70, 1.0f), static_cast<int64_t>(at));
+      EXPECT_EQ(cpu::first_above(one.data(), static_cast<int64_t>(at) + 1, 70, 1.0f), 70);
+    }
+  });
+}
+
 TEST(BucketRows, EveryLevelGivesTheScalarBuckets) {
   const std::vector<float> x = special_logits(4099, 9);
   constexpr float kPerUnit = 8.0f / 0.693147180559945f, kDeepest = 1007.0f;

@@ -33,6 +33,7 @@ void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
 void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out);
 float max_row(const float* x, int64_t n);
+int64_t first_above(const float* x, int64_t begin, int64_t n, float floor);
 void bucket_rows(const float* x, const float* w, int64_t n, const BucketScale& scale, uint16_t* out);
 void mask_row(const uint64_t* allowed, float* logits, int64_t n);
 

@@ -61,7 +61,7 @@ const KernelTable& kernel_table() {
       nullptr, nullptr, 0,
 #endif
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
-      kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, bucket_rows, mask_row,
+      kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
   };
   return table;
 }

@@ -55,6 +55,38 @@ float max_row(const float* x, int64_t n) {
   return m;
 }
 
+// Two vectors a test: a survivor is rare once a selection's floor has risen, so the loop is
+// bound by its loads and compares, not by the branch.
+int64_t first_above(const float* x, int64_t begin, int64_t n, float floor) {
+  int64_t i = begin;
+#if ORZO_SIMD_AVX512
+  const __m512 f = _mm512_set1_ps(floor);
+  for (; i + 32 <= n; i += 32) {
+    const __mmask16 low = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), f, _CMP_GT_OQ);
+    const __mmask16 high = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i + 16), f, _CMP_GT_OQ);
+    if (low | high) return i + __builtin_ctz(static_cast<uint32_t>(low) | static_cast<uint32_t>(high) << 16);
+  }
+#elif ORZO_SIMD_AVX2
+  const __m256 f = _mm256_set1_ps(floor);
+  for (; i + 16 <= n; i += 16) {
+    const int low = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), f, _CMP_GT_OQ));
+    const int high = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), f, _CMP_GT_OQ));
+    if (low | high) return i + __builtin_ctz(static_cast<uint32_t>(low) | static_cast<uint32_t>(high) << 8);
+  }
+#else
+  // Blocks the baseline compiler vectorizes; the scalar loop then finds the one in the block.
+  constexpr int64_t kBlock = 16;
+  for (; i + kBlock <= n; i += kBlock) {
+    int above = 0;
+    for (int64_t j = 0; j < kBlock; ++j) above += x[i + j] > floor;
+    if (above > 0) break;
+  }
+#endif
+  for (; i < n; ++i)
+    if (x[i] > floor) return i;
+  return n;
+}
+
 // The operations the scalar loop below names, lane by lane (min_ps is `a < b ? a : b`,
 // cvtt truncates): the compiler does not vectorize that loop, and it was a third of a draw.
 void bucket_rows(const float* x, const float* w, int64_t n, const BucketScale& s, uint16_t* out) {
