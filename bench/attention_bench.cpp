@@ -9,6 +9,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
+
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -23,8 +26,13 @@ struct Heads {
   int64_t heads, kv_heads, dim;
 };
 
+// One thread per core unless ORZO_BENCH_THREADS says otherwise (1: a kernel's own rate,
+// which a shared machine disturbs less).
 orzo::ThreadPool& pool() {
-  static orzo::ThreadPool p(0);
+  static orzo::ThreadPool p([] {
+    const char* env = std::getenv("ORZO_BENCH_THREADS");
+    return env ? std::max(1, std::atoi(env)) : 0;
+  }());
   return p;
 }
 

@@ -31,41 +31,51 @@ struct VecOf {
 template <int N>
 using Vec = typename VecOf<N>::type;
 
-// o[0, W * Vecs) = o * alpha + sum_j p[j * stride] * v_j[0, W * Vecs) over the n keys of a
-// chunk, the columns held in registers while the values are summed into them.
-template <int W, int Vecs>
-void accumulate_columns(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n) {
-  Vec<W> acc[Vecs];
-  std::memcpy(acc, o, sizeof acc);
-  for (Vec<W>& a : acc) a *= alpha;
+// For R lanes r of a tile side by side: o_r[0, W * Vecs) = o_r * alpha[r] + sum_j
+// p[j * stride + r] * v_j[0, W * Vecs) over the n keys of a chunk, o_r at o + r * o_stride,
+// the columns held in registers while the values are summed into them. Each value vector is
+// loaded once for all R lanes, and the R * Vecs sums are as many independent FMA chains; a
+// lane's sums are the same operations in the same order whatever R is.
+template <int W, int Vecs, int R>
+void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, int stride, const float* v,
+                        int64_t ld, int n) {
+  Vec<W> acc[R][Vecs];
+  for (int r = 0; r < R; ++r) {
+    std::memcpy(acc[r], o + r * o_stride, sizeof acc[r]);
+    for (Vec<W>& a : acc[r]) a *= alpha[r];
+  }
   for (int j = 0; j < n; ++j) {
-    const float pj = p[j * stride];
     const float* vj = v + j * ld;
     for (int c = 0; c < Vecs; ++c) {
       Vec<W> x;
       std::memcpy(&x, vj + c * W, sizeof x);
-      acc[c] += pj * x;
+      for (int r = 0; r < R; ++r) acc[r][c] += p[j * stride + r] * x;
     }
   }
-  std::memcpy(o, acc, sizeof acc);
+  for (int r = 0; r < R; ++r) std::memcpy(o + r * o_stride, acc[r], sizeof acc[r]);
 }
 
-// o = o * alpha + sum_j p[j * stride] * v_j over the n keys of a chunk: 64 columns at a time,
-// then the rest in narrower vectors, so that narrow heads (stories260K's 8) run in vectors
-// too. Every column takes the same operations in the same order whichever width holds it.
-void accumulate_values(float* o, float alpha, const float* p, int stride, const float* v, int64_t ld, int n,
+// accumulate_columns over a whole head (o_stride = hd): 64 columns at a time, then the rest
+// in narrower vectors, so that narrow heads (stories260K's 8) run in vectors too. Every
+// column takes the same operations in the same order whichever width holds it.
+template <int R>
+void accumulate_values(float* o, const float* alpha, const float* p, int stride, const float* v, int64_t ld, int n,
                        int64_t hd) {
   int64_t d = 0;
   for (; d + 64 <= hd; d += 64)
-    accumulate_columns<kTileLanes, 64 / kTileLanes>(o + d, alpha, p, stride, v + d, ld, n);
+    accumulate_columns<kTileLanes, 64 / kTileLanes, R>(o + d, hd, alpha, p, stride, v + d, ld, n);
   if (kTileLanes >= 16 && d + 16 <= hd) {
-    accumulate_columns<16, 1>(o + d, alpha, p, stride, v + d, ld, n);
+    accumulate_columns<16, 1, R>(o + d, hd, alpha, p, stride, v + d, ld, n);
     d += 16;
   }
-  for (; d + 8 <= hd; d += 8) accumulate_columns<8, 1>(o + d, alpha, p, stride, v + d, ld, n);
-  for (; d + 4 <= hd; d += 4) accumulate_columns<4, 1>(o + d, alpha, p, stride, v + d, ld, n);
-  for (; d < hd; ++d) accumulate_columns<1, 1>(o + d, alpha, p, stride, v + d, ld, n);
+  for (; d + 8 <= hd; d += 8) accumulate_columns<8, 1, R>(o + d, hd, alpha, p, stride, v + d, ld, n);
+  for (; d + 4 <= hd; d += 4) accumulate_columns<4, 1, R>(o + d, hd, alpha, p, stride, v + d, ld, n);
+  for (; d < hd; ++d) accumulate_columns<1, 1, R>(o + d, hd, alpha, p, stride, v + d, ld, n);
 }
+
+// Lanes whose values one pass sums together: AVX-512's 32 registers hold four lanes' 64
+// columns (16 sums) beside the values; AVX2's 16 hold one lane's.
+constexpr int kValueLanes = kTileLanes >= 16 ? 4 : 1;
 
 // A tile of `Lanes` lanes; the caller picks the narrowest that holds its queries, since an
 // empty lane costs as much as a full one.
@@ -102,14 +112,24 @@ void Tile<Lanes>::scores(const float* kt, int32_t bs, int n, int64_t hd, Scores&
       return;
     }
   }
-  const float* k[kChunk];
-  for (int j = 0; j < kChunk; ++j) k[j] = kt + std::min(j, n - 1);  // no reads past the chunk
   Vec<Lanes> acc[kChunk] = {};
-  for (int64_t d = 0; d < hd; ++d) {
-    Vec<Lanes> qd;
-    std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
-    const int64_t at = d * bs;
-    for (int j = 0; j < kChunk; ++j) acc[j] += k[j][at] * qd;
+  if (n == kChunk) {
+    // Keys at fixed offsets from one pointer: sixteen pointers of their own spill registers.
+    for (int64_t d = 0; d < hd; ++d) {
+      Vec<Lanes> qd;
+      std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
+      const float* kd = kt + d * bs;
+      for (int j = 0; j < kChunk; ++j) acc[j] += kd[j] * qd;
+    }
+  } else {
+    const float* k[kChunk];
+    for (int j = 0; j < kChunk; ++j) k[j] = kt + std::min(j, n - 1);  // no reads past the chunk
+    for (int64_t d = 0; d < hd; ++d) {
+      Vec<Lanes> qd;
+      std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
+      const int64_t at = d * bs;
+      for (int j = 0; j < kChunk; ++j) acc[j] += k[j][at] * qd;
+    }
   }
   std::memcpy(s, acc, sizeof acc);
 }
@@ -178,8 +198,10 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
       l[lane] = l[lane] * alpha[lane] + sum;
     }
     const float* v0 = cache.value(kv.layer, block, slot) + kv.offset;
-    for (int lane = 0; lane < count; ++lane)
-      accumulate_values(o_.data() + lane * hd, alpha[lane], &s[0][lane], Lanes, v0, ld, n, hd);
+    int lane = 0;
+    for (; lane + kValueLanes <= count; lane += kValueLanes)
+      accumulate_values<kValueLanes>(o_.data() + lane * hd, alpha + lane, &s[0][lane], Lanes, v0, ld, n, hd);
+    for (; lane < count; ++lane) accumulate_values<1>(o_.data() + lane * hd, alpha + lane, &s[0][lane], Lanes, v0, ld, n, hd);
     p += n;
   }
 
