@@ -99,32 +99,53 @@ static_assert(sizeof(ActivationBlock<1>) == 64);
 template <int Digits>
 using ActivationOf = ActivationBlock<Digits>;
 
-// Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
-// A second digit of +128 (a remainder of exactly half a step) saturates to 127.
+// One 32-float block of x rounded: each half's codes in int32 lanes, digit by digit, and its
+// value in steps of `scale` (256 * q[0] + q[1] for two digits). Rounds to nearest (even on
+// ties, the default MXCSR mode); a block of zeros has scale 0. A second digit of +128 (a
+// remainder of exactly half a step) saturates to 127.
+template <int Digits>
+struct RoundedBlock {
+  __m512i q[Digits][2];
+  __m512i value[2];
+  float scale;
+};
+
+template <int Digits>
+inline RoundedBlock<Digits> round_block(const float* x) {
+  const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+  const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+  const float d = top / 127.0f;
+  const __m512 inv = _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+  RoundedBlock<Digits> out;
+  for (int h = 0; h < 2; ++h) {
+    const __m512 steps = _mm512_mul_ps(v[h], inv);
+    out.q[0][h] = out.value[h] = _mm512_cvtps_epi32(steps);
+    if constexpr (Digits == 2) {
+      const __m512 left = _mm512_sub_ps(steps, _mm512_cvtepi32_ps(out.q[0][h]));
+      out.q[1][h] = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(left, _mm512_set1_ps(256.0f))), _mm512_set1_epi32(127));
+      out.value[h] = _mm512_add_epi32(_mm512_slli_epi32(out.q[0][h], 8), out.q[1][h]);
+    }
+  }
+  out.scale = Digits == 2 ? d / 256.0f : d;
+  return out;
+}
+
+// Each digit's 32 codes in one store, which the pairs' 32-byte copies of them (below) are
+// forwarded from; two 16-byte stores would stall those loads until they retire.
 template <int Digits>
 void quantize_row(const float* x, int64_t k, int bias, ActivationBlock<Digits>* out) {
   for (int64_t b = 0; b < k / 32; ++b) {
-    const __m512 v[2] = {_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)};
-    const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
-    const float d = top / 127.0f;
-    const __m512 inv = _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+    const RoundedBlock<Digits> r = round_block<Digits>(x + 32 * b);
     ActivationBlock<Digits>& o = out[b];
-    int sums[3] = {0, 0, 0};
-    for (int h = 0; h < 2; ++h) {
-      const __m512 steps = _mm512_mul_ps(v[h], inv);
-      const __m512i q = _mm512_cvtps_epi32(steps);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q[0] + 16 * h), _mm512_cvtsepi32_epi8(q));
-      sums[h] = _mm512_reduce_add_epi32(q);
-      if constexpr (Digits == 2) {
-        const __m512 left = _mm512_sub_ps(steps, _mm512_cvtepi32_ps(q));
-        const __m512i r = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(left, _mm512_set1_ps(256.0f))),
-                                           _mm512_set1_epi32(127));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q[1] + 16 * h), _mm512_cvtepi32_epi8(r));
-        sums[h] = 256 * sums[h] + _mm512_reduce_add_epi32(r);
-      }
-    }
-    sums[2] = sums[0] + sums[1];
-    o.scale = Digits == 2 ? d / 256.0f : d;
+    for (int g = 0; g < Digits; ++g)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[g]),
+                          _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(r.q[g][0])),
+                                                  _mm512_cvtsepi32_epi8(r.q[g][1]), 1));
+    int sums[3];
+    sums[0] = _mm512_reduce_add_epi32(r.value[0]);
+    sums[2] = _mm512_reduce_add_epi32(_mm512_add_epi32(r.value[0], r.value[1]));
+    sums[1] = sums[2] - sums[0];
+    o.scale = r.scale;
     for (int s = 0; s < 3; ++s) {
       o.correction[s] = -bias * sums[s];
       o.scaled_sum[s] = o.scale * static_cast<float>(sums[s]);
@@ -562,24 +583,20 @@ struct WordRows {
 };
 
 inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
-  thread_local std::vector<ActivationBlock<2>> blocks;
   const size_t count = static_cast<size_t>(k / 32);
-  blocks.resize(std::max(blocks.size(), count));
   out.k = k;
   out.q.resize(std::max(out.q.size(), static_cast<size_t>(m * k)));
   out.scale.resize(std::max(out.scale.size(), static_cast<size_t>(m) * count));
   out.sum.resize(std::max(out.sum.size(), static_cast<size_t>(m) * count));
-  for (int64_t i = 0; i < m; ++i) {
-    quantize_row(x + i * k, k, 0, blocks.data());
+  for (int64_t i = 0; i < m; ++i)
     for (size_t b = 0; b < count; ++b) {
-      const ActivationBlock<2>& a = blocks[b];
-      const __m512i high = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[0])));
-      const __m512i low = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q[1])));
-      _mm512_storeu_si512(out.q.data() + i * k + 32 * static_cast<int64_t>(b), _mm512_add_epi16(_mm512_slli_epi16(high, 8), low));
-      out.scale[static_cast<size_t>(i) * count + b] = a.scale;
-      out.sum[static_cast<size_t>(i) * count + b] = a.scaled_sum[2];
+      const RoundedBlock<2> r = round_block<2>(x + i * k + 32 * static_cast<int64_t>(b));
+      int16_t* q = out.q.data() + i * k + 32 * static_cast<int64_t>(b);
+      for (int h = 0; h < 2; ++h) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * h), _mm512_cvtepi32_epi16(r.value[h]));
+      out.scale[static_cast<size_t>(i) * count + b] = r.scale;
+      out.sum[static_cast<size_t>(i) * count + b] =
+          r.scale * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(r.value[0], r.value[1])));
     }
-  }
 }
 
 // out[r][i] = dot(weight row r, activation row i) for R rows at w, as pair_tile.
