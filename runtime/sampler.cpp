@@ -68,7 +68,10 @@ void select_top_k(const float* logits, int32_t vocab, int32_t k, std::vector<C>&
   for (; i < vocab && out.size() < limit; ++i) offer(i);
   // Full from here on. Strictly above: an equal logit further on has a larger id than the
   // survivor, so loses to it.
-  while (i < vocab && (i = static_cast<int32_t>(cpu::first_above(logits, i, vocab, out.front().logit))) < vocab) offer(i++);
+  while (i < vocab) {
+    i = static_cast<int32_t>(cpu::first_above(logits, i, vocab, out.front().logit));
+    if (i < vocab) offer(i++);
+  }
   std::sort_heap(out.begin(), out.end(), more_likely);
 }
 

@@ -577,9 +577,9 @@ using GemvActivationOf = ActivationPair<Digits>;
 // Q6_K, whose halves scale apart (two scales a vector), ran 0.6-0.7x and keeps the pairs.
 struct WordRows {
   int64_t k = 0;
-  std::vector<int16_t> q;    // m rows of k codes: 256 * q[0] + q[1] of the row's ActivationBlocks
+  std::vector<int16_t> q;    // m rows of k codes: each block's value (round_block), as ActivationBlock's digits
   std::vector<float> scale;  // each block's scale
-  std::vector<float> sum;    // and its scaled_sum
+  std::vector<float> sum;    // and scale * the sum of its values (ActivationBlock's scaled_sum[2])
 };
 
 inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
