@@ -9,15 +9,13 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
-
-#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/bench_pool.hpp"
 #include "kernels/cpu/attention.hpp"
 
 namespace {
@@ -26,15 +24,8 @@ struct Heads {
   int64_t heads, kv_heads, dim;
 };
 
-// One thread per core unless ORZO_BENCH_THREADS says otherwise (1: a kernel's own rate,
-// which a shared machine disturbs less).
-orzo::ThreadPool& pool() {
-  static orzo::ThreadPool p([] {
-    const char* env = std::getenv("ORZO_BENCH_THREADS");
-    return env ? std::max(1, std::atoi(env)) : 0;
-  }());
-  return p;
-}
+// One thread per core unless ORZO_BENCH_THREADS says otherwise.
+orzo::ThreadPool& pool() { return orzo::bench::bench_pool(0); }
 
 struct Setup {
   orzo::KvCache cache;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -16,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_pool.hpp"
 #include "core/quant_blocks.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -30,15 +30,8 @@ using orzo::TensorView;
 
 constexpr size_t kMinWeightBytes = size_t{512} << 20;
 
-// Two threads by default; ORZO_BENCH_THREADS=1 measures one core, which a machine shared
-// with other jobs disturbs less than a pool whose threads wait for each other.
-orzo::ThreadPool& pool() {
-  static orzo::ThreadPool p([] {
-    const char* env = std::getenv("ORZO_BENCH_THREADS");
-    return env ? std::max(1, std::atoi(env)) : 2;
-  }());
-  return p;
-}
+// Two threads unless ORZO_BENCH_THREADS says otherwise.
+orzo::ThreadPool& pool() { return orzo::bench::bench_pool(2); }
 
 struct Weights {
   DType dtype;
