@@ -22,6 +22,7 @@
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 
 namespace {
 
@@ -37,12 +38,13 @@ struct Weights {
   DType dtype;
   int64_t n, k;
   std::vector<std::vector<uint8_t>> copies;
+  std::vector<std::vector<uint8_t>> packed;  // each copy packed (packed_rows.hpp), where asked
   std::vector<TensorView> views;
   size_t bytes_each() const { return copies.front().size(); }
 };
 
-std::unique_ptr<Weights> make_weights(DType t, int64_t n, int64_t k, size_t min_bytes) {
-  auto w = std::make_unique<Weights>(Weights{t, n, k, {}, {}});
+std::unique_ptr<Weights> make_weights(DType t, int64_t n, int64_t k, size_t min_bytes, bool packed = false) {
+  auto w = std::make_unique<Weights>(Weights{t, n, k, {}, {}, {}});
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> row(static_cast<size_t>(k));
@@ -73,6 +75,11 @@ std::unique_ptr<Weights> make_weights(DType t, int64_t n, int64_t k, size_t min_
     v.shape = {n, k};
     v.data = bytes.data();
     v.nbytes = bytes.size();
+    if (packed) {
+      w->packed.emplace_back(orzo::cpu::packed_rows_bytes(v));
+      orzo::cpu::pack_rows(v, w->packed.back().data());
+      v.packed = w->packed.back().data();
+    }
     w->views.push_back(v);
   }
   return w;
@@ -90,10 +97,10 @@ const Weights& weights(DType t, int64_t n, int64_t k) {
 
 // The q8/ family runs interleaved at random, so every weight set it uses is kept; 64 MiB
 // of copies each still overflow the last-level cache.
-const Weights& kept_weights(DType t, int64_t n, int64_t k) {
-  static std::map<std::tuple<DType, int64_t, int64_t>, std::unique_ptr<Weights>> kept;
-  auto& w = kept[{t, n, k}];
-  if (!w) w = make_weights(t, n, k, size_t{64} << 20);
+const Weights& kept_weights(DType t, int64_t n, int64_t k, bool packed = false) {
+  static std::map<std::tuple<DType, int64_t, int64_t, bool>, std::unique_ptr<Weights>> kept;
+  auto& w = kept[{t, n, k, packed}];
+  if (!w) w = make_weights(t, n, k, size_t{64} << 20, packed);
   return *w;
 }
 
@@ -126,6 +133,14 @@ void run(benchmark::State& state, Kernel kernel, DType t, int64_t m, int64_t n, 
 struct Shape {
   int64_t n, k;
 };
+
+// A view of the shape, for packs_rows().
+TensorView kept_view(DType t, Shape s) {
+  TensorView v;
+  v.dtype = t;
+  v.shape = {s.n, s.k};
+  return v;
+}
 
 std::string shape_name(Shape s) { return std::to_string(s.n) + "x" + std::to_string(s.k); }
 
@@ -170,6 +185,12 @@ void register_all() {
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
         }
+        // matmul() on the rows packed, as the CPU backend gives them where the level reads them:
+        // the gemv's packed tiles, or the strips decoded from them.
+        if (orzo::cpu::kernels().reads_packed_rows && orzo::cpu::packs_rows(kept_view(t, s)))
+          benchmark::RegisterBenchmark(("q8/packed/" + tail).c_str(), [=](benchmark::State& st) {
+            run_on(st, default_matmul, kept_weights(t, s.n, s.k, true), m);
+          })->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
     }
   }

@@ -55,6 +55,18 @@ std::shared_ptr<const MappedFile> MappedFile::from_bytes(std::string display_nam
   return file;
 }
 
+void release_pages(const void* data, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // A hint: where the kernel refuses it (EINVAL before Linux 5.4), the pages simply stay.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

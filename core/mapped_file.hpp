@@ -37,4 +37,10 @@ class MappedFile {
   std::vector<uint8_t> copy_;
 };
 
+// Tells the kernel that the pages wholly inside [data, data + bytes) will not be read for a
+// while (a backend holds its own copy of those weights), so it may reclaim them; a later
+// read brings them back. Never loses contents (MADV_PAGEOUT, not MADV_DONTNEED), so any
+// memory may be named; a no-op where the kernel cannot.
+void release_pages(const void* data, size_t bytes);
+
 }  // namespace orzo

@@ -15,6 +15,9 @@ struct TensorView {
   std::vector<int64_t> shape;  // outermost first, as in PyTorch: a Linear weight is [out, in]
   const void* data = nullptr;
   size_t nbytes = 0;
+  // The same matrix regrouped for the active CPU level's gemv (kernels/cpu/packed_rows.hpp),
+  // where a backend made that copy; null elsewhere. Kernels that do not read it read `data`.
+  const void* packed = nullptr;
 
   int64_t numel() const {
     int64_t n = 1;
@@ -37,6 +40,7 @@ struct TensorView {
     v.shape = {count, cols()};
     v.data = row(first);
     v.nbytes = static_cast<size_t>(count) * dtype_row_bytes(dtype, cols());
+    v.packed = nullptr;  // its groups need not start at `first`
     return v;
   }
 };

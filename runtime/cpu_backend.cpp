@@ -6,10 +6,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/mapped_file.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
@@ -22,6 +24,24 @@ namespace {
 
 void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Whether products under `options` take matmul_q16_gemv at a few rows, and so read the
+// rows packed where the active level does: the opt-in one-digit and batch-invariant paths
+// never do, so a copy would only cost memory there.
+bool reads_packed(const cpu::MatmulOptions& options) {
+  return cpu::kernels().reads_packed_rows && !options.int8_activations && !options.batch_invariant;
+}
+
+// Points w at a packed copy of its rows, kept in `store`, where they pack. Every product
+// then reads the copy, so the stored rows' pages may go back to the kernel, unless they
+// are `shared` with a reader of the rows as stored (a tied LM head's embedding).
+void pack(TensorView& w, std::vector<std::vector<uint8_t>>& store, bool shared = false) {
+  if (!cpu::packs_rows(w)) return;
+  std::vector<uint8_t>& bytes = store.emplace_back(cpu::packed_rows_bytes(w));
+  cpu::pack_rows(w, bytes.data());
+  w.packed = bytes.data();
+  if (!shared) release_pages(w.data, w.nbytes);
 }
 
 }  // namespace
@@ -46,6 +66,16 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   grow(cos_sin_, rows * cfg_.rope_dim());
   if (cfg_.num_experts > 0)
     for (int t = 0; t < pool_.size(); ++t) serial_pools_.emplace_back(1);
+  for (int64_t l = range_.begin; l < range_.end; ++l) layers_.push_back(model_->layer(l));
+  lm_head_ = model_->lm_head();
+  if (reads_packed(matmul_)) {
+    for (LayerWeights& w : layers_) {
+      for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m, packed_);
+      for (auto* experts : {&w.experts.gate, &w.experts.up, &w.experts.down})
+        for (TensorView& m : *experts) pack(m, packed_);
+    }
+    if (produces_logits()) pack(lm_head_, packed_, lm_head_.data == model_->embedding().data);
+  }
 }
 
 // The widest FFN a layer runs: the dense one, an expert or the shared expert.
@@ -117,7 +147,7 @@ void CpuBackend::norm_rows(const float* x, const float* weight, int64_t rows, fl
 // x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)), through a norm of its
 // own first where the model has one (Gemma)
 void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
-  const LayerWeights& w = model_->layer(l);
+  const LayerWeights& w = layer(l);
   const int64_t rows = b.rows(), hd = cfg_.head_dim;
   norm_rows(x, w.attn_norm, rows, xn_.data());
   cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq, matmul_);
@@ -166,7 +196,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
 // x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), and the sum through a norm of its own
 // first where the model has one (Gemma)
 void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
-  const LayerWeights& w = model_->layer(l);
+  const LayerWeights& w = layer(l);
   norm_rows(x, w.ffn_norm, rows, xn_.data());
   gated_ffn(xn_.data(), rows, w.w_gate, w.w_up, w.w_down, proj_.data(), gate_.data(), up_.data(), pool_);
   add_residual(x, rows, w.post_ffn_norm);
@@ -200,7 +230,7 @@ void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_ga
 // one parallel region for all of them instead of four per expert; with few (Mixtral's
 // prefill) each expert's products are split across the threads.
 void CpuBackend::expert_block(int64_t l, int64_t rows, float* x) {
-  const LayerWeights& w = model_->layer(l);
+  const LayerWeights& w = layer(l);
   const ExpertWeights& experts = w.experts;
   const int64_t d = cfg_.hidden_size, k = cfg_.experts_per_token, inter = cfg_.expert_intermediate_size;
   norm_rows(x, w.ffn_norm, rows, xn_.data());
@@ -290,7 +320,7 @@ void CpuBackend::lm_head(const ForwardBatch& b, const float* x, std::vector<floa
     cpu::rmsnorm(x + b.logit_rows[static_cast<size_t>(i)] * d, model_->final_norm(), d, cfg_.rms_norm_eps,
                  xn_.data() + i * d);
   logits.resize(static_cast<size_t>(n * cfg_.vocab_size));
-  cpu::matmul(xn_.data(), n, model_->lm_head(), logits.data(), pool_, nullptr, matmul_);
+  cpu::matmul(xn_.data(), n, lm_head_, logits.data(), pool_, nullptr, matmul_);
   if (cfg_.final_softcap) {  // Gemma 2: logits -> cap * tanh(logits / cap), as transformers divides
     const auto cap = static_cast<float>(*cfg_.final_softcap);
     for (float& v : logits) v /= cap;

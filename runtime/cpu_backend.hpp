@@ -52,6 +52,8 @@ class CpuBackend final : public LayerBackend {
   int64_t ffn_width() const;
   void lm_head(const ForwardBatch& batch, const float* x, std::vector<float>& logits);
   void norm_rows(const float* x, const float* weight, int64_t rows, float* out);
+  // Layer l's weights as this backend multiplies them (layers_).
+  const LayerWeights& layer(int64_t l) const { return layers_[static_cast<size_t>(l - range_.begin)]; }
   // x += proj_, row by row; through `norm` first where the model normalizes a block's output.
   void add_residual(float* x, int64_t rows, const float* norm);
 
@@ -62,6 +64,11 @@ class CpuBackend final : public LayerBackend {
   KvCache kv_;
   ThreadPool pool_;
   cpu::MatmulOptions matmul_;
+  // The model's views of this range's weights and the LM head, each matrix that the active
+  // CPU level reads packed (kernels/cpu/packed_rows.hpp) pointing at its copy in packed_.
+  std::vector<LayerWeights> layers_;
+  TensorView lm_head_;
+  std::vector<std::vector<uint8_t>> packed_;
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> cos_sin_, local_cos_sin_;  // RoPE angles of this step's rows (local: Gemma 3's sliding layers)

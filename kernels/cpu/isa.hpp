@@ -62,6 +62,9 @@ struct KernelTable {
   // Past this many bytes of x (m * k * 4) matmul() hands block types to sgemm where its
   // OpenBLAS suits the CPU, as for float weights: measured per level (matmul_bench q8/).
   int64_t q16_max_bytes;
+  // Whether matmul_q16_gemv reads TensorView::packed where a backend packed the rows
+  // (packed_rows.hpp): a copy worth making only for a level that reads it.
+  bool reads_packed_rows;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_direct.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 #include "tests/support/each_isa.hpp"
 
 namespace orzo::cpu {
@@ -105,6 +106,16 @@ void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, Threa
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
     matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
 }
+// matmul_gemv on the rows packed (packed_rows.hpp) where they pack and the active level
+// reads them, as the CPU backend gives them; as stored elsewhere.
+void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (!kernels().reads_packed_rows || !packs_rows(w)) return matmul_gemv(x, m, w, y, pool, bias);
+  std::vector<uint8_t> packed(packed_rows_bytes(w));
+  pack_rows(w, packed.data());
+  TensorView v = w;
+  v.packed = packed.data();
+  matmul_gemv(x, m, v, y, pool, bias);
+}
 
 // Whether `kernel` rounds activations to bf16 for weights of type t: where the active
 // level has the BF16 dot product.
@@ -118,7 +129,9 @@ int activation_digits(Kernel kernel, DType t) {
   if (!matmul_q8_supports(t)) return 0;
   if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
   if (!has_matmul_q16()) return 0;
-  if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_invariant || kernel == matmul_f32) return 2;
+  if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed || kernel == matmul_invariant ||
+      kernel == matmul_f32)
+    return 2;
   return 0;
 }
 
@@ -169,7 +182,9 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
                   const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
-    if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv) && !matmul_q8_supports(t)) continue;
+    if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed) &&
+        !matmul_q8_supports(t))
+      continue;
     if (kernel == matmul_bf16_acts && t != DType::BF16) continue;  // the others are matmul_f32's
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
@@ -245,6 +260,8 @@ TEST(Matmul, Q8KernelMatchesReference) {
     check_shapes(matmul_q16, pool, {1, 5, 130}, {2816}, {21});
     check_shapes(matmul_gemv, pool, {1, 2, 3, 4}, kSmallDepths, kOddOutputs);
     check_shapes(matmul_gemv, pool, {1, 2, 3}, {2816}, {21, 64});
+    check_shapes(matmul_packed, pool, {1, 2, 3}, kSmallDepths, {16, 48, 256});
+    check_shapes(matmul_packed, pool, {1, 2}, {2816}, {32});
   });
 }
 
@@ -259,7 +276,7 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     std::mt19937 rng(5);
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
-      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv}) {
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed}) {
         const int digits = activation_digits(kernel, t);
         if (digits == 0) continue;
         const Weight w = make_weight(t, n, k, rng);
@@ -285,7 +302,9 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
           }
         }
         const double ratio = std::sqrt(err2 / expected2);
-        const std::string what = std::string(dtype_name(t)) + (kernel == matmul_gemv ? ", gemv" : ", strips");
+        const std::string what = std::string(dtype_name(t)) + (kernel == matmul_gemv     ? ", gemv"
+                                                               : kernel == matmul_packed ? ", packed gemv"
+                                                                                         : ", strips");
         EXPECT_GT(ratio, 0.8) << what << ", " << digits << " digits";
         EXPECT_LT(ratio, 1.25) << what << ", " << digits << " digits";
       }
@@ -301,11 +320,12 @@ TEST(Matmul, Q8HandlesExtremeRows) {
     if (!matmul_q8_supports(DType::Q8_0)) return;  // this level has no integer path
     ThreadPool pool(2);
     std::mt19937 rng(3);
-    const int64_t n = 19, k = 512;
+    const int64_t k = 512;
     for (DType t : kAllDTypes) {
-      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv}) {
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed}) {
         const int digits = activation_digits(kernel, t);
         if (digits == 0) continue;
+        const int64_t n = kernel == matmul_packed ? 32 : 19;  // packed rows come in groups of 16
         const Weight w = make_weight(t, n, k, rng);
         const auto bias = random_vector(n, rng);
         std::vector<float> x(static_cast<size_t>(4 * k), 0.0f);
@@ -399,6 +419,34 @@ TEST(Matmul, Avx2GemvMatchesItsPanelBitForBit) {
       ASSERT_EQ(strips[i], gemv[i]) << dtype_name(t) << " at row " << i / n << " column " << i % n;
   }
   use_isa(before);
+}
+
+// The strips decode packed rows to the very codes and scales they decode from the rows as
+// stored, so every batch gives the same bits either way; the gemv's packed sums run in
+// another order, and the reference tests above hold it to the same bound.
+TEST(Matmul, PackedRowsGiveTheStripsTheSameBits) {
+  orzo::testing::for_each_isa([&] {
+    if (!kernels().reads_packed_rows) return;
+    ThreadPool pool(2);
+    std::mt19937 rng(9);
+    const Weight w = make_weight(DType::Q4_K, 48, 768, rng);
+    ASSERT_TRUE(packs_rows(w.view));
+    std::vector<uint8_t> packed(packed_rows_bytes(w.view));
+    pack_rows(w.view, packed.data());
+    TensorView v = w.view;
+    v.packed = packed.data();
+    EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
+    const auto bias = random_vector(48, rng);
+    for (Kernel kernel : {matmul_q8, matmul_q16}) {
+      for (int64_t m : {1, 3, 7}) {
+        const auto x = random_vector(m * 768, rng);
+        std::vector<float> stored(static_cast<size_t>(m * 48)), from_packed(stored.size());
+        kernel(x.data(), m, w.view, stored.data(), pool, bias.data());
+        kernel(x.data(), m, v, from_packed.data(), pool, bias.data());
+        EXPECT_EQ(stored, from_packed) << (kernel == matmul_q8 ? "one digit" : "two digits") << ", m=" << m;
+      }
+    }
+  });
 }
 
 TEST(Matmul, RowsDoNotDependOnBatchSize) {

@@ -10,6 +10,7 @@
 #include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/isa/entry_points.hpp"
 #include "kernels/cpu/isa/simd.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 
 ORZO_TARGET_BEGIN
 #include "kernels/cpu/isa/weight_formats.hpp"
@@ -69,6 +70,7 @@ struct Job {
   float* y;
   int64_t n;
   const float* bias;
+  const PackedQ4_KTile* packed;  // the same rows packed (TensorView::packed), or null
 };
 
 #if defined(ORZO_Q8_VNNI)
@@ -338,6 +340,34 @@ void strips_cols(const Job<ActivationOf<Digits>>& job, const StripOf<F>* panel, 
   }
 }
 
+// Q4_K's 16 rows packed side by side (packed_rows.hpp) into k / 32 strip blocks, the same
+// codes and scales as decode_strip's: a block's codes are those of two pairs' vectors
+// interleaved by words, and its scales a row's bytes times its d, with no transpose.
+inline void decode_packed_strip(const PackedQ4_KTile* tiles, int64_t units, StripOf<Q4_KFormat>* out) {
+  static_assert(PackedQ4_KTile::kRows == kStripRows && Q4_KFormat::kBias == 0);
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ4_KTile& t = tiles[u];
+    StripOf<Q4_KFormat>* o = out + 8 * u;
+    const __m512 d = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.d)));
+    const __m512 dmin = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.dmin)));
+    for (int s = 0; s < 8; ++s) {
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.sc[s]))));
+      const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.mn[s]))));
+      _mm512_store_ps(o[s].d[0], _mm512_mul_ps(d, sc));
+      _mm512_store_ps(o[s].m[0], _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), mn));
+    }
+    for (int p = 0; p < 4; ++p)
+      for (int q = 0; q < 8; ++q) {
+        const __m256i a = load256(t.codes[p][2 * q]), b = load256(t.codes[p][2 * q + 1]);
+        // Rows 0-3 and 8-11 from the low words, 4-7 and 12-15 from the high ones, then in order.
+        const __m512i rows = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(a, b)), _mm256_unpackhi_epi16(a, b), 1);
+        const __m512i codes = _mm512_shuffle_i32x4(rows, rows, _MM_SHUFFLE(3, 1, 2, 0));
+        o[2 * p].q[q] = _mm512_and_si512(codes, _mm512_set1_epi8(0x0f));
+        o[2 * p + 1].q[q] = _mm512_and_si512(_mm512_srli_epi16(codes, 4), _mm512_set1_epi8(0x0f));
+      }
+  }
+}
+
 template <class F, int Digits>
 void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
   thread_local std::vector<StripOf<F>> scratch;
@@ -347,6 +377,11 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
     for (int s = 0; s < strips; ++s) {
       const int64_t first = j + kStripRows * s;
       const int rows = static_cast<int>(std::min<int64_t>(kStripRows, end - first));
+      if constexpr (std::is_same_v<F, Q4_KFormat>)
+        if (job.packed) {
+          decode_packed_strip(job.packed + first / kStripRows * (job.k / kSuperBlock), job.k / kSuperBlock, scratch.data() + s * job.units);
+          continue;
+        }
       const uint8_t* strip = job.w + first * job.row_bytes;
       const uint8_t* ahead = first + 2 * kStripRows <= end ? strip + kStripRows * job.row_bytes : nullptr;
       decode_strip<F>(strip, job.row_bytes, rows, job.k, ahead, scratch.data() + s * job.units);
@@ -660,6 +695,69 @@ void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
   int64_t j = begin;
   for (; j + kPairRows <= end; j += kPairRows) word_rows_into<F, kPairRows, M>(job, j, end);
   for (; j < end; ++j) word_rows_into<F, 1, M>(job, j, end);
+}
+
+// Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds weights 2j and
+// 2j + 1 of one sub-block for 16 rows, so vpdpwssd meets them with the activation pair
+// broadcast, and each sub-block's sums are scaled once for all 16 rows, with no horizontal
+// sum. Per row and sub-block the integer sum is the same as word_tile's, then scaled and
+// added in another order: the two agree to f32 rounding.
+#ifndef PA
+#define PA 4
+#endif
+constexpr int kPackedAhead = PA;
+template <int M>
+void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m512 (&out)[M]) {
+  const int64_t k = x.k, blocks = k / 32;
+  for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ4_KTile& t = tiles[u];
+    prefetch(reinterpret_cast<const uint8_t*>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile), sizeof(PackedQ4_KTile));
+    const __m512 d = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.d))),
+                 dmin = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.dmin)));
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m512i sums[2][M][2];
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < M; ++i) sums[h][i][0] = sums[h][i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const __m512i words = _mm512_cvtepu8_epi16(load256(t.codes[p][j]));
+        const __m512i codes[2] = {_mm512_and_si512(words, _mm512_set1_epi16(0x0f)), _mm512_srli_epi16(words, 4)};
+        for (int i = 0; i < M; ++i) {
+          const int16_t* xq = x.q.data() + i * k + u * kSuperBlock + 64 * p + 2 * j;
+          for (int h = 0; h < 2; ++h) {
+            int32_t pair;
+            std::memcpy(&pair, xq + 32 * h, sizeof pair);
+            sums[h][i][j % 2] = _mm512_dpwssd_epi32(sums[h][i][j % 2], codes[h], _mm512_set1_epi32(pair));
+          }
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * p + h;
+        const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.sc[s])))));
+        const __m512 min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.mn[s])))));
+        for (int i = 0; i < M; ++i) {
+          const int64_t b = i * blocks + 8 * u + s;
+          const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(sums[h][i][0], sums[h][i][1]));
+          out[i] = _mm512_fmadd_ps(sum, _mm512_mul_ps(scale, _mm512_set1_ps(x.scale[b])), out[i]);
+          out[i] = _mm512_fnmadd_ps(min, _mm512_set1_ps(x.sum[b]), out[i]);
+        }
+      }
+    }
+  }
+}
+
+template <int M>
+void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
+  constexpr int kRows = PackedQ4_KTile::kRows;
+  const int64_t units = job.k / kSuperBlock;
+  for (int64_t j = begin; j < end; j += kRows) {
+    __m512 out[M];
+    packed_group<M>(job.packed + (j / kRows) * units, units, *job.x, out);
+    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
+    for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
+  }
 }
 
 #else  // AVX2
@@ -1096,7 +1194,8 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
   pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
   });
-  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
+                            static_cast<const PackedQ4_KTile*>(w.packed)};
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 }
 
@@ -1107,7 +1206,15 @@ void word_product(const float* x, int64_t m, const TensorView& w, float* y, Thre
   const int64_t k = w.cols();
   thread_local WordRows words;
   quantize_words(x, m, k, words);
-  const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
+                          static_cast<const PackedQ4_KTile*>(w.packed)};
+  if (job.packed) {
+    static_assert(kGrain % PackedQ4_KTile::kRows == 0, "a thread's range is whole groups");
+    pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
+      if (m == 2) packed_rows<2>(job, begin, end); else packed_rows<1>(job, begin, end);
+    }, kGrain);
+    return;
+  }
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
     if (m == 2) word_rows<Q4_KFormat, 2>(job, begin, end); else word_rows<Q4_KFormat, 1>(job, begin, end);
   }, kGrain);
