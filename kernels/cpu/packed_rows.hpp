@@ -6,14 +6,11 @@
 // rows, one broadcast activation pair meets all of them, and a row's scalings and sums are
 // shared by its 15 neighbours.
 //
-// A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows:
-//   d[16], dmin[16]   the rows' f16 scales, as stored
-//   sc[8][16]         each sub-block's 6-bit scale, a byte per row (kq_scale_min)
-//   mn[8][16]         and its 6-bit min
-//   codes[4][16][32]  for sub-blocks 2p and 2p + 1 (p < 4) and weights 2j, 2j + 1 of each
-//                     (j < 16): byte 2r + e is row r's byte 32p + 2j + e of qs, whose low
-//                     nibble is weight 2j + e of sub-block 2p and high one that of 2p + 1.
-// 2,368 bytes where the rows keep 2,304: the scales unpacked.
+// A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows: the
+// rows' f16 d and dmin as stored, each sub-block's 6-bit scale and min a byte per row
+// (kq_scale_min), and codes[p][j], whose byte 2r + e is byte 2j + e of row r's qs[32p..]:
+// its low nibble weight 2j + e of sub-block 2p, its high one that of 2p + 1. 2,368 bytes
+// where the rows keep 2,304: the scales unpacked.
 #include <cstddef>
 #include <cstdint>
 
@@ -21,11 +18,12 @@
 
 namespace orzo::cpu {
 
+inline constexpr int kPackedRows = 16;
+
 struct PackedQ4_KTile {
-  static constexpr int kRows = 16;
-  uint16_t d[kRows], dmin[kRows];
-  uint8_t sc[8][kRows], mn[8][kRows];
-  uint8_t codes[4][16][2 * kRows];
+  uint16_t d[kPackedRows], dmin[kPackedRows];
+  uint8_t sc[8][kPackedRows], mn[8][kPackedRows];
+  uint8_t codes[4][16][2 * kPackedRows];
 };
 static_assert(sizeof(PackedQ4_KTile) == 2368 && alignof(PackedQ4_KTile) == 2);
 

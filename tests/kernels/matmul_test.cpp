@@ -429,21 +429,24 @@ TEST(Matmul, PackedRowsGiveTheStripsTheSameBits) {
     if (!kernels().reads_packed_rows) return;
     ThreadPool pool(2);
     std::mt19937 rng(9);
-    const Weight w = make_weight(DType::Q4_K, 48, 768, rng);
-    ASSERT_TRUE(packs_rows(w.view));
-    std::vector<uint8_t> packed(packed_rows_bytes(w.view));
-    pack_rows(w.view, packed.data());
-    TensorView v = w.view;
-    v.packed = packed.data();
-    EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
-    const auto bias = random_vector(48, rng);
-    for (Kernel kernel : {matmul_q8, matmul_q16}) {
-      for (int64_t m : {1, 3, 7}) {
-        const auto x = random_vector(m * 768, rng);
-        std::vector<float> stored(static_cast<size_t>(m * 48)), from_packed(stored.size());
-        kernel(x.data(), m, w.view, stored.data(), pool, bias.data());
-        kernel(x.data(), m, v, from_packed.data(), pool, bias.data());
-        EXPECT_EQ(stored, from_packed) << (kernel == matmul_q8 ? "one digit" : "two digits") << ", m=" << m;
+    for (DType t : {DType::Q4_K}) {
+      const Weight w = make_weight(t, 48, 768, rng);
+      ASSERT_TRUE(packs_rows(w.view));
+      std::vector<uint8_t> packed(packed_rows_bytes(w.view));
+      EXPECT_EQ(packed.size(), w.bytes.size() / 2304 * 2368);
+      pack_rows(w.view, packed.data());
+      TensorView v = w.view;
+      v.packed = packed.data();
+      EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
+      const auto bias = random_vector(48, rng);
+      for (Kernel kernel : {matmul_q8, matmul_q16}) {
+        for (int64_t m : {1, 3, 7}) {
+          const auto x = random_vector(m * 768, rng);
+          std::vector<float> stored(static_cast<size_t>(m * 48)), from_packed(stored.size());
+          kernel(x.data(), m, w.view, stored.data(), pool, bias.data());
+          kernel(x.data(), m, v, from_packed.data(), pool, bias.data());
+          EXPECT_EQ(stored, from_packed) << dtype_name(t) << (kernel == matmul_q8 ? ", one digit" : ", two digits") << ", m=" << m;
+        }
       }
     }
   });

@@ -340,28 +340,37 @@ void strips_cols(const Job<ActivationOf<Digits>>& job, const StripOf<F>* panel, 
   }
 }
 
-// Q4_K's 16 rows packed side by side (packed_rows.hpp) into k / 32 strip blocks, the same
-// codes and scales as decode_strip's: a block's codes are those of two pairs' vectors
-// interleaved by words, and its scales a row's bytes times its d, with no transpose.
+// A packed tile's (packed_rows.hpp) 16 rows of an f16 scale, or of a byte scale, as f32 lanes.
+inline __m512 rows_f16(const uint16_t* p) { return _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(p))); }
+inline __m512 rows_u8(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Lane r: bytes 2r, 2r + 1 of a, then of b: four consecutive codes of row r from two of a
+// packed tile's pair vectors. The unpacks take rows 0-3 and 8-11 from the low words, 4-7
+// and 12-15 from the high ones; the shuffle puts them in order.
+inline __m512i interleave_rows(const uint8_t* a, const uint8_t* b) {
+  const __m256i x = load256(a), y = load256(b);
+  const __m512i rows = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(x, y)), _mm256_unpackhi_epi16(x, y), 1);
+  return _mm512_shuffle_i32x4(rows, rows, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// 16 rows packed side by side into k / 32 strip blocks, the same codes and scales as
+// decode_strip's from the rows as stored (the scales are the same products), with no
+// transpose: a block's codes are two of a tile's pair vectors interleaved by words.
 inline void decode_packed_strip(const PackedQ4_KTile* tiles, int64_t units, StripOf<Q4_KFormat>* out) {
-  static_assert(PackedQ4_KTile::kRows == kStripRows && Q4_KFormat::kBias == 0);
+  static_assert(kPackedRows == kStripRows && Q4_KFormat::kBias == 0);
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
     StripOf<Q4_KFormat>* o = out + 8 * u;
-    const __m512 d = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.d)));
-    const __m512 dmin = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.dmin)));
+    const __m512 d = rows_f16(t.d), dmin = rows_f16(t.dmin);
     for (int s = 0; s < 8; ++s) {
-      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.sc[s]))));
-      const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.mn[s]))));
-      _mm512_store_ps(o[s].d[0], _mm512_mul_ps(d, sc));
-      _mm512_store_ps(o[s].m[0], _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), mn));
+      _mm512_store_ps(o[s].d[0], _mm512_mul_ps(d, rows_u8(t.sc[s])));
+      _mm512_store_ps(o[s].m[0], _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), rows_u8(t.mn[s])));
     }
     for (int p = 0; p < 4; ++p)
       for (int q = 0; q < 8; ++q) {
-        const __m256i a = load256(t.codes[p][2 * q]), b = load256(t.codes[p][2 * q + 1]);
-        // Rows 0-3 and 8-11 from the low words, 4-7 and 12-15 from the high ones, then in order.
-        const __m512i rows = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(a, b)), _mm256_unpackhi_epi16(a, b), 1);
-        const __m512i codes = _mm512_shuffle_i32x4(rows, rows, _MM_SHUFFLE(3, 1, 2, 0));
+        const __m512i codes = interleave_rows(t.codes[p][2 * q], t.codes[p][2 * q + 1]);
         o[2 * p].q[q] = _mm512_and_si512(codes, _mm512_set1_epi8(0x0f));
         o[2 * p + 1].q[q] = _mm512_and_si512(_mm512_srli_epi16(codes, 4), _mm512_set1_epi8(0x0f));
       }
@@ -379,7 +388,8 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
       const int rows = static_cast<int>(std::min<int64_t>(kStripRows, end - first));
       if constexpr (std::is_same_v<F, Q4_KFormat>)
         if (job.packed) {
-          decode_packed_strip(job.packed + first / kStripRows * (job.k / kSuperBlock), job.k / kSuperBlock, scratch.data() + s * job.units);
+          const int64_t units = job.k / kSuperBlock;
+          decode_packed_strip(job.packed + first / kStripRows * units, units, scratch.data() + s * job.units);
           continue;
         }
       const uint8_t* strip = job.w + first * job.row_bytes;
@@ -697,24 +707,35 @@ void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
   for (; j < end; ++j) word_rows_into<F, 1, M>(job, j, end);
 }
 
-// Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds weights 2j and
-// 2j + 1 of one sub-block for 16 rows, so vpdpwssd meets them with the activation pair
-// broadcast, and each sub-block's sums are scaled once for all 16 rows, with no horizontal
-// sum. Per row and sub-block the integer sum is the same as word_tile's, then scaled and
-// added in another order: the two agree to f32 rounding.
-#ifndef PA
-#define PA 4
-#endif
-constexpr int kPackedAhead = PA;
+// Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds two weights of
+// one sub-block for 16 rows, so vpdpwssd meets them with the activation pair broadcast, and
+// a sub-block's sums are scaled once for all 16 rows, with no horizontal sum at the end.
+// Per row and sub-block the integer sum is word_tile's, then scaled and added in another
+// order: the two agree to f32 rounding.
+
+// Tiles fetched this far ahead: with the hardware prefetchers alone a 2-thread gemv read
+// 29-34 GB/s of this Zen 4's 49 (matmul_bench q8/packed); one tile ahead 25-31, two 40-45,
+// four 35-40.
+constexpr int kPackedAhead = 2;
+
+// Words e, e + 1 of activation row i in every lane.
+inline __m512i activation_pair(const WordRows& x, int64_t i, int64_t e) {
+  int32_t pair;
+  std::memcpy(&pair, x.q.data() + i * x.k + e, sizeof pair);
+  return _mm512_set1_epi32(pair);
+}
+
 template <int M>
 void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m512 (&out)[M]) {
-  const int64_t k = x.k, blocks = k / 32;
+  const int64_t blocks = x.k / 32;
   for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
-    prefetch(reinterpret_cast<const uint8_t*>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile), sizeof(PackedQ4_KTile));
-    const __m512 d = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.d))),
-                 dmin = _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(t.dmin)));
+    // Past the last tile this names the next group's, or bytes past the matrix, which a
+    // prefetch may name: it never faults. (An address, so no pointer runs past its array.)
+    prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile)),
+             sizeof(PackedQ4_KTile));
+    const __m512 d = rows_f16(t.d), dmin = rows_f16(t.dmin);
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       __m512i sums[2][M][2];
@@ -724,19 +745,13 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
       for (int j = 0; j < 16; ++j) {
         const __m512i words = _mm512_cvtepu8_epi16(load256(t.codes[p][j]));
         const __m512i codes[2] = {_mm512_and_si512(words, _mm512_set1_epi16(0x0f)), _mm512_srli_epi16(words, 4)};
-        for (int i = 0; i < M; ++i) {
-          const int16_t* xq = x.q.data() + i * k + u * kSuperBlock + 64 * p + 2 * j;
-          for (int h = 0; h < 2; ++h) {
-            int32_t pair;
-            std::memcpy(&pair, xq + 32 * h, sizeof pair);
-            sums[h][i][j % 2] = _mm512_dpwssd_epi32(sums[h][i][j % 2], codes[h], _mm512_set1_epi32(pair));
-          }
-        }
+        for (int i = 0; i < M; ++i)
+          for (int h = 0; h < 2; ++h)
+            sums[h][i][j % 2] = _mm512_dpwssd_epi32(sums[h][i][j % 2], codes[h], activation_pair(x, i, u * kSuperBlock + 64 * p + 32 * h + 2 * j));
       }
       for (int h = 0; h < 2; ++h) {
         const int s = 2 * p + h;
-        const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.sc[s])))));
-        const __m512 min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.mn[s])))));
+        const __m512 scale = _mm512_mul_ps(d, rows_u8(t.sc[s])), min = _mm512_mul_ps(dmin, rows_u8(t.mn[s]));
         for (int i = 0; i < M; ++i) {
           const int64_t b = i * blocks + 8 * u + s;
           const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(sums[h][i][0], sums[h][i][1]));
@@ -750,11 +765,11 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
 
 template <int M>
 void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
-  constexpr int kRows = PackedQ4_KTile::kRows;
   const int64_t units = job.k / kSuperBlock;
-  for (int64_t j = begin; j < end; j += kRows) {
+  const PackedQ4_KTile* tiles = job.packed;
+  for (int64_t j = begin; j < end; j += kPackedRows) {
     __m512 out[M];
-    packed_group<M>(job.packed + (j / kRows) * units, units, *job.x, out);
+    packed_group<M>(tiles + (j / kPackedRows) * units, units, *job.x, out);
     const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
     for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
   }
@@ -1200,7 +1215,7 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
 }
 
 #if defined(ORZO_Q8_VNNI)
-// A few activation rows against Q4_K weights (word_tile).
+// A few activation rows against Q4_K weights (word_tile, or packed_group where packed).
 void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   static_assert(kGemvMaxRows == 2, "one case per row count");
   const int64_t k = w.cols();
@@ -1209,7 +1224,7 @@ void word_product(const float* x, int64_t m, const TensorView& w, float* y, Thre
   const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
                           static_cast<const PackedQ4_KTile*>(w.packed)};
   if (job.packed) {
-    static_assert(kGrain % PackedQ4_KTile::kRows == 0, "a thread's range is whole groups");
+    static_assert(kGrain % kPackedRows == 0, "a thread's range is whole groups");
     pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
       if (m == 2) packed_rows<2>(job, begin, end); else packed_rows<1>(job, begin, end);
     }, kGrain);
