@@ -6,17 +6,16 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/mapped_file.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/packed_rows.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/cpu/tanh.hpp"
 #include "runtime/batch_check.hpp"
+#include "runtime/packed_weights.hpp"
 
 namespace orzo {
 
@@ -31,17 +30,6 @@ void grow(std::vector<float>& v, int64_t n) {
 // never do, so a copy would only cost memory there.
 bool reads_packed(const cpu::MatmulOptions& options) {
   return cpu::kernels().reads_packed_rows && !options.int8_activations && !options.batch_invariant;
-}
-
-// Points w at a packed copy of its rows, kept in `store`, where they pack. Every product
-// then reads the copy, so the stored rows' pages may go back to the kernel, unless they
-// are `shared` with a reader of the rows as stored (a tied LM head's embedding).
-void pack(TensorView& w, std::vector<std::vector<uint8_t>>& store, bool shared = false) {
-  if (!cpu::packs_rows(w)) return;
-  std::vector<uint8_t>& bytes = store.emplace_back(cpu::packed_rows_bytes(w));
-  cpu::pack_rows(w, bytes.data());
-  w.packed = bytes.data();
-  if (!shared) release_pages(w.data, w.nbytes);
 }
 
 }  // namespace
@@ -69,12 +57,15 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   for (int64_t l = range_.begin; l < range_.end; ++l) layers_.push_back(model_->layer(l));
   lm_head_ = model_->lm_head();
   if (reads_packed(matmul_)) {
+    const auto pack = [&](TensorView& w, bool stored_rows_read = false) {
+      if (PackedMatrix p = use_packed_rows(w, stored_rows_read)) packed_.push_back(std::move(p));
+    };
     for (LayerWeights& w : layers_) {
-      for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m, packed_);
+      for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m);
       for (auto* experts : {&w.experts.gate, &w.experts.up, &w.experts.down})
-        for (TensorView& m : *experts) pack(m, packed_);
+        for (TensorView& m : *experts) pack(m);
     }
-    if (produces_logits()) pack(lm_head_, packed_, lm_head_.data == model_->embedding().data);
+    if (produces_logits()) pack(lm_head_, lm_head_.data == model_->embedding().data);
   }
 }
 

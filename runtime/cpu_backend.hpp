@@ -11,6 +11,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "runtime/layer_backend.hpp"
 #include "runtime/model.hpp"
+#include "runtime/packed_weights.hpp"
 
 namespace orzo {
 
@@ -65,10 +66,11 @@ class CpuBackend final : public LayerBackend {
   ThreadPool pool_;
   cpu::MatmulOptions matmul_;
   // The model's views of this range's weights and the LM head, each matrix that the active
-  // CPU level reads packed (kernels/cpu/packed_rows.hpp) pointing at its copy in packed_.
+  // CPU level reads packed pointing at the process's packed copy (runtime/packed_weights.hpp),
+  // held in packed_.
   std::vector<LayerWeights> layers_;
   TensorView lm_head_;
-  std::vector<std::vector<uint8_t>> packed_;
+  std::vector<PackedMatrix> packed_;
   // Step scratch: grown to the largest batch seen, never shrunk.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> cos_sin_, local_cos_sin_;  // RoPE angles of this step's rows (local: Gemma 3's sliding layers)

@@ -1,0 +1,24 @@
+#pragma once
+// The packed copies of weight matrices (kernels/cpu/packed_rows.hpp), one per matrix for
+// the whole process: every CPU backend that multiplies a matrix (replicas of a stage, a
+// worker replaced by another) shares its copy, as they share the mapped file, so packing
+// never multiplies a model's memory by its backends. A copy lives as long as a backend
+// holds it.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace orzo {
+
+using PackedMatrix = std::shared_ptr<const std::vector<uint8_t>>;
+
+// Points w at the process's packed copy of its rows, made on first use, and returns it for
+// the caller to hold; null, and w unchanged, where its rows do not pack. The first packing
+// of a matrix hands the stored rows' pages back to the kernel (release_pages: products
+// read the copy from then on) unless `stored_rows_read` says something still reads them
+// as stored (a tied LM head's embedding). Thread-safe.
+PackedMatrix use_packed_rows(TensorView& w, bool stored_rows_read = false);
+
+}  // namespace orzo
