@@ -63,7 +63,9 @@ struct KernelTable {
   // OpenBLAS suits the CPU, as for float weights: measured per level (matmul_bench q8/).
   int64_t q16_max_bytes;
   // Whether matmul_q16_gemv reads TensorView::packed where a backend packed the rows
-  // (packed_rows.hpp): a copy worth making only for a level that reads it.
+  // (packed_rows.hpp), the one kernel that gains by it: a copy worth making only for a
+  // level that does. Every kernel of every level takes packed rows (the others unpack
+  // them), so that no product reads the stored ones.
   bool reads_packed_rows;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 
 namespace orzo::cpu {
 namespace {
@@ -97,9 +98,14 @@ void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, Threa
         thread_local std::vector<float> tile;
         const int64_t rows = tile_rows(k);
         tile.resize(std::max(tile.size(), static_cast<size_t>(rows * k)));
+        thread_local std::vector<uint8_t> unpacked;
+        const size_t row_bytes = dtype_row_bytes(w.dtype, k);
         for (int64_t j = begin; j < end; j += rows) {
           const int64_t count = std::min(rows, end - j);
-          for (int64_t r = 0; r < count; ++r) dequantize_row(w.dtype, w.row(j + r), k, tile.data() + r * k);
+          // Packed rows (packed_rows.hpp) come unpacked, so the stored ones stay unread.
+          const uint8_t* stored =
+              w.packed ? unpacked_rows(static_cast<const PackedQ4_KTile*>(w.packed), k, j, count, unpacked) : w.row(j);
+          for (int64_t r = 0; r < count; ++r) dequantize_row(w.dtype, stored + r * row_bytes, k, tile.data() + r * k);
           sgemm_rows(x, m, k, tile.data(), count, y + j, n, beta);
         }
       },

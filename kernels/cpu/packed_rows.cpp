@@ -1,8 +1,7 @@
 #include "kernels/cpu/packed_rows.hpp"
 
+#include <algorithm>
 #include <cstring>
-
-#include "core/quant_blocks.hpp"
 
 namespace orzo::cpu {
 
@@ -31,6 +30,28 @@ void pack_rows(const TensorView& w, uint8_t* out) {
       }
       std::memcpy(out + static_cast<size_t>(g * units + u) * sizeof tile, &tile, sizeof tile);
     }
+}
+
+void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ4_KTile& t = tiles[u];
+    for (int r = 0; r < kPackedRows; ++r) {
+      uint8_t* block = out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof(BlockQ4_K);
+      unpack_scales(t, r, block);
+      for (int p = 0; p < 4; ++p)
+        for (int j = 0; j < 16; ++j) std::memcpy(block + offsetof(BlockQ4_K, qs) + 32 * p + 2 * j, &t.codes[p][j][2 * r], 2);
+    }
+  }
+}
+
+const uint8_t* unpacked_rows(const PackedQ4_KTile* tiles, int64_t k, int64_t first, int64_t count,
+                             std::vector<uint8_t>& scratch) {
+  const size_t row_bytes = dtype_row_bytes(DType::Q4_K, k);
+  const int64_t units = k / kSuperBlock;
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(count) * row_bytes));
+  for (int64_t g = 0; g < count; g += kPackedRows)
+    unpack_rows(tiles + (first + g) / kPackedRows * units, units, scratch.data() + static_cast<size_t>(g) * row_bytes, row_bytes);
+  return scratch.data();
 }
 
 }  // namespace orzo::cpu

@@ -13,7 +13,10 @@
 // where the rows keep 2,304: the scales unpacked.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
+#include "core/quant_blocks.hpp"
 #include "core/tensor.hpp"
 
 namespace orzo::cpu {
@@ -36,5 +39,32 @@ size_t packed_rows_bytes(const TensorView& w);
 // Writes w's rows packed to `out` (packed_rows_bytes(w) bytes, any alignment): group by
 // group, each group's tiles in the order of its super-blocks.
 void pack_rows(const TensorView& w, uint8_t* out);
+
+// The inverse: 16 rows of `units` super-blocks each, row_bytes apart at `out`, as stored,
+// from their group's tiles, byte for byte. For kernels that meet many activation rows with
+// the rows as stored.
+void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes);
+
+// Row r's d, dmin and 12 scale bytes of tile t, the scales packed back as kq_scale_min
+// reads them, into the stored block at `block` (its qs left alone). Byte by byte in place:
+// a block built on the stack and copied whole would be read back with one wide load right
+// after its narrow stores, which stalls on their forwarding.
+inline void unpack_scales(const PackedQ4_KTile& t, int r, uint8_t* block) {
+  std::memcpy(block + offsetof(BlockQ4_K, d), &t.d[r], sizeof t.d[r]);
+  std::memcpy(block + offsetof(BlockQ4_K, dmin), &t.dmin[r], sizeof t.dmin[r]);
+  uint8_t* scales = block + offsetof(BlockQ4_K, scales);
+  // Sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scale) and 4-7 (min), sub-blocks 4-7 in
+  // the nibbles of bytes 8-11 and the top bits of 0-7.
+  for (int s = 0; s < 4; ++s) {
+    scales[s] = static_cast<uint8_t>(t.sc[s][r] | (t.sc[s + 4][r] >> 4) << 6);
+    scales[s + 4] = static_cast<uint8_t>(t.mn[s][r] | (t.mn[s + 4][r] >> 4) << 6);
+    scales[s + 8] = static_cast<uint8_t>((t.sc[s + 4][r] & 0x0f) | (t.mn[s + 4][r] & 0x0f) << 4);
+  }
+}
+
+// Rows [first, first + count) of k weights as stored, unpacked from the matrix's tiles into
+// `scratch` (grown as needed): first and count are whole groups.
+const uint8_t* unpacked_rows(const PackedQ4_KTile* tiles, int64_t k, int64_t first, int64_t count,
+                             std::vector<uint8_t>& scratch);
 
 }  // namespace orzo::cpu

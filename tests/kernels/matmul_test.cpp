@@ -421,10 +421,11 @@ TEST(Matmul, Avx2GemvMatchesItsPanelBitForBit) {
   use_isa(before);
 }
 
-// The strips decode packed rows to the very codes and scales they decode from the rows as
-// stored, so every batch gives the same bits either way; the gemv's packed sums run in
+// The strips (AVX-512) and the panel (AVX2) decode packed rows to the very codes and
+// scales they decode from the rows as stored, and sgemm's rows are unpacked to the stored
+// bytes, so every batch gives the same bits either way; the gemv's packed sums run in
 // another order, and the reference tests above hold it to the same bound.
-TEST(Matmul, PackedRowsGiveTheStripsTheSameBits) {
+TEST(Matmul, PackedRowsGiveTheBatchedKernelsTheSameBits) {
   orzo::testing::for_each_isa([&] {
     if (!kernels().reads_packed_rows) return;
     ThreadPool pool(2);
@@ -439,17 +440,32 @@ TEST(Matmul, PackedRowsGiveTheStripsTheSameBits) {
       v.packed = packed.data();
       EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
       const auto bias = random_vector(48, rng);
-      for (Kernel kernel : {matmul_q8, matmul_q16}) {
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_blas}) {
         for (int64_t m : {1, 3, 7}) {
           const auto x = random_vector(m * 768, rng);
           std::vector<float> stored(static_cast<size_t>(m * 48)), from_packed(stored.size());
           kernel(x.data(), m, w.view, stored.data(), pool, bias.data());
           kernel(x.data(), m, v, from_packed.data(), pool, bias.data());
-          EXPECT_EQ(stored, from_packed) << dtype_name(t) << (kernel == matmul_q8 ? ", one digit" : ", two digits") << ", m=" << m;
+          EXPECT_EQ(stored, from_packed) << dtype_name(t)
+                                         << (kernel == matmul_q8 ? ", one digit" : kernel == matmul_q16 ? ", two digits" : ", sgemm")
+                                         << ", m=" << m;
         }
       }
     }
   });
+}
+
+// Unpacking gives back the stored bytes whatever they hold: every bit of the 12 scale bytes
+// is one of kq_scale_min's 6-bit values.
+TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
+  std::mt19937 rng(10);
+  const Weight w = make_weight(DType::Q4_K, 32, 768, rng);
+  std::vector<uint8_t> packed(packed_rows_bytes(w.view)), stored(w.bytes.size(), 0);
+  pack_rows(w.view, packed.data());
+  const auto* tiles = reinterpret_cast<const PackedQ4_KTile*>(packed.data());
+  const size_t row_bytes = dtype_row_bytes(DType::Q4_K, 768);
+  for (int g = 0; g < 2; ++g) unpack_rows(tiles + 3 * g, 3, stored.data() + 16 * g * row_bytes, row_bytes);
+  EXPECT_EQ(stored, w.bytes);
 }
 
 TEST(Matmul, RowsDoNotDependOnBatchSize) {

@@ -60,7 +60,7 @@ const KernelTable& kernel_table() {
 #else
       nullptr, nullptr, 0,
 #endif
-      ORZO_SIMD_VNNI != 0,  // reads_packed_rows: the word gemv's alone
+      ORZO_SIMD_AVX2 != 0,  // reads_packed_rows: the word gemvs'
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
   };

@@ -73,6 +73,35 @@ struct Job {
   const PackedQ4_KTile* packed;  // the same rows packed (TensorView::packed), or null
 };
 
+// A few activation rows for the word gemvs (word_tile, packed_group): each 32-weight block
+// rounded to two int8 digits, as the level's other layouts round it, and each value kept
+// as one 16-bit integer, 256 * q[0] + q[1] (at most 32,639 in size).
+struct WordRows {
+  int64_t k = 0;
+  std::vector<int16_t> q;    // m rows of k codes: each block's value (round_block)
+  std::vector<float> scale;  // each block's scale
+  std::vector<float> sum;    // and scale * the sum of its values (the blocks' scaled sum)
+  // Room for m rows of k; grown, never shrunk, so a steady loop allocates nothing.
+  void resize(int64_t m, int64_t k_) {
+    const size_t count = static_cast<size_t>(m * (k_ / 32));
+    k = k_;
+    q.resize(std::max(q.size(), static_cast<size_t>(m * k_)));
+    scale.resize(std::max(scale.size(), count));
+    sum.resize(std::max(sum.size(), count));
+  }
+};
+
+// Tiles of packed rows (packed_rows.hpp) fetched this far ahead of tile u: with the
+// hardware prefetchers alone a 2-thread AVX-512 gemv read 29-34 GB/s of this Zen 4's 49
+// (matmul_bench q8/packed); one tile ahead 25-31, two 40-45, four 35-40. Past the last
+// tile this names the next group's, or bytes past the matrix, which a prefetch may name:
+// it never faults (an address, so that no pointer runs past its array).
+constexpr int kPackedAhead = 2;
+inline void prefetch_tile(const PackedQ4_KTile* tiles, int64_t u) {
+  prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile)),
+           sizeof(PackedQ4_KTile));
+}
+
 #if defined(ORZO_Q8_VNNI)
 
 // Weight rows meet activation rows as in a GEMM's register tile: the 16 lanes of a vector
@@ -620,19 +649,9 @@ using GemvActivationOf = ActivationPair<Digits>;
 // m meet the activation sums once per super-block, in one FMA. On a Zen 4 (matmul_bench
 // q8/gemv, alternating with the pairs) it ran 1.1-1.2x at one row and 1.05-1.09x at two.
 // Q6_K, whose halves scale apart (two scales a vector), ran 0.6-0.7x and keeps the pairs.
-struct WordRows {
-  int64_t k = 0;
-  std::vector<int16_t> q;    // m rows of k codes: each block's value (round_block), as ActivationBlock's digits
-  std::vector<float> scale;  // each block's scale
-  std::vector<float> sum;    // and scale * the sum of its values (ActivationBlock's scaled_sum[2])
-};
-
 inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
   const size_t count = static_cast<size_t>(k / 32);
-  out.k = k;
-  out.q.resize(std::max(out.q.size(), static_cast<size_t>(m * k)));
-  out.scale.resize(std::max(out.scale.size(), static_cast<size_t>(m) * count));
-  out.sum.resize(std::max(out.sum.size(), static_cast<size_t>(m) * count));
+  out.resize(m, k);
   for (int64_t i = 0; i < m; ++i)
     for (size_t b = 0; b < count; ++b) {
       const RoundedBlock<2> r = round_block<2>(x + i * k + 32 * static_cast<int64_t>(b));
@@ -713,10 +732,6 @@ void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
 // Per row and sub-block the integer sum is word_tile's, then scaled and added in another
 // order: the two agree to f32 rounding.
 
-// Tiles fetched this far ahead: with the hardware prefetchers alone a 2-thread gemv read
-// 29-34 GB/s of this Zen 4's 49 (matmul_bench q8/packed); one tile ahead 25-31, two 40-45,
-// four 35-40.
-constexpr int kPackedAhead = 2;
 
 // Words e, e + 1 of activation row i in every lane.
 inline __m512i activation_pair(const WordRows& x, int64_t i, int64_t e) {
@@ -731,10 +746,7 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
   for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
-    // Past the last tile this names the next group's, or bytes past the matrix, which a
-    // prefetch may name: it never faults. (An address, so no pointer runs past its array.)
-    prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile)),
-             sizeof(PackedQ4_KTile));
+    prefetch_tile(tiles, u);
     const __m512 d = rows_f16(t.d), dmin = rows_f16(t.dmin);
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
@@ -857,10 +869,46 @@ inline __m256i pack_codes(const __m256i (&q)[4]) {
 }
 
 // Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
+// One 32-float block of x rounded: q[digit][i] holds the codes of x[8i .. 8i + 7], and the
+// block's value is scale * (256 * q[0] + q[1]) with two digits. Rounds to nearest (even on
+// ties, the default MXCSR mode); a block of zeros has scale 0.
+template <int Digits>
+struct RoundedBlock {
+  __m256i q[Digits][4];
+  float scale;
+};
+
+template <int Digits>
+inline RoundedBlock<Digits> round_block(const float* x) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4], amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
+  }
+  __m128 a = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+  a = _mm_max_ss(a, _mm_movehdup_ps(a));
+  const float top = _mm_cvtss_f32(a);
+  const float d = top / 127.0f;
+  const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+  RoundedBlock<Digits> out;
+  for (int i = 0; i < 4; ++i) {
+    const __m256 steps = _mm256_mul_ps(v[i], inv);
+    out.q[0][i] = _mm256_cvtps_epi32(steps);
+    if constexpr (Digits == 2) {
+      const __m256 left = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(out.q[0][i]));
+      const __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(left, _mm256_set1_ps(256.0f)));
+      out.q[1][i] = _mm256_max_epi32(_mm256_min_epi32(r, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+    }
+  }
+  out.scale = Digits == 2 ? d / 256.0f : d;
+  return out;
+}
+
 template <int Digits>
 void quantize_row(const float* x, int64_t k, int bias, ActivationGroup<Digits>* out) {
   const int64_t blocks = k / 32;
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int64_t g = 0; g * kGroupBlocks < blocks; ++g) {
     __m256i codes[Digits][kGroupBlocks];
     ActivationGroup<Digits>& o = out[g];
@@ -875,35 +923,15 @@ void quantize_row(const float* x, int64_t k, int bias, ActivationGroup<Digits>* 
         correction[2 * b] = correction[2 * b + 1] = 0;
         continue;
       }
-      const float* xb = x + 32 * block;
-      __m256 v[4], amax = _mm256_setzero_ps();
-      for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_loadu_ps(xb + 8 * i);
-        amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
-      }
-      __m128 a = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-      a = _mm_max_ps(a, _mm_movehl_ps(a, a));
-      a = _mm_max_ss(a, _mm_movehdup_ps(a));
-      const float top = _mm_cvtss_f32(a);
-      const float d = top / 127.0f;
-      const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
-      __m256i q[Digits][4];
-      for (int i = 0; i < 4; ++i) {
-        const __m256 steps = _mm256_mul_ps(v[i], inv);
-        q[0][i] = _mm256_cvtps_epi32(steps);
-        if constexpr (Digits == 2) {
-          const __m256 left = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(q[0][i]));
-          const __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(left, _mm256_set1_ps(256.0f)));
-          q[Digits - 1][i] = _mm256_max_epi32(_mm256_min_epi32(r, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
-        }
-      }
+      const RoundedBlock<Digits> rounded = round_block<Digits>(x + 32 * block);
+      const auto& q = rounded.q;
       int sums[2] = {0, 0};
       for (int digit = 0; digit < Digits; ++digit) {
         for (int h = 0; h < 2; ++h)
           sums[h] = 256 * sums[h] + hsum_epi32(_mm256_add_epi32(q[digit][2 * h], q[digit][2 * h + 1]));
         codes[digit][b] = pack_codes(q[digit]);
       }
-      const float step = Digits == 2 ? d / 256.0f : d;
+      const float step = rounded.scale;
       for (int h = 0; h < 2; ++h) {
         scale[2 * b + h] = step;
         scaled_sum[2 * b + h] = step * static_cast<float>(sums[h]);
@@ -1083,13 +1111,118 @@ void tile_rows(const Job<ActivationOf<Digits>>& job, const WeightGroup* panel, i
   }
 }
 
+// A packed pair's codes (packed_rows.hpp) turned: 16 vectors of 16 rows' words (a word is
+// two codes of a row) become each row's 32 bytes of qs[32p..], by a 16 x 16 transpose of
+// words: 8 x 8 in each 128-bit lane, then the lanes' halves joined.
+inline void transpose_pairs(const uint8_t (*pairs)[2 * kPackedRows], __m256i (&rows)[kPackedRows]) {
+  __m256i turned[2][8];  // [j / 8][row % 8]: lane row / 8 holds pairs 8 (j / 8) .. + 7
+  for (int half = 0; half < 2; ++half) {
+    __m256i v[8], w[8];
+    for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pairs[8 * half + j]));
+    for (int j = 0; j < 8; j += 2) w[j] = _mm256_unpacklo_epi16(v[j], v[j + 1]), w[j + 1] = _mm256_unpackhi_epi16(v[j], v[j + 1]);
+    for (int a = 0; a < 8; a += 4)
+      for (int c = 0; c < 2; ++c) {
+        v[a + 2 * c] = _mm256_unpacklo_epi32(w[a + c], w[a + c + 2]);
+        v[a + 2 * c + 1] = _mm256_unpackhi_epi32(w[a + c], w[a + c + 2]);
+      }
+    for (int c = 0; c < 4; ++c) {
+      turned[half][2 * c] = _mm256_unpacklo_epi64(v[c], v[c + 4]);
+      turned[half][2 * c + 1] = _mm256_unpackhi_epi64(v[c], v[c + 4]);
+    }
+  }
+  for (int r = 0; r < 8; ++r) {
+    rows[r] = _mm256_permute2x128_si256(turned[0][r], turned[1][r], 0x20);
+    rows[r + 8] = _mm256_permute2x128_si256(turned[0][r], turned[1][r], 0x31);
+  }
+}
+
+// A packed group's 16 rows straight into their weight groups, `stride` groups a row apart:
+// decode_row's groups of the rows as stored, bit for bit (the same codes, and the scales
+// the same products d * code), without the stored bytes between.
+// Eight rows of a packed tile's (packed_rows.hpp) f16 scale, or of a byte scale, as f32 lanes.
+inline __m256 rows_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 rows_u8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// v[i] lane j becomes v[j] lane i.
+inline void transpose8(__m256 (&v)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]), t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+  for (int i = 0; i < 8; i += 4)
+    for (int c = 0; c < 2; ++c) {
+      u[i + 2 * c] = _mm256_shuffle_ps(t[i + c], t[i + c + 2], 0x44);
+      u[i + 2 * c + 1] = _mm256_shuffle_ps(t[i + c], t[i + c + 2], 0xee);
+    }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Each row's eight sub-blocks' d * sc (and -dmin * mn) of a packed tile, as Q4_KFormat::scales
+// gives them for the row as stored: the same products.
+struct RowScales {
+  __m256 d[kPackedRows], m[kPackedRows];
+};
+inline void row_scales(const PackedQ4_KTile& t, RowScales& out) {
+  for (int half = 0; half < 2; ++half) {
+    const __m256 d = rows_f16(t.d + 8 * half), dmin = _mm256_sub_ps(fzero(), rows_f16(t.dmin + 8 * half));
+    __m256 sc[8], mn[8];  // [sub-block], lane: row
+    for (int s = 0; s < 8; ++s) {
+      sc[s] = _mm256_mul_ps(rows_u8(t.sc[s] + 8 * half), d);
+      mn[s] = _mm256_mul_ps(rows_u8(t.mn[s] + 8 * half), dmin);
+    }
+    transpose8(sc);
+    transpose8(mn);
+    for (int r = 0; r < 8; ++r) out.d[8 * half + r] = sc[r], out.m[8 * half + r] = mn[r];
+  }
+}
+
+inline void decode_packed_rows(const PackedQ4_KTile* tiles, int64_t units, WeightGroup* out, int64_t stride) {
+  static_assert(Q4_KFormat::kBias == 0 && Q4_KFormat::kSubs == 2 * kGroupBlocks, "two groups a super-block");
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ4_KTile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    RowScales scales;
+    row_scales(t, scales);
+    for (int part = 0; part < 2; ++part) {  // sub-blocks 4 part .. 4 part + 3
+      __m256i qs[2][kPackedRows];
+      for (int c = 0; c < 2; ++c) transpose_pairs(t.codes[2 * part + c], qs[c]);
+      for (int r = 0; r < kPackedRows; ++r) {
+        WeightGroup& o = out[r * stride + 2 * u + part];
+        const __m256i low = _mm256_set1_epi8(0x0f);
+        __m256i codes[kGroupBlocks];
+        for (int c = 0; c < 2; ++c) {
+          codes[2 * c] = _mm256_and_si256(qs[c][r], low);
+          codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qs[c][r], 4), low);
+        }
+        interleave(codes, o.q);
+        // Lane 2b + h: sub-block 4 part + b's, as decode_group spreads them.
+        const __m256i parts = _mm256_add_epi32(_mm256_set1_epi32(4 * part), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        o.d = _mm256_permutevar8x32_ps(scales.d[r], parts);
+        o.m = _mm256_permutevar8x32_ps(scales.m[r], parts);
+      }
+    }
+  }
+}
+
 template <class F, int Digits>
 void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
   thread_local std::vector<WeightGroup> scratch;
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(kPanelRows * job.units)));
   for (int64_t j = begin; j < end; j += kPanelRows) {
     const int64_t rows = std::min(kPanelRows, end - j);
-    for (int64_t r = 0; r < rows; ++r) {
+    bool decoded = false;
+    if constexpr (std::is_same_v<F, Q4_KFormat>)
+      if (job.packed) {
+        // Rows come in whole groups where they are packed (packs_rows), and j is one's first.
+        const int64_t units = job.k / kSuperBlock;
+        for (int64_t g = 0; g < rows; g += kPackedRows)
+          decode_packed_rows(job.packed + (j + g) / kPackedRows * units, units, scratch.data() + g * job.units, job.units);
+        decoded = true;
+      }
+    for (int64_t r = 0; r < rows && !decoded; ++r) {
       const uint8_t* row = job.w + (j + r) * job.row_bytes;
       const uint8_t* ahead = j + r + kPrefetchRows < end ? row + kPrefetchRows * job.row_bytes : nullptr;
       decode_row<F>(row, job.k, ahead, scratch.data() + r * job.units);
@@ -1143,6 +1276,85 @@ void gemv_rows(const Job<ActivationGroup<Digits>>& job, int64_t begin, int64_t e
   int64_t j = begin;
   for (; j + kGemvRows <= end; j += kGemvRows) gemv_rows_into<F, Digits, kGemvRows, M>(job, j, end);
   for (; j < end; ++j) gemv_rows_into<F, Digits, 1, M>(job, j, end);
+}
+
+// Words for the packed gemv, rounded as quantize_row rounds two digits.
+inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
+  const int64_t count = k / 32;
+  out.resize(m, k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t b = 0; b < count; ++b) {
+      const RoundedBlock<2> r = round_block<2>(x + i * k + 32 * b);
+      __m256i value[4];
+      for (int v = 0; v < 4; ++v) value[v] = _mm256_add_epi32(_mm256_slli_epi32(r.q[0][v], 8), r.q[1][v]);
+      int16_t* q = out.q.data() + i * k + 32 * b;
+      // packs interleaves 128-bit lanes; the permutation restores the order.
+      for (int h = 0; h < 2; ++h)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * h),
+                            _mm256_permute4x64_epi64(_mm256_packs_epi32(value[2 * h], value[2 * h + 1]), 0xd8));
+      const size_t at = static_cast<size_t>(i * count + b);
+      out.scale[at] = r.scale;
+      out.sum[at] = r.scale * static_cast<float>(hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(value[0], value[1]),
+                                                                             _mm256_add_epi32(value[2], value[3]))));
+    }
+}
+
+// Q4_K's gemv on rows packed side by side (packed_rows.hpp), as AVX-512's but in two
+// vectors of eight rows: vpmaddwd meets a row's two codes with the broadcast activation
+// pair, and a sub-block's sums are scaled once per eight rows.
+
+
+template <int M>
+void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m256 (&out)[M][2]) {
+  const int64_t blocks = x.k / 32;
+  for (int i = 0; i < M; ++i) out[i][0] = out[i][1] = fzero();
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ4_KTile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    for (int p = 0; p < 4; ++p) {
+      __m256i sums[2][M][2];
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < M; ++i) sums[h][i][0] = sums[h][i][1] = izero();
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        for (int half = 0; half < 2; ++half) {
+          const __m256i words = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.codes[p][j] + 16 * half)));
+          const __m256i codes[2] = {_mm256_and_si256(words, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(words, 4)};
+          for (int i = 0; i < M; ++i)
+            for (int h = 0; h < 2; ++h) {
+              int32_t pair;
+              std::memcpy(&pair, x.q.data() + i * x.k + u * kSuperBlock + 64 * p + 32 * h + 2 * j, sizeof pair);
+              sums[h][i][half] = _mm256_add_epi32(sums[h][i][half], _mm256_madd_epi16(codes[h], _mm256_set1_epi32(pair)));
+            }
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * p + h;
+        for (int half = 0; half < 2; ++half) {
+          const __m256 scale = _mm256_mul_ps(rows_f16(t.d + 8 * half), rows_u8(t.sc[s] + 8 * half));
+          const __m256 min = _mm256_mul_ps(rows_f16(t.dmin + 8 * half), rows_u8(t.mn[s] + 8 * half));
+          for (int i = 0; i < M; ++i) {
+            const int64_t b = i * blocks + 8 * u + s;
+            out[i][half] = _mm256_fmadd_ps(to_float(sums[h][i][half]), _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[b])), out[i][half]);
+            out[i][half] = _mm256_fnmadd_ps(min, _mm256_set1_ps(x.sum[b]), out[i][half]);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int M>
+void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
+  const int64_t units = job.k / kSuperBlock;
+  for (int64_t j = begin; j < end; j += kPackedRows) {
+    __m256 out[M][2];
+    packed_group<M>(job.packed + (j / kPackedRows) * units, units, *job.x, out);
+    for (int half = 0; half < 2; ++half) {
+      const __m256 bias = job.bias ? _mm256_loadu_ps(job.bias + j + 8 * half) : fzero();
+      for (int i = 0; i < M; ++i) _mm256_storeu_ps(job.y + i * job.n + j + 8 * half, _mm256_add_ps(out[i][half], bias));
+    }
+  }
 }
 
 #endif
@@ -1214,8 +1426,8 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 }
 
-#if defined(ORZO_Q8_VNNI)
-// A few activation rows against Q4_K weights (word_tile, or packed_group where packed).
+// A few activation rows against Q4_K weights: packed_group where packed, else on AVX-512
+// word_tile on the rows as stored.
 void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   static_assert(kGemvMaxRows == 2, "one case per row count");
   const int64_t k = w.cols();
@@ -1230,11 +1442,14 @@ void word_product(const float* x, int64_t m, const TensorView& w, float* y, Thre
     }, kGrain);
     return;
   }
+#if defined(ORZO_Q8_VNNI)
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
     if (m == 2) word_rows<Q4_KFormat, 2>(job, begin, end); else word_rows<Q4_KFormat, 1>(job, begin, end);
   }, kGrain);
-}
+#else
+  throw std::logic_error("word_product: " + w.name + " is not packed");
 #endif
+}
 
 #endif
 
@@ -1268,6 +1483,8 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
 #if defined(ORZO_Q8_VNNI)
   if (w.dtype == DType::Q4_K) return word_product(x, m, w, y, pool, bias);
+#else
+  if (w.packed) return word_product(x, m, w, y, pool, bias);
 #endif
   product<GemvActivationOf<2>, true>(x, m, w, y, pool, bias);
 }
