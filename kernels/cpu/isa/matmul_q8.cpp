@@ -726,13 +726,6 @@ void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
   for (; j < end; ++j) word_rows_into<F, 1, M>(job, j, end);
 }
 
-// Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds two weights of
-// one sub-block for 16 rows, so vpdpwssd meets them with the activation pair broadcast, and
-// a sub-block's sums are scaled once for all 16 rows, with no horizontal sum at the end.
-// Per row and sub-block the integer sum is word_tile's, then scaled and added in another
-// order: the two agree to f32 rounding.
-
-
 // Words e, e + 1 of activation row i in every lane.
 inline __m512i activation_pair(const WordRows& x, int64_t i, int64_t e) {
   int32_t pair;
@@ -740,6 +733,11 @@ inline __m512i activation_pair(const WordRows& x, int64_t i, int64_t e) {
   return _mm512_set1_epi32(pair);
 }
 
+// Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds two weights of
+// one sub-block for 16 rows, so vpdpwssd meets them with the activation pair broadcast, and
+// a sub-block's sums are scaled once for all 16 rows, with no horizontal sum at the end.
+// Per row and sub-block the integer sum is word_tile's, then scaled and added in another
+// order: the two agree to f32 rounding.
 template <int M>
 void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m512 (&out)[M]) {
   const int64_t blocks = x.k / 32;
@@ -868,7 +866,6 @@ inline __m256i pack_codes(const __m256i (&q)[4]) {
   return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Rounds to nearest (even on ties, the default MXCSR mode); a block of zeros has scale 0.
 // One 32-float block of x rounded: q[digit][i] holds the codes of x[8i .. 8i + 7], and the
 // block's value is scale * (256 * q[0] + q[1]) with two digits. Rounds to nearest (even on
 // ties, the default MXCSR mode); a block of zeros has scale 0.
@@ -1136,9 +1133,6 @@ inline void transpose_pairs(const uint8_t (*pairs)[2 * kPackedRows], __m256i (&r
   }
 }
 
-// A packed group's 16 rows straight into their weight groups, `stride` groups a row apart:
-// decode_row's groups of the rows as stored, bit for bit (the same codes, and the scales
-// the same products d * code), without the stored bytes between.
 // Eight rows of a packed tile's (packed_rows.hpp) f16 scale, or of a byte scale, as f32 lanes.
 inline __m256 rows_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline __m256 rows_u8(const uint8_t* p) {
@@ -1179,6 +1173,9 @@ inline void row_scales(const PackedQ4_KTile& t, RowScales& out) {
   }
 }
 
+// A packed group's 16 rows straight into their weight groups, `stride` groups a row apart:
+// decode_row's groups of the rows as stored, bit for bit (the same codes, and the scales
+// the same products d * code), without the stored bytes between.
 inline void decode_packed_rows(const PackedQ4_KTile* tiles, int64_t units, WeightGroup* out, int64_t stride) {
   static_assert(Q4_KFormat::kBias == 0 && Q4_KFormat::kSubs == 2 * kGroupBlocks, "two groups a super-block");
   for (int64_t u = 0; u < units; ++u) {
@@ -1189,9 +1186,9 @@ inline void decode_packed_rows(const PackedQ4_KTile* tiles, int64_t units, Weigh
     for (int part = 0; part < 2; ++part) {  // sub-blocks 4 part .. 4 part + 3
       __m256i qs[2][kPackedRows];
       for (int c = 0; c < 2; ++c) transpose_pairs(t.codes[2 * part + c], qs[c]);
+      const __m256i low = _mm256_set1_epi8(0x0f);
       for (int r = 0; r < kPackedRows; ++r) {
         WeightGroup& o = out[r * stride + 2 * u + part];
-        const __m256i low = _mm256_set1_epi8(0x0f);
         __m256i codes[kGroupBlocks];
         for (int c = 0; c < 2; ++c) {
           codes[2 * c] = _mm256_and_si256(qs[c][r], low);
@@ -1302,8 +1299,6 @@ inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) 
 // Q4_K's gemv on rows packed side by side (packed_rows.hpp), as AVX-512's but in two
 // vectors of eight rows: vpmaddwd meets a row's two codes with the broadcast activation
 // pair, and a sub-block's sums are scaled once per eight rows.
-
-
 template <int M>
 void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m256 (&out)[M][2]) {
   const int64_t blocks = x.k / 32;
@@ -1311,6 +1306,7 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
     prefetch_tile(tiles, u);
+    const __m256 d[2] = {rows_f16(t.d), rows_f16(t.d + 8)}, dmin[2] = {rows_f16(t.dmin), rows_f16(t.dmin + 8)};
     for (int p = 0; p < 4; ++p) {
       __m256i sums[2][M][2];
       for (int h = 0; h < 2; ++h)
@@ -1331,8 +1327,8 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
       for (int h = 0; h < 2; ++h) {
         const int s = 2 * p + h;
         for (int half = 0; half < 2; ++half) {
-          const __m256 scale = _mm256_mul_ps(rows_f16(t.d + 8 * half), rows_u8(t.sc[s] + 8 * half));
-          const __m256 min = _mm256_mul_ps(rows_f16(t.dmin + 8 * half), rows_u8(t.mn[s] + 8 * half));
+          const __m256 scale = _mm256_mul_ps(d[half], rows_u8(t.sc[s] + 8 * half));
+          const __m256 min = _mm256_mul_ps(dmin[half], rows_u8(t.mn[s] + 8 * half));
           for (int i = 0; i < M; ++i) {
             const int64_t b = i * blocks + 8 * u + s;
             out[i][half] = _mm256_fmadd_ps(to_float(sums[h][i][half]), _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[b])), out[i][half]);
