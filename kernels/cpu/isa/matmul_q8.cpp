@@ -391,6 +391,7 @@ inline void decode_packed_strip(const PackedQ4_KTile* tiles, int64_t units, Stri
   static_assert(kPackedRows == kStripRows && Q4_KFormat::kBias == 0);
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
+    prefetch_tile(tiles, u);
     StripOf<Q4_KFormat>* o = out + 8 * u;
     const __m512 d = rows_f16(t.d), dmin = rows_f16(t.dmin);
     for (int s = 0; s < 8; ++s) {
