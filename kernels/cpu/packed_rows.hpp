@@ -1,6 +1,6 @@
 #pragma once
-// Q4_K matrices regrouped 16 rows side by side, the layout of the AVX-512 gemv on words
-// (kernels/cpu/isa/matmul_q8.cpp, KernelTable::reads_packed_rows). As stored, a vector
+// Q4_K matrices regrouped 16 rows side by side, the layout of the gemv on words (AVX-512
+// and AVX2: kernels/cpu/isa/matmul_q8.cpp, KernelTable::reads_packed_rows). As stored, a vector
 // holds one row's codes, so each 32 weights cost a convert and a scaling of their own and
 // every row ends in a horizontal sum; side by side, a vector holds two codes of each of 16
 // rows, one broadcast activation pair meets all of them, and a row's scalings and sums are
