@@ -91,6 +91,13 @@ struct WordRows {
   }
 };
 
+// Words e, e + 1 of activation row i as one 32-bit lane, for a broadcast.
+inline int32_t word_pair(const WordRows& x, int64_t i, int64_t e) {
+  int32_t pair;
+  std::memcpy(&pair, x.q.data() + i * x.k + e, sizeof pair);
+  return pair;
+}
+
 // Tiles of packed rows (packed_rows.hpp) fetched this far ahead of tile u: with the
 // hardware prefetchers alone a 2-thread AVX-512 gemv read 29-34 GB/s of this Zen 4's 49
 // (matmul_bench q8/packed); one tile ahead 25-31, two 40-45, four 35-40. Past the last
@@ -727,13 +734,6 @@ void word_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
   for (; j < end; ++j) word_rows_into<F, 1, M>(job, j, end);
 }
 
-// Words e, e + 1 of activation row i in every lane.
-inline __m512i activation_pair(const WordRows& x, int64_t i, int64_t e) {
-  int32_t pair;
-  std::memcpy(&pair, x.q.data() + i * x.k + e, sizeof pair);
-  return _mm512_set1_epi32(pair);
-}
-
 // Q4_K's gemv on rows packed side by side (packed_rows.hpp): a vector holds two weights of
 // one sub-block for 16 rows, so vpdpwssd meets them with the activation pair broadcast, and
 // a sub-block's sums are scaled once for all 16 rows, with no horizontal sum at the end.
@@ -758,7 +758,7 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
         const __m512i codes[2] = {_mm512_and_si512(words, _mm512_set1_epi16(0x0f)), _mm512_srli_epi16(words, 4)};
         for (int i = 0; i < M; ++i)
           for (int h = 0; h < 2; ++h)
-            sums[h][i][j % 2] = _mm512_dpwssd_epi32(sums[h][i][j % 2], codes[h], activation_pair(x, i, u * kSuperBlock + 64 * p + 32 * h + 2 * j));
+            sums[h][i][j % 2] = _mm512_dpwssd_epi32(sums[h][i][j % 2], codes[h], _mm512_set1_epi32(word_pair(x, i, u * kSuperBlock + 64 * p + 32 * h + 2 * j)));
       }
       for (int h = 0; h < 2; ++h) {
         const int s = 2 * p + h;
@@ -1319,9 +1319,8 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
           const __m256i codes[2] = {_mm256_and_si256(words, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(words, 4)};
           for (int i = 0; i < M; ++i)
             for (int h = 0; h < 2; ++h) {
-              int32_t pair;
-              std::memcpy(&pair, x.q.data() + i * x.k + u * kSuperBlock + 64 * p + 32 * h + 2 * j, sizeof pair);
-              sums[h][i][half] = _mm256_add_epi32(sums[h][i][half], _mm256_madd_epi16(codes[h], _mm256_set1_epi32(pair)));
+              const __m256i pair = _mm256_set1_epi32(word_pair(x, i, u * kSuperBlock + 64 * p + 32 * h + 2 * j));
+              sums[h][i][half] = _mm256_add_epi32(sums[h][i][half], _mm256_madd_epi16(codes[h], pair));
             }
         }
       }
