@@ -112,6 +112,14 @@ void default_matmul(const float* x, int64_t m, const TensorView& w, float* y, or
 }
 
 
+// matmul() as the engine's stages call it on BF16 weights: activations rounded to bf16
+// where the CPU has AVX-512 BF16 (MatmulOptions).
+void bf16_matmul(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& pool, const float* bias) {
+  orzo::cpu::MatmulOptions options;
+  options.bf16_activations = true;
+  orzo::cpu::matmul(x, m, w, y, pool, bias, options);
+}
+
 void run_on(benchmark::State& state, Kernel kernel, const Weights& w, int64_t m) {
   const int64_t n = w.n, k = w.k;
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
@@ -155,12 +163,13 @@ void register_all() {
     }
   }
   for (Shape s : {Shape{2048, 8192}, Shape{8192, 2048}, Shape{1024, 2816}, Shape{2816, 1024}}) {
-    for (int64_t m : {4, 16, 32, 512}) {
-      benchmark::RegisterBenchmark(("matmul/F16/m" + std::to_string(m) + "/" + shape_name(s)).c_str(),
-                                   [=](benchmark::State& st) { run(st, default_matmul, DType::F16, m, s.n, s.k); })
-          ->Unit(benchmark::kMicrosecond)
-          ->UseRealTime();
-    }
+    for (DType t : {DType::F16, DType::BF16})
+      for (int64_t m : {4, 16, 32, 512}) {
+        benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s)).c_str(),
+                                     [=](benchmark::State& st) { run(st, t == DType::BF16 ? bf16_matmul : default_matmul, t, m, s.n, s.k); })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
   }
   // The f32 kernels (direct and sgemm) and the integer ones (one digit, two on strips, two
   // as stored for a few rows) for block types
