@@ -25,12 +25,6 @@ void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-// Whether products under `options` take matmul_q16_gemv at a few rows, and so read the
-// rows packed where the active level does: the opt-in one-digit and batch-invariant paths
-// never do, so a copy would only cost memory there.
-bool reads_packed(const cpu::MatmulOptions& options) {
-  return cpu::kernels().reads_packed_rows && !options.int8_activations && !options.batch_invariant;
-}
 
 }  // namespace
 
@@ -56,7 +50,11 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
     for (int t = 0; t < pool_.size(); ++t) serial_pools_.emplace_back(1);
   for (int64_t l = range_.begin; l < range_.end; ++l) layers_.push_back(model_->layer(l));
   lm_head_ = model_->lm_head();
-  if (reads_packed(matmul_)) {
+  // Every product of the levels that read packed rows reads them under every option: the
+  // word gemvs, and the strips of both digit counts, which unpack a tile more cheaply than
+  // they transpose 16 stored rows (the one-digit path's decode of one sequence: see
+  // BENCHMARKS.md).
+  if (cpu::kernels().reads_packed_rows) {
     const auto pack = [&](TensorView& w, bool stored_rows_read = false) {
       if (PackedMatrix p = use_packed_rows(w, stored_rows_read)) packed_.push_back(std::move(p));
     };
