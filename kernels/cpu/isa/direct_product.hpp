@@ -241,8 +241,7 @@ void dot_rows(const uint8_t* w, const uint8_t* next, size_t row_bytes, const typ
         }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int i = 0; i < M; ++i) out[r][i] = vsum(acc[r][i]);
+  vsums(&acc[0][0], R * M, &out[0][0]);
   if constexpr (!F::kBlocked) {
     for (int64_t c = steps * F::kStep; c < k; ++c) {
       const typename X::T* xc = x + (c / X::kPerVec) * M * X::kPerVec + c % X::kPerVec;
