@@ -191,7 +191,11 @@ def pairs(build, threads, count):
 
 
 def plot(rows, paired, threads, path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"(no matplotlib: {path} not drawn; the tables and the JSON hold every figure)")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -240,8 +244,6 @@ def main():
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
-    plot(rows, paired, a.threads, a.png)
-
     print("| concurrency | requests | output tok/s | total tok/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms "
           "| ITL p50 ms | E2E p50 ms | failed |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -261,6 +263,7 @@ def main():
     print(f"| median | {med['serve_tps']:,.0f} | {med['actors_tps']:,.0f} | {med['ratio']:.3f} | | | "
           f"{med['cpu_overhead_us_per_token']:.2f} | {med['wall_overhead_us_per_token']:.2f} | "
           f"{med['client_cpu_us_per_token']:.2f} |")
+    plot(rows, paired, a.threads, a.png)
 
 
 if __name__ == "__main__":
