@@ -25,7 +25,6 @@ void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-
 }  // namespace
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
