@@ -3,6 +3,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +20,7 @@ namespace orzo::cpu {
   namespace ns {               \
   const KernelTable& kernel_table(); \
   const KernelTable& kernel_table_bf16(); \
+  const KernelTable& kernel_table_amx(); \
   }
 #if defined(ORZO_HAVE_ISA_NATIVE)
 ORZO_DECLARE_LEVEL(isa_native)
@@ -34,7 +39,9 @@ namespace {
 
 std::vector<const KernelTable*> built_tables() {
 #if defined(ORZO_HAVE_ISA_NATIVE)
-#if defined(__AVX512BF16__) && defined(__AVX512VNNI__)
+#if defined(__AVX512BF16__) && defined(__AVX512VNNI__) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  return {&isa_native::kernel_table(), &isa_native::kernel_table_bf16(), &isa_native::kernel_table_amx()};
+#elif defined(__AVX512BF16__) && defined(__AVX512VNNI__)
   return {&isa_native::kernel_table(), &isa_native::kernel_table_bf16()};
 #else
   return {&isa_native::kernel_table()};
@@ -48,6 +55,9 @@ std::vector<const KernelTable*> built_tables() {
 #if defined(ORZO_HAVE_ISA_AVX512)
       &isa_avx512::kernel_table(),
       &isa_avx512::kernel_table_bf16(),
+#if defined(__GNUC__) && !defined(__clang__)
+      &isa_avx512::kernel_table_amx(),
+#endif
 #endif
   };
 #endif
@@ -61,8 +71,28 @@ bool has_f16c() {
 }
 #endif
 
+// Whether the CPU has AMX tiles with BF16 (CPUID leaf 7: EDX bits 22 and 24) and Linux lets
+// this process use them. The tile data is 8 KiB of state a thread switch must save, so
+// Linux hands it out only on request (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, from
+// 5.16), once for the whole process; a kernel or hypervisor that refuses leaves the level
+// out rather than let the first tile instruction die of SIGILL.
+bool amx_usable() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool usable = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if ((edx & (1u << 22)) == 0 || (edx & (1u << 24)) == 0) return false;
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
 // Whether this CPU (and the OS, which must save the wider registers) runs a level;
-// __builtin_cpu_supports checks both.
+// __builtin_cpu_supports checks both, amx_usable() the tiles.
 bool cpu_runs(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -76,6 +106,7 @@ bool cpu_runs(Isa isa) {
     case Isa::Avx2: return avx2;
     case Isa::Avx512Vnni: return avx512;
     case Isa::Avx512Bf16: return avx512 && __builtin_cpu_supports("avx512bf16");
+    case Isa::Avx512Amx: return avx512 && __builtin_cpu_supports("avx512bf16") && amx_usable();
   }
   return false;
 #else
@@ -116,6 +147,7 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512Vnni: return "avx512-vnni";
     case Isa::Avx512Bf16: return "avx512-bf16";
+    case Isa::Avx512Amx: return "avx512-amx";
   }
   return "?";
 }

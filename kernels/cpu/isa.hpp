@@ -26,13 +26,18 @@ enum class Isa {
   Avx2,        // AVX2 + FMA + F16C (x86-64-v3: Haswell, Zen 1 and later)
   Avx512Vnni,  // AVX-512 F/BW/VL/DQ/CD + VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4)
   Avx512Bf16,  // the same + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4): matmul_bf16
+  Avx512Amx,   // the same + AMX tiles with BF16 (Sapphire Rapids and later): matmul_bf16_tiles
 };
 
-constexpr Isa kAllIsas[] = {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16};
+constexpr Isa kAllIsas[] = {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Avx512Amx};
 
-const char* isa_name(Isa isa);  // "portable", "avx2", "avx512-vnni", "avx512-bf16"
+const char* isa_name(Isa isa);  // "portable", "avx2", "avx512-vnni", "avx512-bf16", "avx512-amx"
 std::string isa_names();        // all of them, comma-separated, for messages
 std::optional<Isa> parse_isa(std::string_view name);
+
+// The depth of k an AMX tile takes a step: KernelTable::matmul_bf16_tiles wants k a
+// multiple of it.
+constexpr int64_t kBf16TileDepth = 32;
 
 // The most activation rows KernelTable::matmul_q16_gemv takes.
 constexpr int64_t kGemvMaxRows = 2;
@@ -70,6 +75,11 @@ struct KernelTable {
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;
+  // matmul_bf16's arithmetic on AMX tiles (bf16 pairs, f32 sums in another order), for
+  // rows of k a multiple of kBf16TileDepth, from bf16_tiles_from_rows rows; null where the
+  // level has no AMX.
+  MatmulKernel matmul_bf16_tiles;
+  int64_t bf16_tiles_from_rows;
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
   void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale,
                       float score_cap);

@@ -15,9 +15,10 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   if (k % dtype_block_elems(w.dtype) != 0)
     throw std::invalid_argument("matmul: " + w.name + " has rows of " + std::to_string(k) +
                                 " elements, not whole quant blocks");
-  // The opt-in integer and bf16 paths are taken at every m or at none, decode included: one
-  // arithmetic for a row whatever batch it rides in. The default two digits are too under
-  // batch_invariant.
+  // The opt-in integer path is taken at every m or at none, decode included: one arithmetic
+  // for a row whatever batch it rides in. The default two digits and bf16 products are too
+  // under batch_invariant; otherwise bf16 products of many rows run on AMX tiles where the
+  // level has them, their sums in another order.
   const KernelTable& kernel = kernels();
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
@@ -26,7 +27,9 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
            (options.batch_invariant || blas_core().suited || x_bytes <= kernel.q16_max_bytes))
     (m >= kStripsFromRows || options.batch_invariant ? kernel.matmul_q16 : kernel.matmul_q16_gemv)(x, m, w, y, pool, bias);
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
-    kernel.matmul_bf16(x, m, w, y, pool, bias);
+    (kernel.matmul_bf16_tiles && !options.batch_invariant && m >= kernel.bf16_tiles_from_rows && k % kBf16TileDepth == 0
+         ? kernel.matmul_bf16_tiles
+         : kernel.matmul_bf16)(x, m, w, y, pool, bias);
   else if (options.batch_invariant || blas_core().suited || x_bytes <= kernel.direct_l2_bytes ||
            (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     kernel.matmul_direct(x, m, w, y, pool, bias);

@@ -28,13 +28,17 @@ namespace orzo::cpu {
 //   instruction, the f32 path. The engine's stages take it by default (StageOptions;
 //   `--f32-activations` opts out): on a Zen 4 it doubled a 512-token prompt of BF16
 //   weights, which the f32 path cannot bring past llama.cpp's, and left decode as it was.
-// Each of these paths is batch-invariant: a row's result never depends on m. The default
-// is not, by rounding only: past the level's crossover (isa.hpp) the f32 path hands the
-// product to sgemm, whose blocking depends on m, and block types move from
-// matmul_q16_gemv to strips at kStripsFromRows, which sum in another order.
+//   Where the CPU has AMX tiles (the avx512-amx level), products of many rows run on them:
+//   the same bf16 pairs, summed in f32 in another order.
+// The int8 path is batch-invariant: a row's result never depends on m. The default is not,
+// by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
+// sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at
+// kStripsFromRows, and bf16 products to AMX tiles at the level's bf16_tiles_from_rows, each
+// summing in another order.
 // batch_invariant keeps one arithmetic at every m (vLLM's batch-invariant mode;
 // `--batch-invariant`): strips for block types where the level has two digits, even for
-// one row, and the direct kernel for the rest, at sgemm's advantage for large prompt chunks.
+// one row, vdpbf16ps for bf16 products, and the direct kernel for the rest, at the
+// advantage of sgemm and the tiles for large prompt chunks.
 struct MatmulOptions {
   bool int8_activations = false;
   bool bf16_activations = false;

@@ -23,6 +23,9 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
 #if ORZO_SIMD_BF16_DOT
 void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #endif
+#if ORZO_SIMD_AMX
+void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+#endif
 // Attention queries per tile: one vector register's worth of floats (twice AVX2's 8
 // would not fit its 16 registers).
 constexpr int kTileLanes = ORZO_SIMD_AVX512 ? 16 : 8;
@@ -41,6 +44,10 @@ const KernelTable& kernel_table();
 #if ORZO_SIMD_BF16_DOT
 // The same level with the BF16 dot product: the avx512-bf16 level (or a native build's).
 const KernelTable& kernel_table_bf16();
+#endif
+#if ORZO_SIMD_AMX
+// The same with AMX tiles for the bf16 products of many rows: the avx512-amx level.
+const KernelTable& kernel_table_amx();
 #endif
 
 }  // namespace orzo::cpu::ORZO_ISA_NS

@@ -62,6 +62,7 @@ const KernelTable& kernel_table() {
 #endif
       ORZO_SIMD_AVX2 != 0,  // reads_packed_rows: the word gemvs'
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
+      nullptr, 0,  // matmul_bf16_tiles: kernel_table_amx's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
   };
   return table;
@@ -73,6 +74,22 @@ const KernelTable& kernel_table_bf16() {
     KernelTable t = kernel_table();
     t.isa = Isa::Avx512Bf16;
     t.matmul_bf16 = matmul_bf16;
+    return t;
+  }();
+  return table;
+}
+#endif
+
+#if ORZO_SIMD_AMX
+// From how many rows the tiles lead vdpbf16ps (matmul_bench matmul/BF16/, Emerald Rapids).
+constexpr int64_t kBf16TilesFromRows = 16;
+
+const KernelTable& kernel_table_amx() {
+  static const KernelTable table = [] {
+    KernelTable t = kernel_table_bf16();
+    t.isa = Isa::Avx512Amx;
+    t.matmul_bf16_tiles = matmul_bf16_tiles;
+    t.bf16_tiles_from_rows = kBf16TilesFromRows;
     return t;
   }();
   return table;

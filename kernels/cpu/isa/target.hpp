@@ -25,6 +25,9 @@
 // The AVX-512 compilation also holds the BF16 dot-product kernel, inside its own
 // ORZO_TARGET_BF16 region; the avx512-bf16 level is that compilation plus it.
 #define ORZO_SIMD_BF16_DOT (ORZO_ISA_LEVEL >= 2)
+// And, in a region of its own again, the AMX tile kernel (matmul_amx.cpp): the avx512-amx
+// level is the avx512-bf16 level plus it. GCC alone spells its pragma.
+#define ORZO_SIMD_AMX (ORZO_ISA_LEVEL >= 2)
 #else
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define ORZO_SIMD_AVX2 1
@@ -44,6 +47,11 @@
 #else
 #define ORZO_SIMD_BF16_DOT 0
 #endif
+#if ORZO_SIMD_BF16_DOT && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define ORZO_SIMD_AMX 1
+#else
+#define ORZO_SIMD_AMX 0
+#endif
 #endif
 
 // Two steps, so that ORZO_TARGET_ISA is expanded before it is made a string.
@@ -54,6 +62,7 @@
 // prefer-vector-width: GCC's generic tuning would split vectorized loops to 256 bits.
 #define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,prefer-vector-width=512"
 #define ORZO_TARGET_ISA_BF16 "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,avx512bf16,prefer-vector-width=512"
+#define ORZO_TARGET_ISA_AMX "avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,avx512bf16,amx-tile,amx-bf16,prefer-vector-width=512"
 #else
 #define ORZO_TARGET_ISA "avx2,fma,f16c,bmi,bmi2,popcnt"
 #endif
@@ -63,12 +72,16 @@
 #define ORZO_TARGET_BEGIN
 #define ORZO_TARGET_END
 #endif
-// The same for code that also uses AVX-512 BF16 (matmul_bf16.cpp), used in place of
-// ORZO_TARGET_BEGIN/END.
+// The same for code that also uses AVX-512 BF16 (matmul_bf16.cpp), or AMX as well
+// (matmul_amx.cpp), used in place of ORZO_TARGET_BEGIN/END.
 #if defined(ORZO_ISA_LEVEL) && ORZO_ISA_LEVEL >= 2
 #define ORZO_TARGET_BF16_BEGIN ORZO_TARGET_PRAGMA(GCC push_options) ORZO_TARGET_PRAGMA(GCC target(ORZO_TARGET_ISA_BF16))
 #define ORZO_TARGET_BF16_END ORZO_TARGET_PRAGMA(GCC pop_options)
+#define ORZO_TARGET_AMX_BEGIN ORZO_TARGET_PRAGMA(GCC push_options) ORZO_TARGET_PRAGMA(GCC target(ORZO_TARGET_ISA_AMX))
+#define ORZO_TARGET_AMX_END ORZO_TARGET_PRAGMA(GCC pop_options)
 #else
 #define ORZO_TARGET_BF16_BEGIN ORZO_TARGET_BEGIN
 #define ORZO_TARGET_BF16_END ORZO_TARGET_END
+#define ORZO_TARGET_AMX_BEGIN ORZO_TARGET_BEGIN
+#define ORZO_TARGET_AMX_END ORZO_TARGET_END
 #endif

@@ -1,0 +1,211 @@
+// BF16 weights against activations rounded to bf16, on AMX tiles (Sapphire Rapids and
+// later): the arithmetic of matmul_bf16 (bf16 pairs multiplied exactly, summed in f32), at
+// the rate of a matrix unit, for products of many activation rows. Compiled with the
+// AVX-512 level only, inside a region that also enables AMX; the avx512-amx level is that
+// level's BF16 table with this kernel for the rows matmul() hands it (kernels/cpu/matmul.cpp).
+//
+// A tile is 16 rows of 64 bytes. TDPBF16PS C += A * B takes A as 16 rows of 32 bf16 and B
+// as 16 rows of 16 bf16 pairs, pair (r, j) holding elements 2r and 2r + 1 of B's column j.
+// Weights are A, read where they are stored (16 weight rows, 32 of their k at the row
+// stride), so nothing of them is copied; activations are B, rounded and laid out in pairs
+// once per call. C[i][j] is then weight row i against activation row j: y transposed,
+// turned around in registers on the way out.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/quant_blocks.hpp"
+#include "kernels/cpu/isa/entry_points.hpp"
+#include "kernels/cpu/isa/simd.hpp"
+
+#if ORZO_SIMD_AMX
+ORZO_TARGET_AMX_BEGIN
+namespace orzo::cpu::ORZO_ISA_NS {
+namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
+
+constexpr int64_t kTile = 16;        // rows of a tile, and weight or activation rows per tile
+constexpr int64_t kDepth = 32;       // bf16 of k per tile row
+constexpr int64_t kTileBytes = 1024;
+// A pass is 2 x 2 tiles of C: 32 weight rows against 32 activation rows, each weight and
+// activation tile loaded once per step of k for two products. Registers: C in 0-3
+// (2 * weight tile + activation tile), weights in 4-5, activations in 6-7.
+constexpr int64_t kPassRows = 2 * kTile;
+// Activation rows whose tiles (rows * k * 2 bytes) stay within this share of L2 while every
+// weight row passes over them.
+constexpr int64_t kActivationBlockBytes = int64_t{768} << 10;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Every tile is 16 rows of 64 bytes. The configuration is the thread's: each thread of the
+// pool sets it before its share and releases the tiles after, so that a thread switch
+// between calls saves no tile state.
+void configure_tiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = kTile;
+  }
+  _tile_loadconfig(&config);
+}
+
+// Activation rows [first, last) of x into B tiles: for each group of 16 rows (zero rows past
+// m) and each 32 of k, a 1 KiB tile whose row r holds every activation row's pair r, group
+// after group, the steps of a group contiguous.
+void pack_pairs(const float* x, int64_t m, int64_t k, int64_t first, int64_t last, uint32_t* packed) {
+  const int64_t steps = k / kDepth;
+  const __m512i columns = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(static_cast<int>(kTile)));
+  for (int64_t i = first; i < last; ++i) {
+    uint32_t* group = packed + (i / kTile) * steps * (kTileBytes / 4) + i % kTile;
+    if (i >= m) {
+      for (int64_t s = 0; s < steps; ++s)
+        _mm512_i32scatter_epi32(group + s * (kTileBytes / 4), columns, _mm512_setzero_si512(), 4);
+      continue;
+    }
+    const float* row = x + i * k;
+    for (int64_t s = 0; s < steps; ++s) {
+      const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + s * kDepth + 16), _mm512_loadu_ps(row + s * kDepth));
+      _mm512_i32scatter_epi32(group + s * (kTileBytes / 4), columns, (__m512i)pairs, 4);
+    }
+  }
+}
+
+// y[j][i] = c[i][j] (+ bias[i]) for the `rows` activation rows and `cols` weight rows of a
+// 16 x 16 block of C, through a transpose in registers.
+void store_transposed(const float* c, int64_t rows, int64_t cols, float* y, int64_t ldy, const float* bias) {
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(c + 16 * i);
+  // Pairs of rows, then fours (as 64-bit units), then 128-bit lanes across eights and
+  // sixteens: the textbook 16 x 16 transpose.
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    for (int h = 0; h < 2; ++h) {
+      const __m512d lo = _mm512_castps_pd(t[i + h]), hi = _mm512_castps_pd(t[i + 2 + h]);
+      v[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
+      v[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
+    }
+  }
+  for (int i = 0; i < 16; i += 8) {
+    for (int h = 0; h < 4; ++h) {
+      t[i + h] = _mm512_shuffle_f32x4(v[i + h], v[i + 4 + h], 0x88);
+      t[i + 4 + h] = _mm512_shuffle_f32x4(v[i + h], v[i + 4 + h], 0xdd);
+    }
+  }
+  for (int h = 0; h < 8; ++h) {
+    v[h] = _mm512_shuffle_f32x4(t[h], t[8 + h], 0x88);
+    v[8 + h] = _mm512_shuffle_f32x4(t[h], t[8 + h], 0xdd);
+  }
+  // v[j] is now column j of c: activation row j's outputs for the 16 weight rows.
+  const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1);
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
+  for (int j = 0; j < rows; ++j) _mm512_mask_storeu_ps(y + j * ldy, mask, _mm512_add_ps(v[j], b));
+}
+
+struct Job {
+  const uint32_t* pairs;  // pack_pairs' tiles of every activation row, m rounded up to kPassRows
+  int64_t m, k;
+  const uint8_t* w;
+  int64_t row_bytes;  // of a stored weight row
+  int64_t n;
+  float* y;
+  const float* bias;
+};
+
+// 32 weight rows (from `w`, `stride` apart) against activation rows [i0, i0 + 32) over the
+// whole of k, into y's columns [n0, n0 + cols).
+void pass(const Job& job, const uint8_t* w, int64_t stride, int64_t n0, int64_t cols, int64_t i0, float (&c)[4][256]) {
+  const int64_t steps = job.k / kDepth;
+  const uint32_t* x0 = job.pairs + (i0 / kTile) * steps * (kTileBytes / 4);
+  const uint32_t* x1 = x0 + steps * (kTileBytes / 4);
+  const uint8_t* w1 = w + kTile * stride;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, w + s * 64, stride);
+    _tile_loadd(6, x0 + s * (kTileBytes / 4), 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, x1 + s * (kTileBytes / 4), 64);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, w1 + s * 64, stride);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+  _tile_stored(2, c[2], 64);
+  _tile_stored(3, c[3], 64);
+  for (int wt = 0; wt < 2; ++wt) {
+    const int64_t tile_cols = std::min(kTile, cols - wt * kTile);
+    if (tile_cols <= 0) break;
+    for (int at = 0; at < 2; ++at) {
+      const int64_t first = i0 + at * kTile, rows = std::min(kTile, job.m - first);
+      if (rows <= 0) break;
+      store_transposed(c[2 * wt + at], rows, tile_cols, job.y + first * job.n + n0 + wt * kTile, job.n,
+                       job.bias ? job.bias + n0 + wt * kTile : nullptr);
+    }
+  }
+}
+
+// Weight passes [begin, end) (32 rows each) against every activation row, a block of
+// activation rows at a time so that their tiles stay in L2 while the weights pass.
+void run_passes(const Job& job, int64_t begin, int64_t end) {
+  configure_tiles();
+  alignas(64) float c[4][256];
+  // The last pass may have fewer than 32 rows; a tile load must not run past the matrix,
+  // so those are copied into zeroed rows first.
+  thread_local std::vector<uint8_t> tail;
+  const int64_t block = std::max(kPassRows, kActivationBlockBytes / (2 * job.k) / kPassRows * kPassRows);
+  for (int64_t a0 = 0; a0 < job.m; a0 += block) {
+    const int64_t a1 = std::min(job.m, a0 + block);
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t n0 = p * kPassRows, cols = std::min(kPassRows, job.n - n0);
+      const uint8_t* w = job.w + n0 * job.row_bytes;
+      int64_t stride = job.row_bytes;
+      if (cols < kPassRows) {
+        const int64_t bytes = job.k * 2;
+        tail.assign(static_cast<size_t>(kPassRows * bytes), 0);
+        for (int64_t r = 0; r < cols; ++r) std::memcpy(tail.data() + r * bytes, w + r * job.row_bytes, static_cast<size_t>(bytes));
+        w = tail.data();
+        stride = bytes;
+      }
+      for (int64_t i0 = a0; i0 < a1; i0 += kPassRows) pass(job, w, stride, n0, cols, i0, c);
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  static_assert(kDepth == kBf16TileDepth);
+  const int64_t k = w.cols(), steps = k / kDepth;
+  const int64_t padded = (m + kPassRows - 1) / kPassRows * kPassRows;
+  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+  thread_local std::vector<uint32_t> pairs;
+  pairs.resize(std::max(pairs.size(), static_cast<size_t>(padded / kTile * steps * (kTileBytes / 4))));
+  uint32_t* const out = pairs.data();
+  pool.parallel_for(padded / kTile, [&](int64_t begin, int64_t end, int) {
+    pack_pairs(x, m, k, begin * kTile, end * kTile, out);
+  });
+  const Job job{out, m, k, static_cast<const uint8_t*>(w.data), static_cast<int64_t>(dtype_row_bytes(w.dtype, k)),
+                w.rows(), y, bias};
+  pool.parallel_for((job.n + kPassRows - 1) / kPassRows, [&](int64_t begin, int64_t end, int) { run_passes(job, begin, end); });
+}
+
+}  // namespace orzo::cpu::ORZO_ISA_NS
+ORZO_TARGET_AMX_END
+#endif
