@@ -164,7 +164,7 @@ void register_all() {
   }
   for (Shape s : {Shape{2048, 8192}, Shape{8192, 2048}, Shape{1024, 2816}, Shape{2816, 1024}}) {
     for (DType t : {DType::F16, DType::BF16})
-      for (int64_t m : {4, 16, 32, 512}) {
+      for (int64_t m : {4, 8, 16, 32, 512}) {
         benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s)).c_str(),
                                      [=](benchmark::State& st) { run(st, t == DType::BF16 ? bf16_matmul : default_matmul, t, m, s.n, s.k); })
             ->Unit(benchmark::kMicrosecond)

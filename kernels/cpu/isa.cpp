@@ -55,9 +55,7 @@ std::vector<const KernelTable*> built_tables() {
 #if defined(ORZO_HAVE_ISA_AVX512)
       &isa_avx512::kernel_table(),
       &isa_avx512::kernel_table_bf16(),
-#if defined(__GNUC__) && !defined(__clang__)
       &isa_avx512::kernel_table_amx(),
-#endif
 #endif
   };
 #endif

@@ -6,13 +6,13 @@
 //
 // A tile is 16 rows of 64 bytes. TDPBF16PS C += A * B takes A as 16 rows of 32 bf16 and B
 // as 16 rows of 16 bf16 pairs, pair (r, j) holding elements 2r and 2r + 1 of B's column j.
-// Weights are A, read where they are stored (16 weight rows, 32 of their k at the row
-// stride), so nothing of them is copied; activations are B, rounded and laid out in pairs
-// once per call. C[i][j] is then weight row i against activation row j: y transposed,
+// Weights are A: 32 rows a pass, laid out as their tiles once per block of activation rows
+// (pack_panel says why), or read where they are stored where a pass meets only 32
+// activation rows and the copy would not pay; activations are B, rounded and laid out in
+// pairs once per call. C[i][j] is then weight row i against activation row j: y transposed,
 // turned around in registers on the way out.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -32,9 +32,22 @@ constexpr int64_t kTileBytes = 1024;
 // activation tile loaded once per step of k for two products. Registers: C in 0-3
 // (2 * weight tile + activation tile), weights in 4-5, activations in 6-7.
 constexpr int64_t kPassRows = 2 * kTile;
-// Activation rows whose tiles (rows * k * 2 bytes) stay within this share of L2 while every
-// weight row passes over them.
-constexpr int64_t kActivationBlockBytes = int64_t{768} << 10;
+// Activation rows whose tiles (rows * k * 2 bytes) stay in L2 while every weight row passes
+// over them: three quarters of a Sapphire or Emerald Rapids core's 2 MiB (on an Emerald
+// Rapids, single-threaded, 512 rows: 1.1-1.5x 768 KiB's speed, 1.3-1.7x 384 KiB's, and
+// 3 or 8 MiB no faster).
+constexpr int64_t kActivationBlockBytes = int64_t{1536} << 10;
+
+// `count` elements of a thread's scratch `v`, reused across calls and never shrunk (a steady
+// loop neither allocates nor clears), from a cache line's start: a tile row of 64 bytes
+// that straddled two lines would cost two loads.
+template <class T>
+T* scratch_lines(std::vector<T>& v, int64_t count) {
+  constexpr size_t kSlack = 64 / sizeof(T);
+  v.resize(std::max(v.size(), static_cast<size_t>(count) + kSlack));
+  const auto at = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<T*>((at + 63) & ~uintptr_t{63});
+}
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -123,24 +136,48 @@ struct Job {
   const float* bias;
 };
 
-// 32 weight rows (from `w`, `stride` apart) against activation rows [i0, i0 + 32) over the
-// whole of k, into y's columns [n0, n0 + cols).
-void pass(const Job& job, const uint8_t* w, int64_t stride, int64_t n0, int64_t cols, int64_t i0, float (&c)[4][256]) {
+// The weight rows [n0, n0 + 32) of one pass as A tiles, the two of each step of k side by
+// side (2 KiB a step), rows past n zero. Read where they are stored, the 16 rows of a tile
+// lie a row's bytes apart, which for k a multiple of 1,024 puts them in one or two of L1's
+// sets, and every step misses; laid out once per pass they are read in order.
+void pack_panel(const Job& job, int64_t n0, uint8_t* panel) {
+  const int64_t steps = job.k / kDepth, rows = std::min(kPassRows, job.n - n0);
+  for (int64_t r = 0; r < kPassRows; ++r) {
+    uint8_t* dst = panel + (r / kTile) * kTileBytes + (r % kTile) * 64;
+    if (r >= rows) {
+      for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(dst + s * 2 * kTileBytes, _mm512_setzero_si512());
+      continue;
+    }
+    const uint8_t* src = job.w + (n0 + r) * job.row_bytes;
+    for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(dst + s * 2 * kTileBytes, _mm512_loadu_si512(src + s * 64));
+  }
+}
+
+// Where a pass's 32 weight rows are: step s of tile t (rows 16t..16t+15) starts at
+// base + t * tile_bytes + s * step_bytes, its rows `stride` apart.
+struct Panel {
+  const uint8_t* base;
+  int64_t tile_bytes, step_bytes, stride;
+};
+
+// A pass's weights against activation rows [i0, i0 + 32) over the whole of k, into y's
+// columns [n0, n0 + 32).
+void pass(const Job& job, const Panel& w, int64_t n0, int64_t i0, float (&c)[4][256]) {
   const int64_t steps = job.k / kDepth;
   const uint32_t* x0 = job.pairs + (i0 / kTile) * steps * (kTileBytes / 4);
   const uint32_t* x1 = x0 + steps * (kTileBytes / 4);
-  const uint8_t* w1 = w + kTile * stride;
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, w + s * 64, stride);
+    const uint8_t* w0 = w.base + s * w.step_bytes;
+    _tile_loadd(4, w0, w.stride);
     _tile_loadd(6, x0 + s * (kTileBytes / 4), 64);
     _tile_dpbf16ps(0, 4, 6);
     _tile_loadd(7, x1 + s * (kTileBytes / 4), 64);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, w1 + s * 64, stride);
+    _tile_loadd(5, w0 + w.tile_bytes, w.stride);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
@@ -149,40 +186,39 @@ void pass(const Job& job, const uint8_t* w, int64_t stride, int64_t n0, int64_t 
   _tile_stored(2, c[2], 64);
   _tile_stored(3, c[3], 64);
   for (int wt = 0; wt < 2; ++wt) {
-    const int64_t tile_cols = std::min(kTile, cols - wt * kTile);
-    if (tile_cols <= 0) break;
+    const int64_t cols = std::min(kTile, job.n - n0 - wt * kTile);
+    if (cols <= 0) break;
     for (int at = 0; at < 2; ++at) {
       const int64_t first = i0 + at * kTile, rows = std::min(kTile, job.m - first);
       if (rows <= 0) break;
-      store_transposed(c[2 * wt + at], rows, tile_cols, job.y + first * job.n + n0 + wt * kTile, job.n,
+      store_transposed(c[2 * wt + at], rows, cols, job.y + first * job.n + n0 + wt * kTile, job.n,
                        job.bias ? job.bias + n0 + wt * kTile : nullptr);
     }
   }
 }
 
 // Weight passes [begin, end) (32 rows each) against every activation row, a block of
-// activation rows at a time so that their tiles stay in L2 while the weights pass.
+// activation rows at a time so that their tiles stay in L2 while the weights pass. A pass
+// that meets one group of 32 activation rows reads its weights where they are stored;
+// one that meets more lays them out first, which pays for itself from the second (and
+// the last pass, if short of 32 rows, is laid out with zero rows so that no tile load
+// runs past the matrix).
 void run_passes(const Job& job, int64_t begin, int64_t end) {
   configure_tiles();
   alignas(64) float c[4][256];
-  // The last pass may have fewer than 32 rows; a tile load must not run past the matrix,
-  // so those are copied into zeroed rows first.
-  thread_local std::vector<uint8_t> tail;
+  thread_local std::vector<uint8_t> scratch;
+  uint8_t* const panel = scratch_lines(scratch, kPassRows * job.k * 2);
   const int64_t block = std::max(kPassRows, kActivationBlockBytes / (2 * job.k) / kPassRows * kPassRows);
   for (int64_t a0 = 0; a0 < job.m; a0 += block) {
     const int64_t a1 = std::min(job.m, a0 + block);
     for (int64_t p = begin; p < end; ++p) {
-      const int64_t n0 = p * kPassRows, cols = std::min(kPassRows, job.n - n0);
-      const uint8_t* w = job.w + n0 * job.row_bytes;
-      int64_t stride = job.row_bytes;
-      if (cols < kPassRows) {
-        const int64_t bytes = job.k * 2;
-        tail.assign(static_cast<size_t>(kPassRows * bytes), 0);
-        for (int64_t r = 0; r < cols; ++r) std::memcpy(tail.data() + r * bytes, w + r * job.row_bytes, static_cast<size_t>(bytes));
-        w = tail.data();
-        stride = bytes;
+      const int64_t n0 = p * kPassRows;
+      Panel w{job.w + n0 * job.row_bytes, kTile * job.row_bytes, 64, job.row_bytes};
+      if (a1 - a0 > kPassRows || job.n - n0 < kPassRows) {
+        pack_panel(job, n0, panel);
+        w = Panel{panel, kTileBytes, 2 * kTileBytes, 64};
       }
-      for (int64_t i0 = a0; i0 < a1; i0 += kPassRows) pass(job, w, stride, n0, cols, i0, c);
+      for (int64_t i0 = a0; i0 < a1; i0 += kPassRows) pass(job, w, n0, i0, c);
     }
   }
   _tile_release();
@@ -194,10 +230,10 @@ void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y,
   static_assert(kDepth == kBf16TileDepth);
   const int64_t k = w.cols(), steps = k / kDepth;
   const int64_t padded = (m + kPassRows - 1) / kPassRows * kPassRows;
-  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
   thread_local std::vector<uint32_t> pairs;
-  pairs.resize(std::max(pairs.size(), static_cast<size_t>(padded / kTile * steps * (kTileBytes / 4))));
-  uint32_t* const out = pairs.data();
+  // The pool's threads write through this pointer: a thread_local named inside the lambda
+  // would be each helper's own.
+  uint32_t* const out = scratch_lines(pairs, padded / kTile * steps * (kTileBytes / 4));
   pool.parallel_for(padded / kTile, [&](int64_t begin, int64_t end, int) {
     pack_pairs(x, m, k, begin * kTile, end * kTile, out);
   });
