@@ -1,13 +1,15 @@
 // The hardware ceilings the CPU kernels are reported against: how fast two threads can
 // read memory (the limit for decode, which streams every weight once per token), how fast
 // OpenBLAS multiplies f32 matrices on all cores (the limit for prefill), and the peak rates
-// of the two dot-product instructions the int8- and bf16-activation paths are built on.
+// of the dot-product instructions the int8- and bf16-activation paths are built on.
 // A separate executable from matmul_bench: matmul() pins OpenBLAS to one thread for the
 // whole process, and this sgemm must run with its own threading.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -15,6 +17,7 @@
 #endif
 
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 
 namespace {
@@ -110,13 +113,45 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_dots(i
 #undef ORZO_DOT_16
 #undef ORZO_DOT
 
+// And TDPBF16PS (AMX: 16 x 16 f32 sums of 32 bf16 products each, what matmul_bf16_tiles runs
+// on), four accumulating tiles from two A and two B tiles in the tile registers, as its
+// passes hold them. The tiles hold bf16 2^-7 (0x3c00) throughout, as bf16_dots' operands.
+constexpr int64_t kTileSteps = int64_t{1} << 12;  // per thread and iteration: 16K instructions
+
+__attribute__((target("amx-tile,amx-bf16"))) void amx_dots(int32_t a_word, int32_t) {
+  struct alignas(64) {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  } config;
+  // Not _tile_loadconfig, which names only 8 bytes of it as read (isa/matmul_amx.cpp).
+  asm volatile("ldtilecfg %0" : : "m"(config));
+  alignas(64) int32_t operand[256];
+  std::fill(std::begin(operand), std::end(operand), a_word);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t s = 0; s < kTileSteps; ++s) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_release();
+}
+
 // Both threads run the loop at once; OPS counts 2 per multiply-add, as FLOPS does for sgemm.
 void dot_rate(benchmark::State& state, void (*dots)(int32_t, int32_t), int32_t a, int32_t b,
-              double multiply_adds_per_instruction) {
+              double multiply_adds_per_call) {
   orzo::ThreadPool pool(kThreads);
   for (auto _ : state) pool.parallel_for(kThreads, [&](int64_t, int64_t, int) { dots(a, b); });
-  state.counters["OPS"] = benchmark::Counter(2.0 * multiply_adds_per_instruction * kChains * kDotSteps * kThreads,
-                                             benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["OPS"] =
+      benchmark::Counter(2.0 * multiply_adds_per_call * kThreads, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Int8DotRate(benchmark::State& state) {
@@ -126,7 +161,7 @@ void BM_Int8DotRate(benchmark::State& state) {
     return;
   }
   // Bytes of 1 and -1: the int32 sums move by 4 a step, and would only wrap, harmlessly.
-  dot_rate(state, int8_dots, 0x01010101, -1, 64);
+  dot_rate(state, int8_dots, 0x01010101, -1, 64.0 * kChains * kDotSteps);
 }
 BENCHMARK(BM_Int8DotRate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
@@ -136,9 +171,19 @@ void BM_Bf16DotRate(benchmark::State& state) {
     return;
   }
   // Pairs of bf16 2^-7 (0x3c00): products of 2^-14, so the f32 sums stay normal and finite.
-  dot_rate(state, bf16_dots, 0x3c003c00, 0x3c003c00, 32);
+  dot_rate(state, bf16_dots, 0x3c003c00, 0x3c003c00, 32.0 * kChains * kDotSteps);
 }
 BENCHMARK(BM_Bf16DotRate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+void BM_AmxBf16Rate(benchmark::State& state) {
+  const auto levels = orzo::cpu::runnable_isas();  // asks Linux for the tile state
+  if (std::find(levels.begin(), levels.end(), orzo::cpu::Isa::Avx512Amx) == levels.end()) {
+    state.SkipWithError("this CPU or OS gives no AMX tiles with BF16");
+    return;
+  }
+  dot_rate(state, amx_dots, 0x3c003c00, 0, 16.0 * 16 * 32 * 4 * kTileSteps);
+}
+BENCHMARK(BM_AmxBf16Rate)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 #endif
 
 }  // namespace
