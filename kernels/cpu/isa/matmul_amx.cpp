@@ -62,7 +62,7 @@ struct alignas(64) TileConfig {
 // between calls saves no tile state. ldtilecfg is written out with the whole configuration
 // as its operand: GCC 12's _tile_loadconfig names only the first 8 bytes as read, so the
 // stores of the rest are dead to the optimizer, and where it drops them the first tile
-// load dies of SIGILL (as a benchmark of this instruction did here).
+// load dies of SIGILL (llama.cpp's AMX kernels, built by GCC 12, do: BENCHMARKS.md).
 void configure_tiles() {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
