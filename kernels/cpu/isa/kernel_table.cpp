@@ -82,8 +82,8 @@ const KernelTable& kernel_table_bf16() {
 
 #if ORZO_SIMD_AMX
 // From how many rows the tiles lead vdpbf16ps (matmul_bench matmul/BF16/, an Emerald
-// Rapids, 2 threads, best of 6): 1.15-1.8x at 16 rows, 0.9-1.0x at 8, 0.65x at 4, where a
-// pass pads the rows to 32 and reads 32 weight rows' streams at once.
+// Rapids, 2 threads): 1.3-2.9x at 16 rows; forced below, 0.9-1.0x at 8 and 0.65x at 4,
+// where a pass pads the rows to 32 and reads 32 weight rows' streams at once.
 constexpr int64_t kBf16TilesFromRows = 16;
 
 const KernelTable& kernel_table_amx() {

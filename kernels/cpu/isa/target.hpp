@@ -26,7 +26,7 @@
 // ORZO_TARGET_BF16 region; the avx512-bf16 level is that compilation plus it.
 #define ORZO_SIMD_BF16_DOT (ORZO_ISA_LEVEL >= 2)
 // And, in a region of its own again, the AMX tile kernel (matmul_amx.cpp): the avx512-amx
-// level is the avx512-bf16 level plus it. GCC alone spells its pragma.
+// level is the avx512-bf16 level plus it.
 #define ORZO_SIMD_AMX (ORZO_ISA_LEVEL >= 2)
 #else
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
