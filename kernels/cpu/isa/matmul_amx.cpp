@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/quant_blocks.hpp"
 #include "kernels/cpu/isa/entry_points.hpp"
 #include "kernels/cpu/isa/simd.hpp"
 
