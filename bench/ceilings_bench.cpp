@@ -113,7 +113,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_dots(i
 #undef ORZO_DOT_16
 #undef ORZO_DOT
 
-// And TDPBF16PS (AMX: 16 x 16 f32 sums of 32 bf16 products each, what matmul_bf16_tiles runs
+// And TDPBF16PS (AMX: 16 x 16 f32 sums of 32 bf16 products each, what matmul_tiles runs
 // on), four accumulating tiles from two A and two B tiles in the tile registers, as its
 // passes hold them. The tiles hold bf16 2^-7 (0x3c00) throughout, as bf16_dots' operands.
 constexpr int64_t kTileSteps = int64_t{1} << 12;  // per thread and iteration: 16K instructions

@@ -112,12 +112,17 @@ void default_matmul(const float* x, int64_t m, const TensorView& w, float* y, or
 }
 
 
-// matmul() as the engine's stages call it on BF16 weights: activations rounded to bf16
-// where the CPU has AVX-512 BF16 (MatmulOptions).
+// matmul() as the engine's stages call it: activations rounded to bf16 where the CPU's bf16
+// products take the weights (MatmulOptions).
 void bf16_matmul(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& pool, const float* bias) {
   orzo::cpu::MatmulOptions options;
   options.bf16_activations = true;
   orzo::cpu::matmul(x, m, w, y, pool, bias, options);
+}
+
+// The AMX tiles at any m, where the level has them: block types decoded to bf16.
+void tiles_matmul(const float* x, int64_t m, const TensorView& w, float* y, orzo::ThreadPool& pool, const float* bias) {
+  orzo::cpu::kernels().matmul_tiles(x, m, w, y, pool, bias);
 }
 
 void run_on(benchmark::State& state, Kernel kernel, const Weights& w, int64_t m) {
@@ -166,7 +171,7 @@ void register_all() {
     for (DType t : {DType::F16, DType::BF16})
       for (int64_t m : {4, 8, 16, 32, 512}) {
         benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s)).c_str(),
-                                     [=](benchmark::State& st) { run(st, t == DType::BF16 ? bf16_matmul : default_matmul, t, m, s.n, s.k); })
+                                     [=](benchmark::State& st) { run(st, bf16_matmul, t, m, s.n, s.k); })
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
@@ -177,18 +182,20 @@ void register_all() {
   // --benchmark_enable_random_interleaving so that they alternate on a shared machine.
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
-      for (int64_t m : {1, 2, 4, 32, 512}) {
+      for (int64_t m : {1, 2, 4, 8, 16, 32, 512}) {
         const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
         const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
                                                           {"blas", &orzo::cpu::matmul_blas},
                                                           {"q8", &orzo::cpu::matmul_q8},
                                                           {"q16", &orzo::cpu::matmul_q16},
-                                                          {"gemv", &orzo::cpu::matmul_q16_gemv}};
+                                                          {"gemv", &orzo::cpu::matmul_q16_gemv},
+                                                          {"tiles", &tiles_matmul}};
         for (const auto& named : kernels) {
           const Kernel kernel = named.second;
           const bool two_digits = kernel == &orzo::cpu::matmul_q16 || kernel == &orzo::cpu::matmul_q16_gemv;
           if (two_digits && !orzo::cpu::has_matmul_q16()) continue;
           if (kernel == &orzo::cpu::matmul_q16_gemv && m > orzo::cpu::kGemvMaxRows) continue;
+          if (kernel == &tiles_matmul && (!orzo::cpu::kernels().matmul_tiles || m < 4)) continue;
           benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(),
                                        [=](benchmark::State& st) { run_on(st, kernel, kept_weights(t, s.n, s.k), m); })
               ->Unit(benchmark::kMicrosecond)

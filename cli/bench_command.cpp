@@ -272,9 +272,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
-  cmd->add_flag("--bf16-activations,!--f32-activations", o->bf16_activations,
-                "BF16 weights meet activations rounded to bf16 where the CPU has AVX-512 BF16 (the default); "
-                "--f32-activations keeps them f32");
+  add_bf16_activations_flag(*cmd, o->bf16_activations);
   cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "

@@ -18,6 +18,13 @@ void add_cpu_isa_flag(CLI::App& cmd, std::string& isa) {
       ->check(CLI::IsMember(names));
 }
 
+void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations) {
+  cmd.add_flag("--bf16-activations,!--f32-activations", bf16_activations,
+               "CPU: activations rounded to bf16 where the CPU's bf16 products take the weights (the default, as "
+               "PyTorch and GPU engines run them): BF16 weights with AVX-512 BF16, and with AMX tiles batches of F16 "
+               "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
+}
+
 std::string select_cpu_kernels(const std::string& isa) {
   if (isa.empty())
     cpu::kernels();

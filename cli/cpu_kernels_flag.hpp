@@ -1,6 +1,7 @@
 #pragma once
-// --cpu-isa, which every subcommand that runs a model shares: the ISA level of the CPU
-// kernels (kernels/cpu/isa.hpp), the best this CPU runs unless named.
+// The CPU kernels' flags, which every subcommand that runs a model shares: --cpu-isa, the
+// ISA level of the kernels (kernels/cpu/isa.hpp), the best this CPU runs unless named, and
+// how activations are rounded.
 
 #include <string>
 
@@ -11,6 +12,9 @@ class App;
 namespace orzo::cli {
 
 void add_cpu_isa_flag(CLI::App& cmd, std::string& isa);
+
+// --bf16-activations / --f32-activations (MatmulOptions::bf16_activations), on by default.
+void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations);
 
 // Makes the named level active (or, for "", the best one, or ORZO_CPU_ISA's) before any
 // kernel runs, so a level this CPU lacks is refused here, in one line, not in a worker.

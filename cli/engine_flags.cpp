@@ -49,9 +49,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
   cmd.add_flag("--int8-activations", engine.backend.int8_activations,
                "CPU: round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
-  cmd.add_flag("--bf16-activations,!--f32-activations", engine.backend.bf16_activations,
-               "CPU: BF16 weights meet activations rounded to bf16 where the CPU has AVX-512 BF16 (the default, as "
-               "PyTorch and llama.cpp run them); --f32-activations keeps them f32, exact on the stored weights");
+  add_bf16_activations_flag(cmd, engine.backend.bf16_activations);
   cmd.add_flag("--batch-invariant", engine.backend.batch_invariant,
                "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
   add_cpu_isa_flag(cmd, cpu_isa);

@@ -212,9 +212,7 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--int8-activations", flags->knobs.int8_activations,
                 "Round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
-  cmd->add_flag("--bf16-activations,!--f32-activations", flags->knobs.bf16_activations,
-                "BF16 weights meet activations rounded to bf16 where the CPU has AVX-512 BF16 (the default); "
-                "--f32-activations keeps them f32");
+  add_bf16_activations_flag(*cmd, flags->knobs.bf16_activations);
   cmd->add_flag("--batch-invariant", flags->knobs.batch_invariant,
                 "One arithmetic at every batch size: a sequence's logits never depend on its batch");
   add_cpu_isa_flag(*cmd, flags->cpu_isa);

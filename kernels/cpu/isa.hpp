@@ -26,7 +26,7 @@ enum class Isa {
   Avx2,        // AVX2 + FMA + F16C (x86-64-v3: Haswell, Zen 1 and later)
   Avx512Vnni,  // AVX-512 F/BW/VL/DQ/CD + VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4)
   Avx512Bf16,  // the same + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4): matmul_bf16
-  Avx512Amx,   // the same + AMX tiles with BF16 (Sapphire Rapids and later): matmul_bf16_tiles
+  Avx512Amx,   // the same + AMX tiles with BF16 (Sapphire Rapids and later): matmul_tiles
 };
 
 constexpr Isa kAllIsas[] = {Isa::Portable, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Avx512Amx};
@@ -35,8 +35,8 @@ const char* isa_name(Isa isa);  // "portable", "avx2", "avx512-vnni", "avx512-bf
 std::string isa_names();        // all of them, comma-separated, for messages
 std::optional<Isa> parse_isa(std::string_view name);
 
-// The depth of k an AMX tile takes a step: KernelTable::matmul_bf16_tiles wants k a
-// multiple of it.
+// The depth of k an AMX tile takes a step: KernelTable::matmul_tiles wants k a multiple of
+// it.
 constexpr int64_t kBf16TileDepth = 32;
 
 // The most activation rows KernelTable::matmul_q16_gemv takes.
@@ -76,10 +76,12 @@ struct KernelTable {
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;
   // matmul_bf16's arithmetic on AMX tiles (bf16 pairs, f32 sums in another order), for
-  // rows of k a multiple of kBf16TileDepth, from bf16_tiles_from_rows rows; null where the
-  // level has no AMX.
-  MatmulKernel matmul_bf16_tiles;
-  int64_t bf16_tiles_from_rows;
+  // rows of k a multiple of kBf16TileDepth: BF16 weights as stored from tiles_from_rows
+  // rows, those of the types tiles_decode decoded and rounded to bf16 from
+  // decoded_tiles_from_rows (kernels/cpu/isa/matmul_amx.cpp); null where the level has no AMX.
+  MatmulKernel matmul_tiles;
+  bool (*tiles_decode)(DType t);
+  int64_t tiles_from_rows, decoded_tiles_from_rows;
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
   void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale,
                       float score_cap);

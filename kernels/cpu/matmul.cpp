@@ -20,16 +20,20 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   // under batch_invariant; otherwise bf16 products of many rows run on AMX tiles where the
   // level has them, their sums in another order.
   const KernelTable& kernel = kernels();
+  const bool tiles = options.bf16_activations && !options.batch_invariant && kernel.matmul_tiles &&
+                     k % kBf16TileDepth == 0 &&
+                     (w.dtype == DType::BF16 ? m >= kernel.tiles_from_rows
+                                             : kernel.tiles_decode(w.dtype) && m >= kernel.decoded_tiles_from_rows);
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
+  else if (tiles)
+    kernel.matmul_tiles(x, m, w, y, pool, bias);
   else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));
            kernel.matmul_q16 && kernel.matmul_q8_supports(w.dtype) &&
            (options.batch_invariant || blas_core().suited || x_bytes <= kernel.q16_max_bytes))
     (m >= kStripsFromRows || options.batch_invariant ? kernel.matmul_q16 : kernel.matmul_q16_gemv)(x, m, w, y, pool, bias);
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
-    (kernel.matmul_bf16_tiles && !options.batch_invariant && m >= kernel.bf16_tiles_from_rows && k % kBf16TileDepth == 0
-         ? kernel.matmul_bf16_tiles
-         : kernel.matmul_bf16)(x, m, w, y, pool, bias);
+    kernel.matmul_bf16(x, m, w, y, pool, bias);
   else if (options.batch_invariant || blas_core().suited || x_bytes <= kernel.direct_l2_bytes ||
            (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     kernel.matmul_direct(x, m, w, y, pool, bias);

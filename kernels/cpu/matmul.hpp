@@ -29,12 +29,16 @@ namespace orzo::cpu {
 //   `--f32-activations` opts out): on a Zen 4 it doubled a 512-token prompt of BF16
 //   weights, which the f32 path cannot bring past llama.cpp's, and left decode as it was.
 //   Where the CPU has AMX tiles (the avx512-amx level), products of many rows run on them:
-//   the same bf16 pairs, summed in f32 in another order.
+//   the same bf16 pairs, summed in f32 in another order; and there, from 32 rows, so do
+//   F16 weights, each as two bf16 terms (exact), and block types, decoded and rounded to
+//   bf16: 2^-9 of each weight, far below a 4- or 6-bit code's step, and the precision at
+//   which GPU engines run such files for prompts. On an Emerald Rapids that is 2-2.75x two
+//   digits' speed at 512 rows and 1.15-1.65x at 32 (isa/kernel_table.cpp).
 // The int8 path is batch-invariant: a row's result never depends on m. The default is not,
 // by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
 // sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at
-// kStripsFromRows, and bf16 products to AMX tiles at the level's bf16_tiles_from_rows, each
-// summing in another order.
+// kStripsFromRows, and bf16 products to AMX tiles at the level's tiles_from_rows (block
+// types and F16 at decoded_tiles_from_rows), each summing in another order.
 // batch_invariant keeps one arithmetic at every m (vLLM's batch-invariant mode;
 // `--batch-invariant`): strips for block types where the level has two digits, even for
 // one row, vdpbf16ps for bf16 products, and the direct kernel for the rest, at the

@@ -105,6 +105,11 @@ void matmul_bf16_invariant(const float* x, int64_t m, const TensorView& w, float
                            const float* bias) {
   matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, true});
 }
+// The AMX tiles at any m, for the types they take, where the level has them.
+void matmul_tiles_any(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  kernels().matmul_tiles(x, m, w, y, pool, bias);
+}
+bool tiles_take(DType t) { return kernels().matmul_tiles && (t == DType::BF16 || kernels().tiles_decode(t)); }
 // matmul_q16_gemv on any m, at most kGemvMaxRows rows a call.
 void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
@@ -121,20 +126,29 @@ void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, Thr
   matmul_gemv(x, m, v, y, pool, bias);
 }
 
-// Whether `kernel` rounds activations to bf16 for weights of type t: where the active
-// level has the BF16 dot product.
-bool rounds_to_bf16(Kernel kernel, DType t) {
-  return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr;
+// Whether matmul_bf16_acts hands m rows of weights of type t to the AMX tiles.
+bool bf16_takes_tiles(DType t, int64_t m) {
+  return tiles_take(t) && m >= (t == DType::BF16 ? kernels().tiles_from_rows : kernels().decoded_tiles_from_rows);
 }
 
-// The int8 digits `kernel` rounds activations to for weights of type t (0: none), at every
-// m: matmul_f32 takes matmul_q16_gemv below kStripsFromRows rows and strips from there.
-int activation_digits(Kernel kernel, DType t) {
-  if (!matmul_q8_supports(t)) return 0;
+// How many of the operands `kernel` rounds to bf16 for m rows of weights of type t: the
+// activations for BF16 weights where the level has the BF16 dot product, and for the
+// types the tiles decode the block types' weights too.
+int bf16_operands(Kernel kernel, DType t, int64_t m) {
+  const bool tiles = kernel == matmul_tiles_any || (kernel == matmul_bf16_acts && bf16_takes_tiles(t, m));
+  if (tiles) return t == DType::BF16 || t == DType::F16 ? 1 : 2;  // F16 as two exact bf16 terms
+  return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr ? 1 : 0;
+}
+
+// The int8 digits `kernel` rounds activations to for m rows of weights of type t (0: none):
+// matmul_f32 takes matmul_q16_gemv below kStripsFromRows rows and strips from there, and
+// so does matmul_bf16_acts below the tiles.
+int activation_digits(Kernel kernel, DType t, int64_t m) {
+  if (!matmul_q8_supports(t) || bf16_operands(kernel, t, m) > 0) return 0;
   if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
   if (!has_matmul_q16()) return 0;
   if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed || kernel == matmul_invariant ||
-      kernel == matmul_f32)
+      kernel == matmul_f32 || kernel == matmul_bf16_acts)
     return 2;
   return 0;
 }
@@ -148,10 +162,10 @@ int activation_digits(Kernel kernel, DType t) {
 // most a 256th of the step (1.01 of it covers the rounding of x / step, 2^-24 of up to
 // 127 steps). Where they are rounded to
 // bf16, each x_c is off by at most half an ulp, 2^-8 |x_c|: the worst case adds
-// 2^-8 sum_c |x_c w_c|.
+// 2^-8 sum_c |x_c w_c|, and as much again where the weights are rounded too.
 void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weight& w, const float* bias,
                               const std::vector<float>& y, const std::string& what, int digits = 0,
-                              bool bf16 = false) {
+                              int bf16 = 0) {
   const int64_t n = w.view.rows(), k = w.view.cols();
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -161,7 +175,7 @@ void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weig
             static_cast<double>(x[static_cast<size_t>(i * k + c)]) * w.values[static_cast<size_t>(j * k + c)];
         sum += p;
         sq += p * p;
-        if (bf16) rounding += 1.001 * std::ldexp(std::fabs(p), -8);
+        if (bf16 > 0) rounding += bf16 * 1.01 * std::ldexp(std::fabs(p), -8);
       }
       if (digits > 0) {
         for (int64_t b = 0; b < k; b += 32) {
@@ -182,14 +196,18 @@ void expect_matches_reference(const std::vector<float>& x, int64_t m, const Weig
   }
 }
 
+// Every type `kernel` takes, or those of `only`.
 void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& ms,
-                  const std::vector<int64_t>& ks, const std::vector<int64_t>& ns) {
+                  const std::vector<int64_t>& ks, const std::vector<int64_t>& ns, const std::vector<DType>& only = {}) {
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
+    if (!only.empty() && std::find(only.begin(), only.end(), t) == only.end()) continue;
     if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed) &&
         !matmul_q8_supports(t))
       continue;
-    if (kernel == matmul_bf16_acts && t != DType::BF16) continue;  // the others are matmul_f32's
+    if (kernel == matmul_tiles_any && !tiles_take(t)) continue;
+    // bf16 activations change other types' products only where the tiles take them.
+    if (kernel == matmul_bf16_acts && t != DType::BF16 && !tiles_take(t)) continue;
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
       const int64_t k = dtype_block_elems(t) > kQuantBlock ? depth / kQuantBlock * kSuperBlock : depth;
@@ -202,7 +220,7 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             kernel(x.data(), m, w.view, y.data(), pool, b);
             expect_matches_reference(x, m, w, b, y, "pool of " + std::to_string(pool.size()),
-                                     activation_digits(kernel, t), rounds_to_bf16(kernel, t));
+                                     activation_digits(kernel, t, m), bf16_operands(kernel, t, m));
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -236,15 +254,27 @@ TEST(Matmul, MatchesReferenceThreeThreads) {
 // m = 600 at k = 2048 is past the switch-over to sgemm. One test a rounding of the
 // activations, so that under the sanitizers each stays well inside ctest's timeout (the
 // three together took 439 of its 600 s on a 2-core Zen 5).
-void check_model_depth(Kernel kernel) {
+void check_model_depth(Kernel kernel, const std::vector<DType>& only = {}) {
   orzo::testing::for_each_isa([&] {
     ThreadPool pool(3);
-    check_shapes(kernel, pool, {1, 4, 17, 600}, {2048}, {37});
+    check_shapes(kernel, pool, {1, 4, 17, 600}, {2048}, {37}, only);
   });
 }
 TEST(Matmul, MatchesReferenceAtModelDepth) { check_model_depth(matmul_f32); }
 TEST(Matmul, Int8MatchesReferenceAtModelDepth) { check_model_depth(matmul_int8); }
-TEST(Matmul, Bf16ActivationsMatchReferenceAtModelDepth) { check_model_depth(matmul_bf16_acts); }
+// The block types' tiles at depth: TilesMatchReference.
+TEST(Matmul, Bf16ActivationsMatchReferenceAtModelDepth) { check_model_depth(matmul_bf16_acts, {DType::BF16}); }
+
+// The tiles alone at every m, padded passes and rows included: BF16 as stored, the block
+// types decoded (kernels/cpu/isa/matmul_amx.cpp).
+TEST(Matmul, TilesMatchReference) {
+  orzo::testing::for_each_isa([&] {
+    if (!kernels().matmul_tiles) return;  // this level has no AMX
+    ThreadPool pool(3);
+    check_shapes(matmul_tiles_any, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_tiles_any, pool, {33}, {2048}, {48});
+  });
+}
 
 TEST(Matmul, DirectKernelMatchesReference) {
   orzo::testing::for_each_isa([&] {
@@ -281,7 +311,7 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
       for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed}) {
-        const int digits = activation_digits(kernel, t);
+        const int digits = activation_digits(kernel, t, m);
         if (digits == 0) continue;
         const Weight w = make_weight(t, n, k, rng);
         const auto x = random_vector(m * k, rng);
@@ -327,7 +357,7 @@ TEST(Matmul, Q8HandlesExtremeRows) {
     const int64_t k = 512;
     for (DType t : kAllDTypes) {
       for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed}) {
-        const int digits = activation_digits(kernel, t);
+        const int digits = activation_digits(kernel, t, 1);
         if (digits == 0) continue;
         const int64_t n = kernel == matmul_packed ? 32 : 19;  // packed rows come in groups of 16
         const Weight w = make_weight(t, n, k, rng);
@@ -390,7 +420,7 @@ TEST(Matmul, HandlesDepthsOffTheVectorWidth) {
             const auto x = random_vector(m * k, rng);
             std::vector<float> y(static_cast<size_t>(m * 21));
             kernel(x.data(), m, w.view, y.data(), pool, nullptr);
-            expect_matches_reference(x, m, w, nullptr, y, "tail", false, rounds_to_bf16(kernel, t));
+            expect_matches_reference(x, m, w, nullptr, y, "tail", 0, bf16_operands(kernel, t, m));
           }
         }
       }
@@ -482,7 +512,7 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
       const auto x = random_vector(m * k, rng);
       const auto bias = random_vector(n, rng);
       for (Kernel kernel : {matmul_int8, matmul_invariant, matmul_gemv}) {
-        if (activation_digits(kernel, t) == 0) continue;  // the f32 kernels: below
+        if (activation_digits(kernel, t, m) == 0) continue;  // the f32 kernels: below
         for (int64_t rows : {m, int64_t{4}, int64_t{3}}) {
           std::vector<float> batched(static_cast<size_t>(rows * n));
           kernel(x.data() + (m - rows) * k, rows, w.view, batched.data(), pool, bias.data());
@@ -491,14 +521,14 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
             kernel(x.data() + (m - rows + i) * k, 1, w.view, single.data(), pool, bias.data());
             for (int64_t j = 0; j < n; ++j)
               ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                  << dtype_name(t) << ", " << activation_digits(kernel, t) << " digits, row " << i << " of "
+                  << dtype_name(t) << ", " << activation_digits(kernel, t, rows) << " digits, row " << i << " of "
                   << rows << " column " << j;
           }
         }
       }
       // bf16 products under batch_invariant; by default many rows take AMX tiles where the
       // level has them, whose sums run in another order (held to the reference above).
-      if (t == DType::BF16) {
+      {
         std::vector<float> batched(static_cast<size_t>(m * n));
         matmul_bf16_invariant(x.data(), m, w.view, batched.data(), pool, bias.data());
         for (int64_t i = 0; i < m; ++i) {
@@ -506,12 +536,12 @@ TEST(Matmul, RowsDoNotDependOnBatchSize) {
           matmul_bf16_invariant(x.data() + i * k, 1, w.view, single.data(), pool, bias.data());
           for (int64_t j = 0; j < n; ++j)
             ASSERT_EQ(single[static_cast<size_t>(j)], batched[static_cast<size_t>(i * n + j)])
-                << "bf16 activations, row " << i << " column " << j;
+                << dtype_name(t) << ", bf16 activations, row " << i << " column " << j;
         }
       }
       // The f32 kernels, which matmul() takes for m rows of block types only where it has no two
       // digits.
-      const bool f32_default = activation_digits(matmul_f32, t) == 0;
+      const bool f32_default = activation_digits(matmul_f32, t, m) == 0;
       for (Kernel batched_kernel : {matmul_f32, matmul_direct, matmul_blas}) {
         if (batched_kernel == matmul_f32 && !f32_default) continue;
         std::vector<float> batched(static_cast<size_t>(m * n));

@@ -24,7 +24,8 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
 void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #endif
 #if ORZO_SIMD_AMX
-void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+bool matmul_tiles_decodes(DType t);
 #endif
 // Attention queries per tile: one vector register's worth of floats (twice AVX2's 8
 // would not fit its 16 registers).

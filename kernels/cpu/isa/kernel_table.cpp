@@ -62,7 +62,7 @@ const KernelTable& kernel_table() {
 #endif
       ORZO_SIMD_AVX2 != 0,  // reads_packed_rows: the word gemvs'
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
-      nullptr, 0,  // matmul_bf16_tiles: kernel_table_amx's alone
+      nullptr, nullptr, 0, 0,  // matmul_tiles: kernel_table_amx's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
   };
   return table;
@@ -85,13 +85,20 @@ const KernelTable& kernel_table_bf16() {
 // Rapids, 2 threads): 1.3-2.9x at 16 rows; forced below, 0.9-1.0x at 8 and 0.65x at 4,
 // where a pass pads the rows to 32 and reads 32 weight rows' streams at once.
 constexpr int64_t kBf16TilesFromRows = 16;
+// For block types, decoded to bf16 for every pass, against two digits (matmul_bench
+// q8/tiles and q8/q16, 2816 x 1024 and 1024 x 2816, 2 threads): at 32 rows Q4_K 1.5-1.65x,
+// Q8_0 1.25x, Q6_K 1.15-1.25x; at 16 rows Q4_K 1.05x, Q8_0 and Q6_K 0.75-0.8x; at 512 rows
+// 2.0-2.75x.
+constexpr int64_t kDecodedTilesFromRows = 32;
 
 const KernelTable& kernel_table_amx() {
   static const KernelTable table = [] {
     KernelTable t = kernel_table_bf16();
     t.isa = Isa::Avx512Amx;
-    t.matmul_bf16_tiles = matmul_bf16_tiles;
-    t.bf16_tiles_from_rows = kBf16TilesFromRows;
+    t.matmul_tiles = matmul_tiles;
+    t.tiles_decode = matmul_tiles_decodes;
+    t.tiles_from_rows = kBf16TilesFromRows;
+    t.decoded_tiles_from_rows = kDecodedTilesFromRows;
     return t;
   }();
   return table;

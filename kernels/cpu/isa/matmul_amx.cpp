@@ -1,26 +1,37 @@
-// BF16 weights against activations rounded to bf16, on AMX tiles (Sapphire Rapids and
-// later): the arithmetic of matmul_bf16 (bf16 pairs multiplied exactly, summed in f32), at
-// the rate of a matrix unit, for products of many activation rows. Compiled with the
+// Weights against activations rounded to bf16, on AMX tiles (Sapphire Rapids and later):
+// the arithmetic of matmul_bf16 (bf16 pairs multiplied exactly, summed in f32), at the rate
+// of a matrix unit, for products of many activation rows. BF16 weights are used as stored;
+// block types are decoded to f32 as the direct kernel decodes them and rounded to bf16, an
+// error of 2^-9 of each weight, within the block's own rounding (a 4-bit code's step is a
+// sixteenth of the block's range) and the precision at which GPU engines run such files
+// (they decode them to the activations' bf16 or f16 for prompts). Compiled with the
 // AVX-512 level only, inside a region that also enables AMX; the avx512-amx level is that
 // level's BF16 table with this kernel for the rows matmul() hands it (kernels/cpu/matmul.cpp).
 //
 // A tile is 16 rows of 64 bytes. TDPBF16PS C += A * B takes A as 16 rows of 32 bf16 and B
 // as 16 rows of 16 bf16 pairs, pair (r, j) holding elements 2r and 2r + 1 of B's column j.
-// Weights are A: 32 rows a pass, laid out as their tiles once per block of activation rows
-// (pack_panel says why), or read where they are stored where a pass meets only 32
-// activation rows and the copy would not pay; activations are B, rounded and laid out in
+// Weights are A: 32 rows a pass, decoded and laid out as their tiles once per block of
+// activation rows (pack_panel says why), or, for BF16, read where they are stored where a
+// pass meets only 32 activation rows and the copy would not pay; activations are B, rounded and laid out in
 // pairs once per call. C[i][j] is then weight row i against activation row j: y transposed,
 // turned around in registers on the way out.
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/quant_blocks.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/isa/entry_points.hpp"
 #include "kernels/cpu/isa/simd.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 
 #if ORZO_SIMD_AMX
 ORZO_TARGET_AMX_BEGIN
+#include "kernels/cpu/isa/weight_formats.hpp"
+
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
 
@@ -128,30 +139,123 @@ void store_transposed(const float* c, int64_t rows, int64_t cols, float* y, int6
   for (int j = 0; j < rows; ++j) _mm512_mask_storeu_ps(y + j * ldy, mask, _mm512_add_ps(v[j], b));
 }
 
+// A layout of a pass's weights holds, for each step of k, a pair of A tiles (the pass's two
+// 16-row halves) per term: weights whose decoding is not one bf16 are a sum of two.
+constexpr int64_t kTermBytes = 2 * kTileBytes;
+
+// One stored weight row's `steps` runs of 32 weights as bf16 tile rows, step s's term t at
+// dst + s * stride + t * kTermBytes.
+using DecodeRow = void (*)(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride);
+struct Decoder {
+  DecodeRow row;
+  int terms;
+};
+
+void copy_bf16(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride) {
+  for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(dst + s * stride, _mm512_loadu_si512(row + s * 64));
+}
+
+// A block type's sub-steps are runs of 32 weights (weight_formats.hpp), each decoded to two
+// vectors of f32 and rounded to bf16 in one instruction.
+template <class F>
+void decode_blocks(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride) {
+  static_assert(F::kVecs == 2);
+  for (int64_t u = 0; u < steps / F::kSubs; ++u)
+    for (int s = 0; s < F::kSubs; ++s) {
+      Vec v[2];
+      expand(F::codes(row + u * F::kStepBytes, s), v);
+      _mm512_store_si512(dst + (u * F::kSubs + s) * stride, (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]));
+    }
+}
+
+// Q4_K: each sub-block's 16 levels d * sc * q - dmin * mn (KScales), computed and rounded
+// once, then looked up by code with one vpermw per 32 weights: the values expand() gives,
+// at a third of the instructions.
+void decode_q4_k(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride) {
+  const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t u = 0; u < steps / 8; ++u) {
+    const uint8_t* b = row + u * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const KScales scales = k_scales<BlockQ4_K>(b);
+    for (int p = 0; p < 4; ++p) {
+      const __m512i words = _mm512_cvtepu8_epi16(load256(b + offsetof(BlockQ4_K, qs) + 32 * p));
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * p + h;
+        const __m256bh levels =
+            _mm512_cvtneps_pbh(_mm512_fmadd_ps(codes, _mm512_set1_ps(scales.d[j]), _mm512_set1_ps(scales.m[j])));
+        const __m512i index = h ? _mm512_srli_epi16(words, 4) : _mm512_and_si512(words, _mm512_set1_epi16(0x0f));
+        _mm512_store_si512(dst + (8 * u + j) * stride,
+                           _mm512_permutexvar_epi16(index, _mm512_zextsi256_si512((__m256i)levels)));
+      }
+    }
+  }
+}
+
+// F16 weights exactly, as two bf16 each: hi the weight rounded, lo what remains, which has
+// at most three of an f16's eleven significant bits and so is a bf16 too. Rounding F16
+// weights to one bf16 would move each by up to 2^-9, four times an f16's own step.
+void decode_f16(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64 * s)));
+    const __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64 * s + 32)));
+    const __m512i hi = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+    // A bf16 is the top half of its f32.
+    const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi)), 16));
+    const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi, 1)), 16));
+    _mm512_store_si512(dst + s * stride, hi);
+    _mm512_store_si512(dst + s * stride + kTermBytes,
+                       (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0)));
+  }
+}
+
+Decoder decoder_for(DType t) {
+  switch (t) {
+    case DType::BF16: return {copy_bf16, 1};
+    case DType::F16: return {decode_f16, 2};
+    case DType::Q8_0: return {decode_blocks<Q8_0Format>, 1};
+    case DType::Q4_0: return {decode_blocks<Q4_0Format>, 1};
+    case DType::Q4_1: return {decode_blocks<Q4_1Format>, 1};
+    case DType::Q5_0: return {decode_blocks<Q5_0Format>, 1};
+    case DType::Q5_1: return {decode_blocks<Q5_1Format>, 1};
+    case DType::IQ4_NL: return {decode_blocks<IQ4_NLFormat>, 1};
+    case DType::Q2_K: return {decode_blocks<Q2_KFormat>, 1};
+    case DType::Q3_K: return {decode_blocks<Q3_KFormat>, 1};
+    case DType::Q4_K: return {decode_q4_k, 1};
+    case DType::Q5_K: return {decode_blocks<Q5_KFormat>, 1};
+    case DType::Q6_K: return {decode_blocks<Q6_KFormat>, 1};
+    case DType::IQ4_XS: return {decode_blocks<IQ4_XSFormat>, 1};
+    default: return {nullptr, 0};
+  }
+}
+
 struct Job {
   const uint32_t* pairs;  // pack_pairs' tiles of every activation row, m rounded up to kPassRows
   int64_t m, k;
   const uint8_t* w;
+  const PackedQ4_KTile* packed;  // where a backend packed w's rows (packed_rows.hpp), else null
   int64_t row_bytes;  // of a stored weight row
+  Decoder decode;
   int64_t n;
   float* y;
   const float* bias;
 };
 
-// The weight rows [n0, n0 + 32) of one pass as A tiles, the two of each step of k side by
-// side (2 KiB a step), rows past n zero. Read where they are stored, the 16 rows of a tile
+// The weight rows [n0, n0 + 32) of one pass as A tiles, the two of each step of k and term
+// side by side (2 KiB a step and term), rows past n zero. Read where they are stored, the 16 rows of a tile
 // lie a row's bytes apart, which for k a multiple of 1,024 puts them in one or two of L1's
 // sets, and every step misses; laid out once per pass they are read in order.
-void pack_panel(const Job& job, int64_t n0, uint8_t* panel) {
+void pack_panel(const Job& job, int64_t n0, uint8_t* panel, std::vector<uint8_t>& unpacked) {
   const int64_t steps = job.k / kDepth, rows = std::min(kPassRows, job.n - n0);
+  const uint8_t* w = job.packed ? unpacked_rows(job.packed, job.k, n0, rows, unpacked) : job.w + n0 * job.row_bytes;
+  const int64_t step_bytes = job.decode.terms * kTermBytes;
   for (int64_t r = 0; r < kPassRows; ++r) {
     uint8_t* dst = panel + (r / kTile) * kTileBytes + (r % kTile) * 64;
-    if (r >= rows) {
-      for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(dst + s * 2 * kTileBytes, _mm512_setzero_si512());
+    if (r < rows) {
+      job.decode.row(w + r * job.row_bytes, steps, dst, step_bytes);
       continue;
     }
-    const uint8_t* src = job.w + (n0 + r) * job.row_bytes;
-    for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(dst + s * 2 * kTileBytes, _mm512_loadu_si512(src + s * 64));
+    for (int64_t s = 0; s < steps; ++s)
+      for (int t = 0; t < job.decode.terms; ++t)
+        _mm512_store_si512(dst + s * step_bytes + t * kTermBytes, _mm512_setzero_si512());
   }
 }
 
@@ -163,7 +267,9 @@ struct Panel {
 };
 
 // A pass's weights against activation rows [i0, i0 + 32) over the whole of k, into y's
-// columns [n0, n0 + 32).
+// columns [n0, n0 + 32): with Terms == 2 both terms' tiles of each step, laid out
+// kTermBytes apart, meet the same activation tiles.
+template <int Terms>
 void pass(const Job& job, const Panel& w, int64_t n0, int64_t i0, float (&c)[4][256]) {
   const int64_t steps = job.k / kDepth;
   const uint32_t* x0 = job.pairs + (i0 / kTile) * steps * (kTileBytes / 4);
@@ -182,6 +288,14 @@ void pass(const Job& job, const Panel& w, int64_t n0, int64_t i0, float (&c)[4][
     _tile_loadd(5, w0 + w.tile_bytes, w.stride);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
+    if constexpr (Terms == 2) {
+      _tile_loadd(4, w0 + kTermBytes, w.stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(5, w0 + kTermBytes + w.tile_bytes, w.stride);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, c[0], 64);
   _tile_stored(1, c[1], 64);
@@ -201,26 +315,28 @@ void pass(const Job& job, const Panel& w, int64_t n0, int64_t i0, float (&c)[4][
 
 // Weight passes [begin, end) (32 rows each) against every activation row, a block of
 // activation rows at a time so that their tiles stay in L2 while the weights pass. A pass
-// that meets one group of 32 activation rows reads its weights where they are stored;
-// one that meets more lays them out first, which pays for itself from the second (and
-// the last pass, if short of 32 rows, is laid out with zero rows so that no tile load
-// runs past the matrix).
+// of BF16 weights that meets one group of 32 activation rows reads them where they are
+// stored; one that meets more lays them out first, which pays for itself from the second
+// (and the last pass, if short of 32 rows, is laid out with zero rows so that no tile load
+// runs past the matrix). Other types are decoded for every pass.
 void run_passes(const Job& job, int64_t begin, int64_t end) {
   configure_tiles();
   alignas(64) float c[4][256];
-  thread_local std::vector<uint8_t> scratch;
-  uint8_t* const panel = scratch_lines(scratch, kPassRows * job.k * 2);
+  thread_local std::vector<uint8_t> scratch, unpacked;
+  uint8_t* const panel = scratch_lines(scratch, kPassRows * job.k * 2 * job.decode.terms);
+  const bool in_place = job.decode.row == copy_bf16;
   const int64_t block = std::max(kPassRows, kActivationBlockBytes / (2 * job.k) / kPassRows * kPassRows);
   for (int64_t a0 = 0; a0 < job.m; a0 += block) {
     const int64_t a1 = std::min(job.m, a0 + block);
     for (int64_t p = begin; p < end; ++p) {
       const int64_t n0 = p * kPassRows;
       Panel w{job.w + n0 * job.row_bytes, kTile * job.row_bytes, 64, job.row_bytes};
-      if (a1 - a0 > kPassRows || job.n - n0 < kPassRows) {
-        pack_panel(job, n0, panel);
-        w = Panel{panel, kTileBytes, 2 * kTileBytes, 64};
+      if (!in_place || a1 - a0 > kPassRows || job.n - n0 < kPassRows) {
+        pack_panel(job, n0, panel, unpacked);
+        w = Panel{panel, kTileBytes, job.decode.terms * kTermBytes, 64};
       }
-      for (int64_t i0 = a0; i0 < a1; i0 += kPassRows) pass(job, w, n0, i0, c);
+      for (int64_t i0 = a0; i0 < a1; i0 += kPassRows)
+        (job.decode.terms == 2 ? pass<2> : pass<1>)(job, w, n0, i0, c);
     }
   }
   _tile_release();
@@ -228,8 +344,12 @@ void run_passes(const Job& job, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+bool matmul_tiles_decodes(DType t) { return t != DType::BF16 && decoder_for(t).row != nullptr; }
+
+void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   static_assert(kDepth == kBf16TileDepth);
+  const Decoder decode = decoder_for(w.dtype);
+  if (!decode.row) throw std::invalid_argument("matmul_tiles: " + w.name + " is " + dtype_name(w.dtype) + ", which the tiles do not take");
   const int64_t k = w.cols(), steps = k / kDepth;
   const int64_t padded = (m + kPassRows - 1) / kPassRows * kPassRows;
   thread_local std::vector<uint32_t> pairs;
@@ -239,8 +359,8 @@ void matmul_bf16_tiles(const float* x, int64_t m, const TensorView& w, float* y,
   pool.parallel_for(padded / kTile, [&](int64_t begin, int64_t end, int) {
     pack_pairs(x, m, k, begin * kTile, end * kTile, out);
   });
-  const Job job{out, m, k, static_cast<const uint8_t*>(w.data), static_cast<int64_t>(dtype_row_bytes(w.dtype, k)),
-                w.rows(), y, bias};
+  const Job job{out,    m, k, static_cast<const uint8_t*>(w.data), static_cast<const PackedQ4_KTile*>(w.packed),
+                static_cast<int64_t>(dtype_row_bytes(w.dtype, k)), decode, w.rows(), y, bias};
   pool.parallel_for((job.n + kPassRows - 1) / kPassRows, [&](int64_t begin, int64_t end, int) { run_passes(job, begin, end); });
 }
 
