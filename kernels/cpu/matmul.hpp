@@ -32,8 +32,8 @@ namespace orzo::cpu {
 //   the same bf16 pairs, summed in f32 in another order; and there, from 32 rows, so do
 //   F16 weights, each as two bf16 terms (exact), and block types, decoded and rounded to
 //   bf16: 2^-9 of each weight, far below a 4- or 6-bit code's step, and the precision at
-//   which GPU engines run such files for prompts. On an Emerald Rapids that is 2-2.75x two
-//   digits' speed at 512 rows and 1.15-1.65x at 32 (isa/kernel_table.cpp).
+//   which GPU engines run such files for prompts. On an Emerald Rapids that is 1.9-2.8x two
+//   digits' speed at 512 rows and 1.25-1.65x at 32 (isa/kernel_table.cpp).
 // The int8 path is batch-invariant: a row's result never depends on m. The default is not,
 // by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
 // sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at

@@ -474,14 +474,18 @@ TEST(Matmul, PackedRowsGiveTheBatchedKernelsTheSameBits) {
       v.packed = packed.data();
       EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
       const auto bias = random_vector(48, rng);
-      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_blas}) {
-        for (int64_t m : {1, 3, 7}) {
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_blas, matmul_tiles_any}) {
+        if (kernel == matmul_tiles_any && !tiles_take(t)) continue;
+        for (int64_t m : {1, 3, 7, 40}) {
           const auto x = random_vector(m * 768, rng);
           std::vector<float> stored(static_cast<size_t>(m * 48)), from_packed(stored.size());
           kernel(x.data(), m, w.view, stored.data(), pool, bias.data());
           kernel(x.data(), m, v, from_packed.data(), pool, bias.data());
           EXPECT_EQ(stored, from_packed) << dtype_name(t)
-                                         << (kernel == matmul_q8 ? ", one digit" : kernel == matmul_q16 ? ", two digits" : ", sgemm")
+                                         << (kernel == matmul_q8    ? ", one digit"
+                                             : kernel == matmul_q16 ? ", two digits"
+                                             : kernel == matmul_blas ? ", sgemm"
+                                                                     : ", tiles")
                                          << ", m=" << m;
         }
       }
