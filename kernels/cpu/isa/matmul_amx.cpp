@@ -190,6 +190,27 @@ void decode_q4_k(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride
   }
 }
 
+// Q6_K: two sub-blocks' codes merged in one vector (pair_codes), their halves' scales
+// unpacked once per super-block, d * (q - 32) as one FMA on the unsigned code: the values
+// expand() gives, without decoding the scales again for every sub-block.
+void decode_q6_k(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride) {
+  for (int64_t u = 0; u < steps / 8; ++u) {
+    const uint8_t* b = row + u * static_cast<int64_t>(sizeof(BlockQ6_K));
+    const Q6_KFormat::Scales scales = Q6_KFormat::scales(b);
+    for (int p = 0; p < 4; ++p) {
+      const __m512i codes = Q6_KFormat::pair_codes(b, p);
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * p + h;
+        __m512 v[2];
+        for (int g = 0; g < 2; ++g)
+          v[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(codes, 2 * h + g))),
+                                 _mm512_set1_ps(scales.d[2 * j + g]), _mm512_set1_ps(scales.m[2 * j + g]));
+        _mm512_store_si512(dst + (8 * u + j) * stride, (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]));
+      }
+    }
+  }
+}
+
 // F16 weights exactly, as two bf16 each: hi the weight rounded, lo what remains, which has
 // at most three of an f16's eleven significant bits and so is a bf16 too. Rounding F16
 // weights to one bf16 would move each by up to 2^-9, four times an f16's own step.
@@ -221,7 +242,7 @@ Decoder decoder_for(DType t) {
     case DType::Q3_K: return {decode_blocks<Q3_KFormat>, 1};
     case DType::Q4_K: return {decode_q4_k, 1};
     case DType::Q5_K: return {decode_blocks<Q5_KFormat>, 1};
-    case DType::Q6_K: return {decode_blocks<Q6_KFormat>, 1};
+    case DType::Q6_K: return {decode_q6_k, 1};
     case DType::IQ4_XS: return {decode_blocks<IQ4_XSFormat>, 1};
     default: return {nullptr, 0};
   }
