@@ -199,11 +199,14 @@ void decode_q6_k(const uint8_t* row, int64_t steps, uint8_t* dst, int64_t stride
     const Q6_KFormat::Scales scales = Q6_KFormat::scales(b);
     for (int p = 0; p < 4; ++p) {
       const __m512i codes = Q6_KFormat::pair_codes(b, p);
+      // 16 codes each, the halves of sub-blocks 2p and 2p + 1 in order.
+      const __m128i halves[4] = {_mm512_extracti32x4_epi32(codes, 0), _mm512_extracti32x4_epi32(codes, 1),
+                                 _mm512_extracti32x4_epi32(codes, 2), _mm512_extracti32x4_epi32(codes, 3)};
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * p + h;
         __m512 v[2];
         for (int g = 0; g < 2; ++g)
-          v[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(codes, 2 * h + g))),
+          v[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(halves[2 * h + g])),
                                  _mm512_set1_ps(scales.d[2 * j + g]), _mm512_set1_ps(scales.m[2 * j + g]));
         _mm512_store_si512(dst + (8 * u + j) * stride, (__m512i)_mm512_cvtne2ps_pbh(v[1], v[0]));
       }
