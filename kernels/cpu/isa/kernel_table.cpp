@@ -87,7 +87,7 @@ const KernelTable& kernel_table_bf16() {
 constexpr int64_t kBf16TilesFromRows = 16;
 // For block types, decoded to bf16 for every pass, against two digits (matmul_bench
 // q8/tiles and q8/q16, 2816 x 1024 and 1024 x 2816, 2 threads): at 32 rows Q4_K 1.5-1.65x,
-// Q8_0 1.25x, Q6_K 1.25-1.35x; at 16 rows Q4_K 1.05x, Q8_0 and Q6_K 0.75-0.8x; at 512 rows
+// Q6_K 1.6-1.8x, Q8_0 1.25x; at 16 rows Q4_K and Q6_K 1.0-1.1x, Q8_0 0.75-0.8x; at 512 rows
 // 1.9-2.8x. F16 as two terms against the direct kernel: 1.4-1.75x at 32 rows, 2-2.5x at 512.
 constexpr int64_t kDecodedTilesFromRows = 32;
 
