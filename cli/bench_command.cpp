@@ -208,6 +208,11 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"block_type_activations", o.int8_activations     ? "int8"
                                                    : cpu::has_matmul_q16() ? "int8x2"
                                                                            : "f32"},
+                        // From how many rows products take AMX tiles: BF16 weights, and F16 and block types.
+                        {"tiles_from_rows", o.bf16_activations && !o.batch_invariant && cpu::kernels().matmul_tiles
+                                                ? nlohmann::json{{"bf16", cpu::kernels().tiles_from_rows},
+                                                                 {"decoded", cpu::kernels().decoded_tiles_from_rows}}
+                                                : nlohmann::json()},
                         {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},

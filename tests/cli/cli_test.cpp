@@ -47,12 +47,17 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   EXPECT_EQ(j0["bf16_weight_activations"], bf16_default);
   EXPECT_EQ(j0["block_type_activations"], cpu::has_matmul_q16() ? "int8x2" : "f32");
   EXPECT_EQ(j0["batch_invariant"], false);
+  if (cpu::kernels().matmul_tiles)
+    EXPECT_EQ(j0["tiles_from_rows"]["decoded"], cpu::kernels().decoded_tiles_from_rows);
+  else
+    EXPECT_TRUE(j0["tiles_from_rows"].is_null());
   const CliRun r = orzo("bench -m '" + kStoriesGguf +
                         "' --batch 2 --prompt 4 --gen 2 --json --f32-activations --batch-invariant");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["bf16_weight_activations"], "f32");
   EXPECT_EQ(j["batch_invariant"], true);
+  EXPECT_TRUE(j["tiles_from_rows"].is_null());
   const auto both = nlohmann::json::parse(
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
   EXPECT_EQ(both["bf16_weight_activations"], bf16_default);
