@@ -1,10 +1,11 @@
 // Weights against activations rounded to bf16, on AMX tiles (Sapphire Rapids and later):
 // the arithmetic of matmul_bf16 (bf16 pairs multiplied exactly, summed in f32), at the rate
 // of a matrix unit, for products of many activation rows. BF16 weights are used as stored;
-// block types are decoded to f32 as the direct kernel decodes them and rounded to bf16, an
-// error of 2^-9 of each weight, within the block's own rounding (a 4-bit code's step is a
-// sixteenth of the block's range) and the precision at which GPU engines run such files
-// (they decode them to the activations' bf16 or f16 for prompts). Compiled with the
+// F16 weights as two bf16 terms each, exactly (decode_f16); block types are decoded to f32
+// as the direct kernel decodes them and rounded to bf16, an error of 2^-9 of each weight,
+// far within the block's own rounding (a 4-bit code's step is a sixteenth of the block's
+// range) and the precision at which GPU engines run such files (they decode them to the
+// activations' bf16 or f16 for prompts). Compiled with the
 // AVX-512 level only, inside a region that also enables AMX; the avx512-amx level is that
 // level's BF16 table with this kernel for the rows matmul() hands it (kernels/cpu/matmul.cpp).
 //
@@ -12,9 +13,9 @@
 // as 16 rows of 16 bf16 pairs, pair (r, j) holding elements 2r and 2r + 1 of B's column j.
 // Weights are A: 32 rows a pass, decoded and laid out as their tiles once per block of
 // activation rows (pack_panel says why), or, for BF16, read where they are stored where a
-// pass meets only 32 activation rows and the copy would not pay; activations are B, rounded and laid out in
-// pairs once per call. C[i][j] is then weight row i against activation row j: y transposed,
-// turned around in registers on the way out.
+// pass meets only 32 activation rows and the copy would not pay; activations are B,
+// rounded and laid out in pairs once per call. C[i][j] is then weight row i against
+// activation row j: y transposed, turned around in registers on the way out.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -264,8 +265,8 @@ struct Job {
 };
 
 // The weight rows [n0, n0 + 32) of one pass as A tiles, the two of each step of k and term
-// side by side (2 KiB a step and term), rows past n zero. Read where they are stored, the 16 rows of a tile
-// lie a row's bytes apart, which for k a multiple of 1,024 puts them in one or two of L1's
+// side by side (2 KiB a step and term), rows past n zero. Read where they are stored, the
+// 16 rows of a tile lie a row's bytes apart, which for k a multiple of 1,024 puts them in one or two of L1's
 // sets, and every step misses; laid out once per pass they are read in order.
 void pack_panel(const Job& job, int64_t n0, uint8_t* panel, std::vector<uint8_t>& unpacked) {
   const int64_t steps = job.k / kDepth, rows = std::min(kPassRows, job.n - n0);
@@ -373,7 +374,8 @@ bool matmul_tiles_decodes(DType t) { return t != DType::BF16 && decoder_for(t).r
 void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   static_assert(kDepth == kBf16TileDepth);
   const Decoder decode = decoder_for(w.dtype);
-  if (!decode.row) throw std::invalid_argument("matmul_tiles: " + w.name + " is " + dtype_name(w.dtype) + ", which the tiles do not take");
+  if (!decode.row)
+    throw std::invalid_argument("matmul_tiles: " + w.name + " is " + dtype_name(w.dtype) + ", which the tiles do not take");
   const int64_t k = w.cols(), steps = k / kDepth;
   const int64_t padded = (m + kPassRows - 1) / kPassRows * kPassRows;
   thread_local std::vector<uint32_t> pairs;
@@ -383,8 +385,16 @@ void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, Thre
   pool.parallel_for(padded / kTile, [&](int64_t begin, int64_t end, int) {
     pack_pairs(x, m, k, begin * kTile, end * kTile, out);
   });
-  const Job job{out,    m, k, static_cast<const uint8_t*>(w.data), static_cast<const PackedQ4_KTile*>(w.packed),
-                static_cast<int64_t>(dtype_row_bytes(w.dtype, k)), decode, w.rows(), y, bias};
+  const Job job{out,
+                m,
+                k,
+                static_cast<const uint8_t*>(w.data),
+                static_cast<const PackedQ4_KTile*>(w.packed),
+                static_cast<int64_t>(dtype_row_bytes(w.dtype, k)),
+                decode,
+                w.rows(),
+                y,
+                bias};
   pool.parallel_for((job.n + kPassRows - 1) / kPassRows, [&](int64_t begin, int64_t end, int) { run_passes(job, begin, end); });
 }
 
