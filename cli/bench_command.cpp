@@ -210,8 +210,8 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                                                                            : "f32"},
                         // From how many rows products take AMX tiles: BF16 weights, and F16 and block types.
                         {"tiles_from_rows", o.bf16_activations && !o.batch_invariant && cpu::kernels().matmul_tiles
-                                                ? nlohmann::json{{"bf16", cpu::kernels().tiles_from_rows},
-                                                                 {"decoded", cpu::kernels().decoded_tiles_from_rows}}
+                                                ? nlohmann::json{{"bf16", cpu::kernels().tiles_from_rows(DType::BF16)},
+                                                                 {"decoded", cpu::kernels().tiles_from_rows(DType::Q4_K)}}
                                                 : nlohmann::json()},
                         {"batch_invariant", o.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},

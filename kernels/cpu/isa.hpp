@@ -76,12 +76,12 @@ struct KernelTable {
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;
   // matmul_bf16's arithmetic on AMX tiles (bf16 pairs, f32 sums in another order), for
-  // rows of k a multiple of kBf16TileDepth: BF16 weights as stored from tiles_from_rows
-  // rows, those of the types tiles_decode decoded and rounded to bf16 from
-  // decoded_tiles_from_rows (kernels/cpu/isa/matmul_amx.cpp); null where the level has no AMX.
+  // rows of k a multiple of kBf16TileDepth: BF16 weights as stored, F16 and block types
+  // decoded (kernels/cpu/isa/matmul_amx.cpp); null where the level has no AMX.
   MatmulKernel matmul_tiles;
-  bool (*tiles_decode)(DType t);
-  int64_t tiles_from_rows, decoded_tiles_from_rows;
+  // From how many rows matmul() hands weights of type t to matmul_tiles (measured per type:
+  // kernel_table.cpp); 0 for the types it does not take.
+  int64_t (*tiles_from_rows)(DType t);
   int tile_lanes;          // attention queries per tile, <= kMaxTileLanes
   void (*attend_tile)(const TileQuery* queries, int count, const HeadCache& kv, int64_t head_dim, float q_scale,
                       float score_cap);

@@ -20,10 +20,9 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   // under batch_invariant; otherwise bf16 products of many rows run on AMX tiles where the
   // level has them, their sums in another order.
   const KernelTable& kernel = kernels();
-  const bool tiles = options.bf16_activations && !options.batch_invariant && kernel.matmul_tiles &&
-                     k % kBf16TileDepth == 0 &&
-                     (w.dtype == DType::BF16 ? m >= kernel.tiles_from_rows
-                                             : kernel.tiles_decode(w.dtype) && m >= kernel.decoded_tiles_from_rows);
+  const int64_t tiles_from = kernel.matmul_tiles ? kernel.tiles_from_rows(w.dtype) : 0;
+  const bool tiles = options.bf16_activations && !options.batch_invariant && tiles_from > 0 && m >= tiles_from &&
+                     k % kBf16TileDepth == 0;
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
   else if (tiles)

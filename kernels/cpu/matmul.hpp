@@ -37,8 +37,8 @@ namespace orzo::cpu {
 // The int8 path is batch-invariant: a row's result never depends on m. The default is not,
 // by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
 // sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at
-// kStripsFromRows, and bf16 products to AMX tiles at the level's tiles_from_rows (block
-// types and F16 at decoded_tiles_from_rows), each summing in another order.
+// kStripsFromRows, and bf16 products to AMX tiles at the level's tiles_from_rows, each
+// summing in another order.
 // batch_invariant keeps one arithmetic at every m (vLLM's batch-invariant mode;
 // `--batch-invariant`): strips for block types where the level has two digits, even for
 // one row, vdpbf16ps for bf16 products, and the direct kernel for the rest, at the

@@ -48,7 +48,7 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   EXPECT_EQ(j0["block_type_activations"], cpu::has_matmul_q16() ? "int8x2" : "f32");
   EXPECT_EQ(j0["batch_invariant"], false);
   if (cpu::kernels().matmul_tiles)
-    EXPECT_EQ(j0["tiles_from_rows"]["decoded"], cpu::kernels().decoded_tiles_from_rows);
+    EXPECT_EQ(j0["tiles_from_rows"]["decoded"], cpu::kernels().tiles_from_rows(DType::Q4_K));
   else
     EXPECT_TRUE(j0["tiles_from_rows"].is_null());
   const CliRun r = orzo("bench -m '" + kStoriesGguf +

@@ -109,7 +109,7 @@ void matmul_bf16_invariant(const float* x, int64_t m, const TensorView& w, float
 void matmul_tiles_any(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   kernels().matmul_tiles(x, m, w, y, pool, bias);
 }
-bool tiles_take(DType t) { return kernels().matmul_tiles && (t == DType::BF16 || kernels().tiles_decode(t)); }
+bool tiles_take(DType t) { return kernels().matmul_tiles && kernels().tiles_from_rows(t) > 0; }
 // matmul_q16_gemv on any m, at most kGemvMaxRows rows a call.
 void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
@@ -128,7 +128,7 @@ void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, Thr
 
 // Whether matmul_bf16_acts hands m rows of weights of type t to the AMX tiles.
 bool bf16_takes_tiles(DType t, int64_t m) {
-  return tiles_take(t) && m >= (t == DType::BF16 ? kernels().tiles_from_rows : kernels().decoded_tiles_from_rows);
+  return tiles_take(t) && m >= kernels().tiles_from_rows(t);
 }
 
 // How many of the operands `kernel` rounds to bf16 for m rows of weights of type t: the

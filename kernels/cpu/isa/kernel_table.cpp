@@ -62,7 +62,7 @@ const KernelTable& kernel_table() {
 #endif
       ORZO_SIMD_AVX2 != 0,  // reads_packed_rows: the word gemvs'
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
-      nullptr, nullptr, 0, 0,  // matmul_tiles: kernel_table_amx's alone
+      nullptr, nullptr,  // matmul_tiles: kernel_table_amx's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
   };
   return table;
@@ -91,14 +91,19 @@ constexpr int64_t kBf16TilesFromRows = 16;
 // 1.9-2.8x. F16 as two terms against the direct kernel: 1.4-1.75x at 32 rows, 2-2.5x at 512.
 constexpr int64_t kDecodedTilesFromRows = 32;
 
+namespace {
+int64_t amx_tiles_from_rows(DType t) {
+  if (t == DType::BF16) return kBf16TilesFromRows;
+  return matmul_tiles_decodes(t) ? kDecodedTilesFromRows : 0;
+}
+}  // namespace
+
 const KernelTable& kernel_table_amx() {
   static const KernelTable table = [] {
     KernelTable t = kernel_table_bf16();
     t.isa = Isa::Avx512Amx;
     t.matmul_tiles = matmul_tiles;
-    t.tiles_decode = matmul_tiles_decodes;
-    t.tiles_from_rows = kBf16TilesFromRows;
-    t.decoded_tiles_from_rows = kDecodedTilesFromRows;
+    t.tiles_from_rows = amx_tiles_from_rows;
     return t;
   }();
   return table;
