@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Async scheduling against stepping one step at a time, beside the bare forward pass.
 
-    python3 bench/run_async.py [--build build] [--tries 3] [--out bench/results/async-scheduling.json]
+    python3 bench/run_async.py [--build build] [--tries 15] [--out bench/results/async-scheduling.json]
 
 For stories260K (steps of tens to hundreds of microseconds, where host overhead shows) and the
 `small` random shape (models/small-f16.gguf, made if missing; steps of milliseconds), at 1, 4,
 16 and 64 concurrent sessions of 32 prompt + G generated tokens, `--threads` compute threads
-(1: the other core is left to the actors, as bench/run_serve.py does): the bare forward pass
-(`orzo bench`), the actors one step at a time (`--actors`) and the actors planning ahead
-(`--actors --async-scheduling`), the three run in turn, `--tries` rounds; each figure is the
-median of its rounds (runs of a few milliseconds swing by 2x on a shared VM), whole-job
-generated tokens per second (prefill included) on every side. Then
-the null backend (no math: host cost alone) at 1, 64 and 256 sessions, both ways. Records the
-CPU and orzo's kernel level; prints markdown tables for docs/BENCHMARKS.md.
+(1: the other core is left to the actors, as bench/run_serve.py does): the actors one step at
+a time and planning ahead (`--async-scheduling`), each in one process that runs `--tries`
+rounds of the bare forward pass and the actors in turn on the same weights
+(`orzo bench --actors --beside-bare --rounds N`), so that each actors / bare ratio compares
+runs a few milliseconds apart (runs this short swing by 2x between processes on a shared VM).
+Figures are whole-job generated tokens per second (prefill included) on every side, the
+medians of the rounds. Then the null backend (no math: host cost alone) at 1, 64 and 256
+sessions, both ways. Records the CPU and orzo's kernel level; prints markdown tables for
+docs/BENCHMARKS.md.
 """
 import argparse
 import json
@@ -20,14 +22,14 @@ import os
 from statistics import median
 
 from bench_models import ROOT, STORIES, small_f16
-from run_actors import bare_job_tps, orzo_bench
+from run_actors import orzo_bench
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "async-scheduling.json"))
-    ap.add_argument("--tries", type=int, default=7)
+    ap.add_argument("--tries", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     small = small_f16(a.build)
@@ -35,16 +37,18 @@ def main():
     rows, cpu = [], {}
     for name, model, gen in (("stories260K", STORIES, 400), ("small-f16", small, 16)):
         for batch in (1, 4, 16, 64):
-            bare, one, ahead = [], [], []
-            for _ in range(a.tries):
-                common = ["-m", model, "--batch", batch, "--prompt", 32, "--gen", gen, "--threads", a.threads]
-                bare.append(bare_job_tps(orzo_bench(a.build, *common)))
-                r = orzo_bench(a.build, *common, "--actors")
-                cpu = {"cpu": r["cpu"], "cpu_isa": r["cpu_isa"]}
-                one.append(r["tokens_delivered_per_s"])
-                ahead.append(orzo_bench(a.build, *common, "--actors", "--async-scheduling")["tokens_delivered_per_s"])
-            rows.append({"model": name, "batch": batch, "bare": median(bare), "one_at_a_time": median(one),
-                         "async": median(ahead), "rounds": {"bare": bare, "one_at_a_time": one, "async": ahead}})
+            common = ["-m", model, "--batch", batch, "--prompt", 32, "--gen", gen, "--threads", a.threads,
+                      "--actors", "--beside-bare", "--rounds", a.tries]
+            one = orzo_bench(a.build, *common)
+            ahead = orzo_bench(a.build, *common, "--async-scheduling")
+            cpu = {"cpu": one["cpu"], "cpu_isa": one["cpu_isa"]}
+            ratio = lambda r: median(x["actors_over_bare"] for x in r["rounds"])
+            rows.append({"model": name, "batch": batch,
+                         "bare": median(x["bare_tps"] for x in one["rounds"] + ahead["rounds"]),
+                         "one_at_a_time": median(x["tokens_delivered_per_s"] for x in one["rounds"]),
+                         "async": median(x["tokens_delivered_per_s"] for x in ahead["rounds"]),
+                         "one_over_bare": ratio(one), "async_over_bare": ratio(ahead),
+                         "rounds": {"one_at_a_time": one["rounds"], "async": ahead["rounds"]}})
 
     null = []
     for batch in (1, 64, 256):
@@ -58,12 +62,11 @@ def main():
     with open(a.out, "w") as f:
         json.dump({"machine": cpu, "threads": a.threads, "paired": rows, "null_backend": null}, f, indent=1)
     print(f"CPU: {cpu.get('cpu')}, level {cpu.get('cpu_isa')}, {a.threads} compute thread(s), medians of {a.tries}\n")
-    print("| model | sessions | bare, tok/s | actors one at a time | / bare | actors async | / bare | async / one at a time |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | sessions | bare, tok/s | actors one at a time | / bare | actors async | / bare |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['model']} | {r['batch']} | {r['bare']:,.0f} | {r['one_at_a_time']:,.0f} | "
-              f"{r['one_at_a_time'] / r['bare']:.2f} | {r['async']:,.0f} | {r['async'] / r['bare']:.2f} | "
-              f"{r['async'] / r['one_at_a_time']:.2f} |")
+              f"{r['one_over_bare']:.2f} | {r['async']:,.0f} | {r['async_over_bare']:.2f} |")
     print()
     print("| null backend: sessions | one at a time: µs per step | async: µs per step | tokens delivered/s (one / async) |")
     print("|---:|---:|---:|---:|")

@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "actors/remote.hpp"
 #include "actors/system_config.hpp"
+#include "cli/bare_bench.hpp"
 #include "cli/engine_flags.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "runtime/model.hpp"
@@ -275,14 +276,47 @@ void print_actor_bench(const BenchOptions& o, const nlohmann::json& j, size_t pr
   std::printf("the batch: TTFT p50 %.2f ms, p99 %.2f ms; inter-token latency p50 %.3f ms, p99 %.3f ms\n",
               j["batch_ttft_p50_ms"].get<double>(), j["batch_ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
               j["itl_p99_ms"].get<double>());
+  if (j.contains("bare_tps"))
+    std::printf("the bare forward pass, alternating: %.0f tokens/s; actors / bare %.3f\n", j["bare_tps"].get<double>(),
+                j["actors_over_bare"].get<double>());
+  if (j.contains("rounds"))
+    std::printf("the median of %zu rounds\n", j["rounds"].size());
   if (probes > 0)
     std::printf("TTFT while the batch decodes: p50 %.2f ms, p99 %.2f ms (%zu probes)\n", j["ttft_p50_ms"].get<double>(),
                 j["ttft_p99_ms"].get<double>(), probes);
 }
 
+// The bare forward pass of the same job on the engine's own weights, whole-job generated
+// tokens per second (prefill included, as the actor figure counts it).
+double bare_job_tps(BareBench& bare, const BenchOptions& o) {
+  const double s = bare.prefill() + bare.decode();
+  return static_cast<double>(o.batch) * o.gen / s;
+}
+
+// One run of the batch through the engine: its report.
+nlohmann::json run_batch(caf::actor_system& sys, Engine& engine, const BenchOptions& o, RandomPrompts& random_prompt,
+                         size_t& probes_sent) {
+  Tally tally;
+  const BatcherStats before = batcher_stats(sys, engine.batcher());
+  const auto t0 = Clock::now();
+  submit_batch(engine, o, random_prompt, tally);
+  std::vector<double> probes;
+  if (o.ttft_probes > 0) {
+    tally.wait_until([&] { return tally.started == o.batch || tally.completed == o.batch; });
+    probes = probe_ttft(engine, random_prompt(), o.ttft_probes);
+  }
+  tally.wait_until([&] { return tally.completed == o.batch; });
+  const auto t_end = Clock::now();
+  const BatcherStats after = batcher_stats(sys, engine.batcher());
+  if (tally.errors > 0) throw std::runtime_error(std::to_string(tally.errors) + " bench requests failed");
+  probes_sent = probes.size();
+  return actor_bench_report(o, tally, t0, t_end, static_cast<double>(after.steps - before.steps), probes);
+}
+
 }  // namespace
 
 void run_actor_bench(const BenchOptions& o) {
+  if (o.beside_bare && o.backend == "null") throw std::invalid_argument("bench: --beside-bare needs a model (--backend cpu)");
   caf::actor_system_config cfg;
   configure_actor_system(cfg);
   if (o.publish > 0) load_middleman(cfg, {});
@@ -296,24 +330,44 @@ void run_actor_bench(const BenchOptions& o) {
   // Warm-up, as the bare bench does: fault in the weights before timing (one short request,
   // its own time discarded).
   probe_ttft(engine, {1}, 1);
-
-  Tally tally;
-  const BatcherStats before = batcher_stats(sys, engine.batcher());
-  const auto t0 = Clock::now();
-  submit_batch(engine, o, random_prompt, tally);
-  std::vector<double> probes;
-  if (o.ttft_probes > 0) {
-    tally.wait_until([&] { return tally.started == o.batch || tally.completed == o.batch; });
-    probes = probe_ttft(engine, random_prompt(), o.ttft_probes);
+  std::unique_ptr<BareBench> bare;
+  if (o.beside_bare) {
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    bare = std::make_unique<BareBench>(engine.model(), o, threads);
+    bare->warm_up();
   }
-  tally.wait_until([&] { return tally.completed == o.batch; });
-  const auto t_end = Clock::now();
-  const BatcherStats after = batcher_stats(sys, engine.batcher());
-  engine.shutdown();
-  if (tally.errors > 0) throw std::runtime_error(std::to_string(tally.errors) + " bench requests failed");
 
-  const auto steps = static_cast<double>(after.steps - before.steps);
-  print_actor_bench(o, actor_bench_report(o, tally, t0, t_end, steps, probes), probes.size());
+  // Rounds alternate the bare pass and the actors, so that both see the same state of a
+  // shared machine. The report is the median round (by actors / bare where the bare pass
+  // runs, by throughput otherwise), with every round listed.
+  std::vector<nlohmann::json> rounds;
+  size_t probes = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    const double bare_tps = bare ? bare_job_tps(*bare, o) : 0.0;
+    nlohmann::json j = run_batch(sys, engine, o, random_prompt, probes);
+    if (bare) {
+      j["bare_tps"] = bare_tps;
+      j["actors_over_bare"] = j["tokens_delivered_per_s"].get<double>() / bare_tps;
+    }
+    rounds.push_back(std::move(j));
+  }
+  engine.shutdown();
+
+  const std::string key = bare ? "actors_over_bare" : "tokens_delivered_per_s";
+  std::vector<nlohmann::json> sorted = rounds;
+  std::sort(sorted.begin(), sorted.end(),
+            [&](const nlohmann::json& x, const nlohmann::json& y) { return x[key].get<double>() < y[key].get<double>(); });
+  nlohmann::json report = sorted[sorted.size() / 2];
+  if (o.rounds > 1) {
+    nlohmann::json each = nlohmann::json::array();
+    for (const auto& j : rounds) {
+      nlohmann::json row = {{"tokens_delivered_per_s", j["tokens_delivered_per_s"]}};
+      if (bare) row["bare_tps"] = j["bare_tps"], row["actors_over_bare"] = j["actors_over_bare"];
+      each.push_back(std::move(row));
+    }
+    report["rounds"] = std::move(each);
+  }
+  print_actor_bench(o, report, probes);
 }
 
 }  // namespace orzo::cli

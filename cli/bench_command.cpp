@@ -1,14 +1,12 @@
 #include "cli/bench_command.hpp"
 
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/actor_bench.hpp"
+#include "cli/bare_bench.hpp"
 #include "cli/bench_options.hpp"
 #include "cli/cpu_kernels_flag.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -23,7 +22,6 @@
 #include "kernels/cpu/matmul_q8.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
-#include "runtime/sampler.hpp"
 
 namespace orzo::cli {
 
@@ -68,118 +66,6 @@ double weight_read_bandwidth(const Model& model, int threads) {
   static_cast<void>(keep);
   return best;
 }
-
-// The KV blocks each sequence needs, once the shape is known to fit the model's context and
-// this machine's memory.
-int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
-  const int32_t bs = kDefaultBlockSize;
-  const int64_t context = int64_t{o.prompt} + o.gen;
-  if (context > cfg.max_position)
-    throw std::invalid_argument("--prompt + --gen = " + std::to_string(context) + " exceeds the model's context of " +
-                                std::to_string(cfg.max_position) + " tokens");
-  const auto blocks_per_seq = static_cast<int32_t>((context + bs - 1) / bs);
-  const double kv_bytes = static_cast<double>(blocks_per_seq) * o.batch * bs * static_cast<double>(cfg.kv_dim()) *
-                          static_cast<double>(cfg.num_layers) * 2 * sizeof(float);
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (kv_bytes > 0.8 * memory)
-    throw std::invalid_argument("the KV cache for " + std::to_string(o.batch) + " x " + std::to_string(context) +
-                                " tokens needs " + std::to_string(static_cast<int64_t>(kv_bytes / (1 << 20))) +
-                                " MiB, more than this machine's memory allows");
-  return blocks_per_seq;
-}
-
-// The bare bench's sequences on one CPU backend: each with blocks of its own and a random
-// prompt, the next token drawn greedily through the real sampler, so that decode timings
-// include its cost.
-class BareBench {
- public:
-  BareBench(std::shared_ptr<const Model> model, const BenchOptions& o, int threads, int32_t blocks_per_seq)
-      : o_(o), vocab_(static_cast<int32_t>(model->config().vocab_size)),
-        backend_(std::move(model), backend_options(o, threads, blocks_per_seq)),
-        tables_(static_cast<size_t>(o.batch)),
-        prompt_tokens_(static_cast<size_t>(o.batch) * static_cast<size_t>(o.prompt)),
-        next_(static_cast<size_t>(o.batch)),
-        sampler_(greedy()) {
-    for (int s = 0; s < o.batch; ++s)
-      for (int32_t i = 0; i < blocks_per_seq; ++i) tables_[static_cast<size_t>(s)].push_back(s * blocks_per_seq + i);
-    std::mt19937 rng(1234);
-    std::uniform_int_distribution<int32_t> any_token(0, vocab_ - 1);
-    for (auto& t : prompt_tokens_) t = any_token(rng);
-  }
-
-  // The first pass faults in the mapped weights; timing starts warm, as in llama-bench.
-  void warm_up() {
-    ForwardBatch warm;
-    warm.block_tables = tables_;
-    warm.add_chunk(0, prompt_tokens_.data(), 1, 0, true);
-    backend_.forward(warm, hidden_, logits_);
-  }
-
-  // The prompts of all sequences, packed into chunks of at most `chunk` rows; returns seconds.
-  double prefill() {
-    const auto t0 = Clock::now();
-    int seq = 0, done = 0;
-    while (seq < o_.batch) {
-      ForwardBatch b;
-      b.block_tables = tables_;
-      std::vector<int> finishing;
-      while (seq < o_.batch && b.rows() < o_.chunk) {
-        const int take = std::min<int>(o_.prompt - done, o_.chunk - static_cast<int>(b.rows()));
-        const bool last = done + take == o_.prompt;
-        b.add_chunk(seq, prompt_tokens_.data() + static_cast<size_t>(seq) * static_cast<size_t>(o_.prompt) + done, take,
-                    done, last);
-        if (last) finishing.push_back(seq);
-        done += take;
-        if (last) ++seq, done = 0;
-      }
-      backend_.forward(b, hidden_, logits_);
-      for (size_t i = 0; i < finishing.size(); ++i) next_[static_cast<size_t>(finishing[i])] = greedy_token(i);
-    }
-    return seconds_since(t0);
-  }
-
-  const CpuBackend::ExpertUse& expert_use() const { return backend_.expert_use(); }
-
-  // `gen` steps of one row per sequence; returns seconds.
-  double decode() {
-    const auto t0 = Clock::now();
-    for (int step = 0; step < o_.gen; ++step) {
-      ForwardBatch b;
-      b.block_tables = tables_;
-      for (int s = 0; s < o_.batch; ++s) b.add_chunk(s, &next_[static_cast<size_t>(s)], 1, o_.prompt + step, true);
-      backend_.forward(b, hidden_, logits_);
-      for (int s = 0; s < o_.batch; ++s) next_[static_cast<size_t>(s)] = greedy_token(static_cast<size_t>(s));
-    }
-    return seconds_since(t0);
-  }
-
- private:
-  static CpuBackend::Options backend_options(const BenchOptions& o, int threads, int32_t blocks_per_seq) {
-    CpuBackend::Options opt;
-    opt.kv_blocks = blocks_per_seq * o.batch;
-    opt.threads = threads;
-    opt.max_rows = std::max(o.chunk, o.batch);
-    opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant};
-    return opt;
-  }
-  static SamplingParams greedy() {
-    SamplingParams p;
-    p.temperature = 0.0f;
-    return p;
-  }
-  int32_t greedy_token(size_t row) {
-    return sampler_.sample(logits_.data() + row * static_cast<size_t>(vocab_), vocab_, nullptr, 0).token;
-  }
-
-  const BenchOptions& o_;
-  int32_t vocab_;
-  CpuBackend backend_;
-  std::vector<std::vector<int32_t>> tables_;
-  std::vector<int32_t> prompt_tokens_;
-  std::vector<float> hidden_, logits_;
-  std::vector<int32_t> next_;
-  Sampler sampler_;
-};
 
 // What a MoE model's decode steps did with its experts: distinct experts run per layer and
 // step, and rows each served per read of its weights.
@@ -236,7 +122,7 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
 void run_bench(const BenchOptions& o) {
   auto model = Model::load(o.model);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  BareBench bench(model, o, threads, blocks_per_sequence(o, model->config()));
+  BareBench bench(model, o, threads);
   bench.warm_up();
   const double prefill_s = bench.prefill();
   const CpuBackend::ExpertUse before = bench.expert_use();
@@ -270,6 +156,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--ttft-probes", o->ttft_probes,
                   "With --actors: new requests sent one by one while the batch decodes, for TTFT percentiles")
       ->check(CLI::Range(0, 100000));
+  cmd->add_option("--rounds", o->rounds, "With --actors: run the batch this many times in one process; report the median")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_flag("--beside-bare", o->beside_bare,
+                "With --actors: before each round run the same job on the bare forward pass, and report actors / bare");
   cmd->add_option("--batch", o->batch, "Number of sequences")->check(CLI::Range(1, 4096));
   cmd->add_option("--prompt", o->prompt, "Prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen", o->gen, "Decode steps")->check(CLI::Range(0, 1 << 20));
@@ -287,6 +177,7 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([o] {
     select_cpu_kernels(o->cpu_isa);
     if (o->backend == "null" || o->actors) return run_actor_bench(*o);
+    if (o->rounds > 1 || o->beside_bare) throw std::invalid_argument("bench: --rounds and --beside-bare need --actors");
     if (o->model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
     run_bench(*o);
   });

@@ -25,6 +25,8 @@ struct BenchOptions {
   bool batch_invariant = false;
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;
+  int rounds = 1;           // with --actors: the batch run this many times in one process, the median reported
+  bool beside_bare = false;  // with --actors: each round also runs the bare forward pass, alternating
   int publish = 0;  // with --actors: publish the batcher on 127.0.0.1:publish and wait for remote stages to join
 };
 

@@ -2,7 +2,9 @@
 // clear line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +87,28 @@ TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string core = nlohmann::json::parse(r.out)["blas_core"];
   EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back(), cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
+}
+
+// --rounds runs the batch again in one process and reports the median round with every round
+// listed; --beside-bare runs the bare forward pass before each, for actors / bare.
+TEST(Cli, BenchRunsRoundsBesideTheBarePass) {
+  const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --actors --beside-bare --rounds 3 --batch 2 --prompt 4 --gen 3 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rounds"].size(), 3u);
+  std::vector<double> ratios;
+  for (const auto& round : j["rounds"]) {
+    EXPECT_GT(round["bare_tps"].get<double>(), 0);
+    EXPECT_NEAR(round["actors_over_bare"].get<double>(),
+                round["tokens_delivered_per_s"].get<double>() / round["bare_tps"].get<double>(), 1e-9);
+    ratios.push_back(round["actors_over_bare"].get<double>());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_EQ(j["actors_over_bare"].get<double>(), ratios[1]);
+  // Both need the actor path, and the bare pass needs a model.
+  testing::expect_refused("bench -m '" + kStoriesGguf + "' --rounds 2 --batch 1 --prompt 4 --gen 2",
+                          "--rounds and --beside-bare need --actors");
+  testing::expect_refused("bench --backend null --beside-bare", "--beside-bare needs a model");
 }
 
 TEST(Cli, BenchPrintsReadableText) {
