@@ -253,7 +253,7 @@ TEST_P(PagedAttention, SequenceResultsDoNotDependOnTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
-                         ::testing::Combine(::testing::Values<int64_t>(1, 2, 4, 12), ::testing::Values<int64_t>(8, 64, 128),
+                         ::testing::Combine(::testing::Values<int64_t>(1, 2, 4, 12), ::testing::Values<int64_t>(8, 16, 64, 128),
                                             ::testing::Values(0, 19), ::testing::Values(16)));
 // Block sizes around the 16-key chunks, and a head_dim that is not a multiple of 64.
 INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedAttention,

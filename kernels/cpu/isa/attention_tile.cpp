@@ -39,13 +39,13 @@ template <int Vecs>
 constexpr int kValueChains = Vecs == 1 ? 4 : 1;
 
 // For R lanes r of a tile side by side: o_r[0, W * Vecs) = o_r * alpha[r] + sum_j
-// p[j * KeyStride + r * LaneStride] * v_j[0, W * Vecs) over the n keys of a chunk, o_r at
-// o + r * o_stride, the columns held in registers while the values are summed into them.
-// Each value vector is loaded once for all R lanes; key j goes to chain j % C, and the
-// chains are added pairwise at the end.
+// p[j * KeyStride + r * LaneStride] * v_j[0, W * Vecs) over the keys j in [begin, end) of a
+// chunk's window, o_r at o + r * o_stride, the columns held in registers while the values
+// are summed into them. Each value vector is loaded once for all R lanes; key j goes to
+// chain j % C, and the chains are added pairwise at the end.
 template <int W, int Vecs, int R, int KeyStride, int LaneStride>
 void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, const float* v, int64_t ld,
-                        int n) {
+                        int begin, int end) {
   constexpr int C = kValueChains<Vecs>;
   Vec<W> acc[C][R][Vecs];
   for (int r = 0; r < R; ++r)
@@ -63,14 +63,18 @@ void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const fl
       for (int r = 0; r < R; ++r) acc[chain][r][c] += p[j * KeyStride + r * LaneStride] * x;
     }
   };
-  int j = 0;
-  for (; j + C <= n; j += C) {
+  if (begin == 0 && end == kChunk) {
+    for (int j = 0; j < kChunk; j += C) {
 #pragma GCC unroll 4
-    for (int chain = 0; chain < C; ++chain) add_key(chain, j + chain);
+      for (int chain = 0; chain < C; ++chain) add_key(chain, j + chain);
+    }
+  } else {
+    for (int j = begin - begin % C; j < end; j += C) {
+#pragma GCC unroll 4
+      for (int chain = 0; chain < C; ++chain)
+        if (j + chain >= begin && j + chain < end) add_key(chain, j + chain);
+    }
   }
-#pragma GCC unroll 4
-  for (int chain = 0; chain + 1 < C; ++chain)
-    if (j + chain < n) add_key(chain, j + chain);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < Vecs; ++c) {
       Vec<W> sum = acc[0][r][c];
@@ -83,17 +87,18 @@ void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const fl
 // in narrower vectors, so that narrow heads (stories260K's 8) run in vectors too. Every
 // column takes the same operations in the same order whichever width holds it.
 template <int R, int KeyStride, int LaneStride>
-void accumulate_values(float* o, const float* alpha, const float* p, const float* v, int64_t ld, int n, int64_t hd) {
+void accumulate_values(float* o, const float* alpha, const float* p, const float* v, int64_t ld, int begin, int end,
+                       int64_t hd) {
   int64_t d = 0;
   for (; d + 64 <= hd; d += 64)
-    accumulate_columns<kTileLanes, 64 / kTileLanes, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, n);
+    accumulate_columns<kTileLanes, 64 / kTileLanes, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
   if (kTileLanes >= 16 && d + 16 <= hd) {
-    accumulate_columns<16, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, n);
+    accumulate_columns<16, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
     d += 16;
   }
-  for (; d + 8 <= hd; d += 8) accumulate_columns<8, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, n);
-  for (; d + 4 <= hd; d += 4) accumulate_columns<4, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, n);
-  for (; d < hd; ++d) accumulate_columns<1, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, n);
+  for (; d + 8 <= hd; d += 8) accumulate_columns<8, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
+  for (; d + 4 <= hd; d += 4) accumulate_columns<4, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
+  for (; d < hd; ++d) accumulate_columns<1, 1, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
 }
 
 // Lanes whose values one pass sums together: AVX-512's 32 registers hold four lanes' 64
@@ -136,9 +141,12 @@ class Tile {
   void run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale, float score_cap);
 
  private:
-  // A chunk's n keys from position p: its keys (transposed, bs apart) and values in the cache.
+  // A chunk: keys [begin, end) of a window of kChunk slots that starts at position `base`
+  // (at a multiple of kChunk within its block), so that a key has the same place in the
+  // scores, the chains of the value sums and the tree of the weights' sum whichever tile
+  // reads it; the window's keys (transposed, bs apart) and values in the cache.
   struct Chunk {
-    int32_t p, n;
+    int32_t base, begin, end;
     const float* k;
     const float* v;
     int32_t bs;
@@ -163,13 +171,13 @@ class Tile {
 };
 
 // s[j][lane] (+)= k_j[from, to) · qt[from, to)[lane] for the chunk's keys (any finite value
-// for j >= n, which weigh masks), key j's dimension d at k[d * bs + j] (the cache keeps keys
+// outside [begin, end), which weigh masks), key j's dimension d at k[d * bs + j] (the cache keeps keys
 // transposed within a block): each key element multiplied into all lanes at once.
 template <int Lanes>
 template <bool Add>
 void Tile<Lanes>::scores_by_key(const Chunk& c, int64_t from, int64_t to, float* s) const {
   Vec<Lanes> acc[kChunk] = {};
-  if (c.n == kChunk) {
+  if (c.begin == 0 && c.end == kChunk) {
     // Keys at fixed offsets from one pointer: sixteen pointers of their own spill registers.
     for (int64_t d = from; d < to; ++d) {
       Vec<Lanes> qd;
@@ -179,7 +187,7 @@ void Tile<Lanes>::scores_by_key(const Chunk& c, int64_t from, int64_t to, float*
     }
   } else {
     const float* k[kChunk];
-    for (int j = 0; j < kChunk; ++j) k[j] = c.k + std::min(j, c.n - 1);  // no reads past the chunk
+    for (int j = 0; j < kChunk; ++j) k[j] = c.k + std::clamp(j, c.begin, c.end - 1);  // no reads outside the chunk
     for (int64_t d = from; d < to; ++d) {
       Vec<Lanes> qd;
       std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
@@ -207,7 +215,7 @@ template <int Lanes>
 bool Tile<Lanes>::scores(const Chunk& c, float* s) const {
   const int64_t half = c.hd / 2;
   if constexpr (Lanes <= 4) {
-    if (c.n == kChunk) {
+    if (c.begin == 0 && c.end == kChunk) {
       Vec<kChunk> lo[Lanes] = {}, hi[Lanes] = {};
       for (int64_t d = 0; d < half; ++d) {
         Vec<kChunk> kd, ke;
@@ -240,12 +248,12 @@ template <int KeyStride, int LaneStride>
 void Tile<Lanes>::weigh(const Chunk& c, float* s, float* m, float* l) {
   constexpr bool kByLane = KeyStride == 1;
   if (c.score_cap > 0) scaled_tanh_inplace(s, kChunk * Lanes, c.score_cap);
-  if (c.n < kChunk || c.p < last_first_ || c.p + c.n - 1 > first_last_) {
+  if (c.begin > 0 || c.end < kChunk || c.base < last_first_ || c.base + kChunk - 1 > first_last_) {
     for (int j = 0; j < kChunk; ++j) {
-      const int32_t pos = c.p + j;
+      const int32_t pos = c.base + j;
       for (int lane = 0; lane < Lanes; ++lane) {
         float& x = s[j * KeyStride + lane * LaneStride];
-        x = j < c.n && lo_[lane] <= pos && pos <= hi_[lane] ? x : kMasked;
+        x = c.begin <= j && j < c.end && lo_[lane] <= pos && pos <= hi_[lane] ? x : kMasked;
       }
     }
   }
@@ -301,10 +309,10 @@ void Tile<Lanes>::weigh(const Chunk& c, float* s, float* m, float* l) {
   if constexpr (Lanes >= kValueLanes)
     for (; lane + kValueLanes <= c.count; lane += kValueLanes)
       accumulate_values<kValueLanes, KeyStride, LaneStride>(o_.data() + lane * c.hd, alpha + lane,
-                                                            s + lane * LaneStride, c.v, c.ld, c.n, c.hd);
+                                                            s + lane * LaneStride, c.v, c.ld, c.begin, c.end, c.hd);
   for (; lane < c.count; ++lane)
     accumulate_values<1, KeyStride, LaneStride>(o_.data() + lane * c.hd, alpha + lane, s + lane * LaneStride, c.v,
-                                                c.ld, c.n, c.hd);
+                                                c.ld, c.begin, c.end, c.hd);
 }
 
 template <int Lanes>
@@ -335,11 +343,11 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
   const int32_t bs = cache.block_size();
   for (int32_t p = first; p <= last;) {
     const int32_t block = kv.block_table[p / bs], slot = p % bs;
-    // Chunks end at fixed slots of the block, whatever position the tile starts from.
-    const int32_t n = std::min(std::min(bs, slot - slot % kChunk + kChunk) - slot, last - p + 1);
-    const Chunk c{p,  n,      cache.keys(kv.layer, block) + kv.offset * bs + slot,
-                  cache.value(kv.layer, block, slot) + kv.offset,
-                  bs, cache.kv_dim(), hd, score_cap, count};
+    // Windows start at fixed slots of the block, whatever position the tile starts from.
+    const int32_t begin = slot % kChunk, window = slot - begin;
+    const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
+    const Chunk c{p - begin, begin, begin + n, cache.keys(kv.layer, block) + kv.offset * bs + window,
+                  cache.value(kv.layer, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
     alignas(64) float s[kChunk * Lanes];
     if (scores(c, s))
       weigh<1, kChunk>(c, s, m, l);
