@@ -3,11 +3,11 @@
 // head (a few rows' worth of that head's query heads), run over the positions they see in
 // order, a chunk of keys at a time, with an online softmax.
 //
-// The tile's queries sit in the lanes of its score vectors, so K is used as stored (no
-// transposing) and each K and V element read serves the whole tile. A query's result does
-// not depend on which tile, lane or tile width holds it: chunks end at the same slots
-// whatever the tile, a chunk it sees none of leaves its state exactly unchanged, and its
-// arithmetic, the same sequence of operations in every lane, never mixes with another's.
+// Each K and V element read serves the whole tile. A query's result does not depend on which
+// tile, lane or tile width holds it: chunks are windows of 16 slots at fixed places in their
+// block whatever the tile, so a key takes the same place in the sums in every tile; a chunk
+// it sees none of leaves its state exactly unchanged; and its arithmetic, the same sequence
+// of operations in every lane and either layout of the scores, never mixes with another's.
 #include <cstdint>
 
 #include "core/kv_cache.hpp"
