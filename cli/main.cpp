@@ -16,6 +16,7 @@
 
 int main(int argc, char** argv) {
   orzo::cpu::rerun_with_suited_blas(argv);
+  orzo::cpu::stop_blas_server_threads();
   CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
   orzo::cli::add_generate_command(app);
   orzo::cli::add_chat_command(app);

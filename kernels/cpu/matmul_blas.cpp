@@ -71,6 +71,15 @@ const BlasCore& blas_core() {
   return core;
 }
 
+// OpenBLAS exports it for its fork handlers, though no header declares it; weak, so a BLAS
+// without it (a serial build) links and leaves this a no-op.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+void stop_blas_server_threads() {
+  use_single_threaded_blas();
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
+
 void rerun_with_suited_blas(char** argv) {
   const char* suited = blas_core().suited;
   if (!suited || std::getenv("OPENBLAS_CORETYPE")) return;

@@ -38,6 +38,13 @@ const BlasCore& blas_core();
 // off sgemm).
 void rerun_with_suited_blas(char** argv);
 
+// For a program's main() that leaves sgemm to orzo: OpenBLAS's pthread build starts a server
+// thread per core when it loads, and each spins on sched_yield for about 2^28 cycles (0.1 s)
+// before it sleeps. orzo calls sgemm one thread at a time and never uses them, but their spin
+// took one of a 2-core machine's cores for the first 0.1 s of every command (a fifth of a
+// short bench, the first tokens of a generate). Stops them where the library can.
+void stop_blas_server_threads();
+
 // matmul() for any m >= 1; the caller has validated the shapes. matmul() leaves it alone
 // while blas_core().suited is set: the direct kernel is faster than sgemm's fallback.
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
