@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -385,6 +389,38 @@ TEST(Matmul, BlasKernelMatchesReference) {
     ThreadPool pool(3);
     check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
   });
+}
+
+// OpenBLAS's pthread build starts, when it loads, a server thread for each CPU it may use
+// but the caller's: OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS where set,
+// else every CPU of the affinity mask. orzo's main() stops them (they spun a core for 0.1 s);
+// sgemm goes on, on the calling thread.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+TEST(Matmul, StopsOpenBlasServerThreads) {
+  if (!blas_thread_shutdown_) GTEST_SKIP() << "this BLAS has no thread server to stop";
+  const auto threads = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{});
+  };
+  int64_t wanted = 0;
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
+      wanted = std::atoi(v);
+      break;
+    }
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const int64_t cpus = CPU_COUNT(&mask);
+  const int64_t servers = std::min(wanted > 0 ? wanted : cpus, cpus) - 1;
+
+  const auto before = threads();
+  stop_blas_server_threads();
+  EXPECT_EQ(before - threads(), servers);
+  const auto after = threads();
+  stop_blas_server_threads();
+  EXPECT_EQ(threads(), after);
+  ThreadPool pool(2);
+  check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
 }
 
 // OpenBLAS's fallback for a CPU it does not know is named for what suits the CPU's best
