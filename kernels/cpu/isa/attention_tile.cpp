@@ -64,6 +64,8 @@ void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const fl
     }
   };
   if (begin == 0 && end == kChunk) {
+    // Unrolled over the whole window, the keys' 16 row addresses spill to memory.
+#pragma GCC unroll 1
     for (int j = 0; j < kChunk; j += C) {
 #pragma GCC unroll 4
       for (int chain = 0; chain < C; ++chain) add_key(chain, j + chain);
