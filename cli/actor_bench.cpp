@@ -332,8 +332,7 @@ void run_actor_bench(const BenchOptions& o) {
   probe_ttft(engine, {1}, 1);
   std::unique_ptr<BareBench> bare;
   if (o.beside_bare) {
-    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    bare = std::make_unique<BareBench>(engine.model(), o, threads);
+    bare = std::make_unique<BareBench>(engine.model(), o);
     bare->warm_up();
   }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace orzo::cli {
@@ -32,8 +33,6 @@ SamplingParams greedy() {
   return p;
 }
 
-}  // namespace
-
 // The KV blocks each sequence needs, once the shape is known to fit the model's context and
 // this machine's memory.
 int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
@@ -53,10 +52,13 @@ int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
   return blocks_per_seq;
 }
 
-BareBench::BareBench(std::shared_ptr<const Model> model, const BenchOptions& o, int threads)
+}  // namespace
+
+BareBench::BareBench(std::shared_ptr<const Model> model, const BenchOptions& o)
     : o_(o), vocab_(static_cast<int32_t>(model->config().vocab_size)),
+      threads_(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       blocks_per_seq_(blocks_per_sequence(o, model->config())),
-      backend_(std::move(model), backend_options(o, threads, blocks_per_seq_)),
+      backend_(std::move(model), backend_options(o, threads_, blocks_per_seq_)),
       tables_(static_cast<size_t>(o.batch)),
       prompt_tokens_(static_cast<size_t>(o.batch) * static_cast<size_t>(o.prompt)),
       next_(static_cast<size_t>(o.batch)),

@@ -12,16 +12,15 @@
 
 namespace orzo::cli {
 
-// The KV blocks each sequence needs, once the shape is known to fit the model's context and
-// this machine's memory.
-int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg);
-
 // The sequences, each with blocks of its own and a random prompt, the next token drawn
 // greedily through the real sampler, so that decode timings include its cost. A bench may run
 // prefill and decode again: each run overwrites the same KV.
 class BareBench {
  public:
-  BareBench(std::shared_ptr<const Model> model, const BenchOptions& o, int threads);
+  // Compute threads: --threads, or one per core.
+  BareBench(std::shared_ptr<const Model> model, const BenchOptions& o);
+
+  int threads() const { return threads_; }
 
   // The first pass faults in the mapped weights; timing starts warm, as in llama-bench.
   void warm_up();
@@ -37,6 +36,7 @@ class BareBench {
 
   const BenchOptions& o_;
   int32_t vocab_;
+  int threads_;
   int32_t blocks_per_seq_;
   CpuBackend backend_;
   std::vector<std::vector<int32_t>> tables_;

@@ -9,7 +9,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -121,8 +120,7 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
 
 void run_bench(const BenchOptions& o) {
   auto model = Model::load(o.model);
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  BareBench bench(model, o, threads);
+  BareBench bench(model, o);
   bench.warm_up();
   const double prefill_s = bench.prefill();
   const CpuBackend::ExpertUse before = bench.expert_use();
@@ -134,7 +132,7 @@ void run_bench(const BenchOptions& o) {
     const auto run = static_cast<double>(after.experts_run - before.experts_run);
     experts = DecodeExperts{run / routings, static_cast<double>(after.choices - before.choices) / run};
   }
-  report_bench(o, *model, threads, prefill_s, decode_s, experts);
+  report_bench(o, *model, bench.threads(), prefill_s, decode_s, experts);
 }
 
 }  // namespace
