@@ -109,6 +109,8 @@ TEST(Cli, BenchRunsRoundsBesideTheBarePass) {
   testing::expect_refused("bench -m '" + kStoriesGguf + "' --rounds 2 --batch 1 --prompt 4 --gen 2",
                           "--rounds and --beside-bare need --actors");
   testing::expect_refused("bench --backend null --beside-bare", "--beside-bare needs a model");
+  testing::expect_refused("bench -m '" + kStoriesGguf + "' --actors --rounds 0", "--rounds");
+  testing::expect_refused("bench -m '" + kStoriesGguf + "' --actors --rounds many", "--rounds");
 }
 
 TEST(Cli, BenchPrintsReadableText) {
