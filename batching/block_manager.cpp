@@ -23,10 +23,14 @@ size_t to_size(int32_t n) { return static_cast<size_t>(n); }
 
 }  // namespace
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
-    : block_size_(block_size), prefix_caching_(prefix_caching) {
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, std::vector<int32_t> windows)
+    : block_size_(block_size), prefix_caching_(prefix_caching), windows_(std::move(windows)) {
   if (num_blocks < 1) throw std::invalid_argument("BlockManager: num_blocks must be >= 1, got " + std::to_string(num_blocks));
   if (block_size < 1) throw std::invalid_argument("BlockManager: block_size must be >= 1, got " + std::to_string(block_size));
+  if (windows_.empty() || windows_[0] != 0 ||
+      std::any_of(windows_.begin() + 1, windows_.end(), [](int32_t w) { return w <= 0; }))
+    throw std::invalid_argument("BlockManager: group 0 must be global and every other group sliding");
+  windowed_index_.resize(windows_.size() - 1);
   blocks_.resize(to_size(num_blocks));
   if (prefix_caching) {
     block_tokens_.resize(to_size(num_blocks) * to_size(block_size));
@@ -81,24 +85,62 @@ int32_t BlockManager::walk(const int32_t* tokens, int32_t max_blocks, OnHit on_h
   return hits;
 }
 
+int32_t BlockManager::find_windowed(int32_t g, uint64_t anchor) const {
+  const auto& index = windowed_index_[to_size(g - 1)];
+  auto it = index.find(anchor);
+  return it != index.end() ? it->second : -1;
+}
+
+int32_t BlockManager::usable_hits(const std::vector<uint64_t>& registrations) const {
+  auto hits = static_cast<int32_t>(registrations.size());
+  for (; hits > 0; --hits) {
+    bool cached = true;
+    for (int32_t g = 1; cached && g < static_cast<int32_t>(windows_.size()); ++g)
+      for (int32_t j = first_block_read(windows_[to_size(g)], hits * block_size_, block_size_); cached && j < hits; ++j)
+        cached = find_windowed(g, registrations[to_size(j)]) >= 0;
+    if (cached) break;
+  }
+  return hits;
+}
+
 int32_t BlockManager::cached_prefix_tokens(const int32_t* tokens, int32_t n) const {
   if (n < 1) return 0;
-  return walk(tokens, (n - 1) / block_size_, [](int32_t, uint64_t) {}) * block_size_;
+  hit_registrations_.clear();
+  walk(tokens, (n - 1) / block_size_, [&](int32_t id, uint64_t) { hit_registrations_.push_back(blocks_[to_size(id)].registration); });
+  return usable_hits(hit_registrations_) * block_size_;
 }
 
 int32_t BlockManager::take_cached_prefix(SequenceBlocks& seq, const int32_t* tokens, int32_t n) {
   if (!seq.table.empty()) throw std::logic_error("BlockManager::take_cached_prefix: the sequence already holds blocks");
+  seq.windowed.assign(windows_.size() - 1, {});
   if (n < 1 || !prefix_caching_) return 0;
-  const int32_t hits = walk(tokens, (n - 1) / block_size_, [&](int32_t id, uint64_t hash) {
+  hit_registrations_.clear();
+  walk(tokens, (n - 1) / block_size_, [&](int32_t id, uint64_t hash) {
+    seq.table.push_back(id);
+    seq.hashes.push_back(hash);
+    hit_registrations_.push_back(blocks_[to_size(id)].registration);
+  });
+  const int32_t hits = usable_hits(hit_registrations_);
+  seq.table.resize(to_size(hits));
+  seq.hashes.resize(to_size(hits));
+  seq.registrations.assign(hit_registrations_.begin(), hit_registrations_.begin() + hits);
+  const auto take = [&](int32_t id) {
     Block& b = blocks_[to_size(id)];
     if (b.refcount++ == 0) {
       lru_unlink(id);
       b.where = Where::used;
     }
-    seq.table.push_back(id);
-    seq.hashes.push_back(hash);
-    seq.registrations.push_back(b.registration);
-  });
+  };
+  for (int32_t id : seq.table) take(id);
+  for (int32_t g = 1; g < static_cast<int32_t>(windows_.size()); ++g) {
+    auto& table = seq.windowed[to_size(g - 1)];
+    const int32_t first = first_block_read(windows_[to_size(g)], hits * block_size_, block_size_);
+    table.assign(to_size(first), kNoBlock);
+    for (int32_t j = first; j < hits; ++j) {
+      table.push_back(find_windowed(g, seq.registrations[to_size(j)]));
+      take(table.back());
+    }
+  }
   const int32_t covered = hits * block_size_;
   ++stats_.prefix_queries;
   stats_.prefix_query_tokens += static_cast<uint64_t>(n);
@@ -106,13 +148,43 @@ int32_t BlockManager::take_cached_prefix(SequenceBlocks& seq, const int32_t* tok
   return covered;
 }
 
-bool BlockManager::allocate(SequenceBlocks& seq, int32_t num_tokens) {
+bool BlockManager::allocate(SequenceBlocks& seq, int32_t num_tokens, int32_t from) {
+  const auto groups = static_cast<int32_t>(windows_.size());
+  seq.windowed.resize(to_size(groups - 1));
   const int64_t wanted = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
-  const int64_t missing = wanted - static_cast<int64_t>(seq.table.size());
-  if (missing <= 0) return true;
+  int64_t missing = std::max<int64_t>(0, wanted - static_cast<int64_t>(seq.table.size()));
+  for (int32_t g = 1; g < groups; ++g) {
+    auto& table = seq.windowed[to_size(g - 1)];
+    const int32_t first = first_block_read(windows_[to_size(g)], from, block_size_);
+    for (int32_t j = 0; j < std::min<int32_t>(first, static_cast<int32_t>(table.size())); ++j)
+      if (table[to_size(j)] != kNoBlock) {
+        drop(table[to_size(j)]);
+        table[to_size(j)] = kNoBlock;
+      }
+    for (int64_t j = static_cast<int64_t>(table.size()); j < wanted; ++j) missing += j >= first ? 1 : 0;
+  }
   if (missing > num_free()) return false;
-  for (int64_t i = 0; i < missing; ++i) seq.table.push_back(take_block());
+  while (static_cast<int64_t>(seq.table.size()) < wanted) seq.table.push_back(take_block());
+  for (int32_t g = 1; g < groups; ++g) {
+    auto& table = seq.windowed[to_size(g - 1)];
+    const int32_t first = first_block_read(windows_[to_size(g)], from, block_size_);
+    while (static_cast<int64_t>(table.size()) < wanted)
+      table.push_back(static_cast<int32_t>(table.size()) < first ? kNoBlock : take_block());
+  }
   return true;
+}
+
+int64_t BlockManager::capacity_tokens(int32_t chunk) const {
+  // The largest n with blocks_for_tokens(n) <= num_blocks: that count grows with n.
+  int64_t lo = 0, hi = int64_t{num_blocks()} * block_size_;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (blocks_for_tokens(windows_, mid, block_size_, chunk) <= num_blocks())
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }
 
 int32_t BlockManager::take_block() {
@@ -160,22 +232,41 @@ void BlockManager::commit(SequenceBlocks& seq, const int32_t* tokens, int32_t nu
     }
     seq.hashes.push_back(hash);
     seq.registrations.push_back(registration);
+    // The sliding groups' blocks of this prefix, anchored to its registration, unless given
+    // back already (a later plan moved past them while this step computed) or cached before.
+    if (registration == kUnregistered) continue;
+    for (int32_t g = 1; g < static_cast<int32_t>(windows_.size()); ++g) {
+      const auto& table = seq.windowed[to_size(g - 1)];
+      if (j >= table.size() || table[j] == kNoBlock || find_windowed(g, registration) >= 0) continue;
+      Block& b = blocks_[to_size(table[j])];
+      b.hash = registration;
+      b.group = g;
+      b.registration = next_registration_++;
+      windowed_index_[to_size(g - 1)].emplace(registration, table[j]);
+    }
+  }
+}
+
+void BlockManager::drop(int32_t id) {
+  Block& b = blocks_[to_size(id)];
+  if (--b.refcount > 0) return;
+  if (b.registration != kUnregistered) {
+    b.where = Where::cached;
+    lru_push_back(id);
+  } else {
+    b.where = Where::free;
+    free_.push_back(id);
   }
 }
 
 void BlockManager::release(SequenceBlocks& seq) {
-  for (auto it = seq.table.rbegin(); it != seq.table.rend(); ++it) {
-    Block& b = blocks_[to_size(*it)];
-    if (--b.refcount > 0) continue;
-    if (b.registration != kUnregistered) {
-      b.where = Where::cached;
-      lru_push_back(*it);
-    } else {
-      b.where = Where::free;
-      free_.push_back(*it);
-    }
+  for (size_t j = seq.table.size(); j-- > 0;) {
+    for (const auto& table : seq.windowed)
+      if (j < table.size() && table[j] != kNoBlock) drop(table[j]);
+    drop(seq.table[j]);
   }
   seq.table.clear();
+  seq.windowed.clear();
   seq.hashes.clear();
   seq.registrations.clear();
 }
@@ -212,18 +303,31 @@ void BlockManager::lru_unlink(int32_t id) {
 }
 
 void BlockManager::unregister(Block& b) {
-  index_.erase(b.hash);
+  if (b.group == 0)
+    index_.erase(b.hash);
+  else
+    windowed_index_[to_size(b.group - 1)].erase(b.hash);
   b.registration = b.parent_registration = kUnregistered;
   b.hash = 0;
+  b.group = 0;
 }
 
 void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
   const size_t n = blocks_.size();
   std::vector<int32_t> holders(n, 0);
   for (const SequenceBlocks* seq : live) {
-    for (int32_t id : seq->table) {
+    if (!seq->table.empty() && seq->windowed.size() + 1 != windows_.size())
+      broken("a sequence has " + std::to_string(seq->windowed.size()) + " sliding tables, the layout " +
+             std::to_string(windows_.size() - 1));
+    const auto hold = [&](int32_t id) {
       if (id < 0 || to_size(id) >= n) broken("a sequence table holds block id " + std::to_string(id) + ", outside the pool");
       ++holders[to_size(id)];
+    };
+    for (int32_t id : seq->table) hold(id);
+    for (const auto& table : seq->windowed) {
+      if (table.size() != seq->table.size()) broken("a sequence's sliding table and its global one differ in length");
+      for (int32_t id : table)
+        if (id != kNoBlock) hold(id);
     }
     if (seq->hashes.size() != seq->registrations.size() || seq->hashes.size() > seq->table.size())
       broken("a sequence has " + std::to_string(seq->hashes.size()) + " hashes and " +
@@ -261,14 +365,23 @@ void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
     if (b.where == Where::used && listed[i]) broken(name + " is used yet on a free or cached list");
     if (b.where != Where::used && !listed[i]) broken(name + " has refcount 0 yet is on neither the free nor the LRU list");
     if (b.registration != kUnregistered) {
-      auto it = index_.find(b.hash);
-      if (it == index_.end() || to_size(it->second) != i) broken(name + " is registered but the index does not point at it");
+      if (b.group < 0 || to_size(b.group) >= windows_.size()) broken(name + " is registered in group " + std::to_string(b.group));
+      const auto& index = b.group == 0 ? index_ : windowed_index_[to_size(b.group - 1)];
+      auto it = index.find(b.hash);
+      if (it == index.end() || to_size(it->second) != i) broken(name + " is registered but the index does not point at it");
     }
   }
+  for (size_t g = 1; g < windows_.size(); ++g)
+    for (const auto& [anchor, id] : windowed_index_[g - 1]) {
+      if (id < 0 || to_size(id) >= n) broken("a sliding group's index points at block id " + std::to_string(id));
+      const Block& b = blocks_[to_size(id)];
+      if (b.registration == kUnregistered || to_size(b.group) != g || b.hash != anchor)
+        broken("a sliding group's index points at block " + std::to_string(id) + ", registered otherwise");
+    }
   for (const auto& [hash, id] : index_) {
     if (id < 0 || to_size(id) >= n) broken("the hash index points at block id " + std::to_string(id));
     const Block& b = blocks_[to_size(id)];
-    if (b.registration == kUnregistered || b.hash != hash)
+    if (b.registration == kUnregistered || b.group != 0 || b.hash != hash)
       broken("the hash index points at block " + std::to_string(id) + ", whose stored hash differs");
   }
 }

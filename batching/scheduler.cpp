@@ -86,7 +86,7 @@ void Scheduler::preempt(Sequence& victim, StepPlan& plan, int32_t& budget) {
 }
 
 bool Scheduler::reserve(Sequence& seq, int32_t num_tokens, StepPlan& plan, int32_t& budget) {
-  while (!blocks_.allocate(seq.blocks, num_tokens)) {
+  while (!blocks_.allocate(seq.blocks, num_tokens, seq.num_computed)) {
     Sequence& victim = choose_victim();
     preempt(victim, plan, budget);
     if (&victim == &seq) return false;
@@ -140,7 +140,7 @@ StepPlan Scheduler::schedule() {
     const int32_t lookup = seq.cacheable < seq.num_tokens() ? seq.cacheable + 1 : seq.num_tokens();
     const int32_t cached = seq.cacheable > 0 ? blocks_.take_cached_prefix(seq.blocks, seq.tokens.data(), lookup) : 0;
     const int32_t count = chunk_limit(seq, cached, seq.num_tokens() - cached, budget, scored_budget);
-    if (count == 0 || !blocks_.allocate(seq.blocks, cached + count)) {
+    if (count == 0 || !blocks_.allocate(seq.blocks, cached + count, cached)) {
       blocks_.release(seq.blocks);
       break;
     }
@@ -223,7 +223,7 @@ bool Scheduler::fits(const Sequence& seq) const {
 }
 
 int64_t Scheduler::capacity_tokens() const {
-  return static_cast<int64_t>(blocks_.num_blocks()) * blocks_.block_size();
+  return blocks_.capacity_tokens(config_.max_num_batched_tokens);
 }
 
 std::vector<const SequenceBlocks*> Scheduler::live_blocks() const {

@@ -388,5 +388,101 @@ TEST(BlockManager, CheckCatchesCorruptedInternals) {
   }
 }
 
+// Computes tokens one step per position, as decode does: each step allocates from the row
+// it computes, then commits.
+void decode_all(BlockManager& bm, SequenceBlocks& seq, const std::vector<int32_t>& tokens, int32_t from = 0) {
+  for (auto p = from; p < static_cast<int32_t>(tokens.size()); ++p) {
+    ASSERT_TRUE(bm.allocate(seq, p + 1, p));
+    bm.commit(seq, tokens.data(), p + 1);
+    bm.check({&seq});
+  }
+}
+
+TEST(BlockManagerWindows, SlidingTablesGiveBackWhatNoLaterRowReads) {
+  BlockManager bm(64, kBs, true, {0, 8});
+  const auto tokens = iota_tokens(40);
+  SequenceBlocks seq;
+  bm.take_cached_prefix(seq, tokens.data(), 40);
+  decode_all(bm, seq, tokens);
+  ASSERT_EQ(seq.table.size(), 10u);
+  ASSERT_EQ(seq.windowed.size(), 1u);
+  // The row at 39 saw 32-39: blocks 8 and 9. The next row, at 40, sees 33-40.
+  const auto& window = seq.windowed[0];
+  for (size_t j = 0; j < 8; ++j) EXPECT_EQ(window[j], kNoBlock) << j;
+  EXPECT_NE(window[8], kNoBlock);
+  EXPECT_NE(window[9], kNoBlock);
+  // The given-back blocks were full and registered: they wait in the prefix cache.
+  EXPECT_EQ(bm.num_used(), 12);
+  EXPECT_EQ(bm.num_cached(), 8);
+  const std::vector<int32_t> kept = window;
+  bm.release(seq);
+  EXPECT_EQ(bm.num_used(), 0);
+  bm.check({});
+
+  // The same 40 tokens and one more: the row at 40 sees 33-40, so blocks 8 and 9 of the
+  // sliding group come from the cache, and nothing before them.
+  auto longer = tokens;
+  longer.push_back(7);
+  SequenceBlocks again;
+  EXPECT_EQ(bm.take_cached_prefix(again, longer.data(), 41), 40);
+  EXPECT_EQ(again.windowed[0], kept);
+  bm.check({&again});
+}
+
+TEST(BlockManagerWindows, APrefixHitShrinksUntilItsWindowIsCached) {
+  BlockManager bm(64, kBs, true, {0, 8});
+  const auto tokens = iota_tokens(40);
+  SequenceBlocks a = computed(bm, tokens);  // one chunk: every block of both groups registered
+  const std::vector<int32_t> a_window = a.windowed[0];
+  bm.release(a);
+  auto longer = tokens;
+  longer.push_back(7);
+  EXPECT_EQ(bm.cached_prefix_tokens(longer.data(), 41), 40);
+
+  // a's release queued its last position first, sliding block before global one: the first
+  // eviction takes the sliding block of positions 36-39, which the row at 40 reads. The hit
+  // falls back to 36 tokens, whose next row reads blocks 7 and 8.
+  ASSERT_EQ(bm.num_free() - bm.num_cached(), 44);
+  SequenceBlocks other;  // 43 blocks of group 0 and the 2 its row at 171 reads in the sliding group
+  ASSERT_TRUE(bm.allocate(other, 172, 171));
+  EXPECT_EQ(bm.stats().evictions, 1u);
+  EXPECT_EQ(bm.cached_prefix_tokens(longer.data(), 41), 36);
+  SequenceBlocks c;
+  EXPECT_EQ(bm.take_cached_prefix(c, longer.data(), 41), 36);
+  ASSERT_EQ(c.windowed[0].size(), 9u);
+  EXPECT_EQ(c.windowed[0][7], a_window[7]);
+  EXPECT_EQ(c.windowed[0][8], a_window[8]);
+  EXPECT_EQ(c.windowed[0][6], kNoBlock);
+  bm.check({&c, &other});
+}
+
+TEST(BlockManagerWindows, AllocationCountsEveryGroupAllOrNothing) {
+  // Two sliding groups: a fresh sequence of 8 positions takes 2 blocks in each of 3 groups.
+  BlockManager bm(7, kBs, true, {0, 4, 4});
+  SequenceBlocks seq;
+  ASSERT_TRUE(bm.allocate(seq, 8, 0));
+  EXPECT_EQ(bm.num_used(), 6);
+  // Computing 8-11 next: the sliding groups give block 0 back (the row at 8 sees 5-8) and
+  // take block 2; group 0 takes block 2 too: 3 wanted, 1 free and 2 given back.
+  ASSERT_TRUE(bm.allocate(seq, 12, 8));
+  EXPECT_EQ(bm.num_used(), 7);
+  bm.check({&seq});
+  // Then 12-15 wants 3 more and only 2 come back: refused, and no block taken.
+  EXPECT_FALSE(bm.allocate(seq, 16, 12));
+  EXPECT_EQ(seq.table.size(), 3u);
+  bm.check({&seq});
+}
+
+TEST(BlockManagerWindows, CapacityLeavesRoomForTheWindows) {
+  EXPECT_EQ(BlockManager(100, kBs).capacity_tokens(64), 400);
+  // One sliding group of 8: a chunk of 16 rows reaches over (16 + 7) / 4 + 1 = 6 blocks of it.
+  const BlockManager bm(100, kBs, true, {0, 8});
+  EXPECT_EQ(bm.capacity_tokens(16), (100 - 7) * kBs);
+  EXPECT_LE(blocks_for_tokens(bm.windows(), bm.capacity_tokens(16), kBs, 16), 100);
+  EXPECT_GT(blocks_for_tokens(bm.windows(), bm.capacity_tokens(16) + 1, kBs, 16), 100);
+  EXPECT_THROW(BlockManager(10, kBs, true, {8}), std::invalid_argument);
+  EXPECT_THROW(BlockManager(10, kBs, true, {0, 0}), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace orzo

@@ -5,7 +5,8 @@
 // cancellations and random lengths. Every sequence must produce exactly what it produces
 // when run alone with a huge pool, so any block handed to the wrong sequence, any cached
 // block served for the wrong prefix, any position skipped or computed twice shows up as a
-// wrong token.
+// wrong token. Some workloads also give the model sliding-window layers with tables of
+// their own (core/kv_layout.hpp), whose given-back blocks must never be read again.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,22 +29,33 @@ constexpr int32_t kVocab = 97;
 
 class FakeModel {
  public:
-  FakeModel(int32_t num_blocks, int32_t block_size)
-      : block_size_(block_size), slots_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {}
+  // One global layer, and a sliding one per group after the first of `windows`. A block holds
+  // one slot value per position whichever group's table holds it, as a real block holds the
+  // planes of its group's layers.
+  FakeModel(int32_t num_blocks, int32_t block_size, std::vector<int32_t> windows = {0})
+      : block_size_(block_size),
+        windows_(std::move(windows)),
+        slots_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {}
 
   // Next token of each sampling chunk, in plan order. Like real KV, a slot's value depends
   // on the whole prefix: it is computed from the token and the previous position's value,
-  // read back through the block table. All rows are written before any sample reads, so
-  // two chunks writing one block would corrupt a read.
+  // read back through the block table (in a sliding layer, only while that position is in
+  // the window). All rows are written before any sample reads, so two chunks writing one
+  // block would corrupt a read.
   std::vector<int32_t> run(const StepPlan& plan) {
     for (const ScheduledChunk& c : plan.chunks)
       for (int32_t p = c.first_pos; p < c.first_pos + c.count; ++p)
-        slot(*c.seq, p) = next_hash(p == 0 ? 0 : slot(*c.seq, p - 1), c.seq->tokens[static_cast<size_t>(p)]);
+        for (int32_t g = 0; g < groups(); ++g) {
+          const bool sees_previous = p > 0 && (window(g) == 0 || window(g) >= 2);
+          slot(*c.seq, g, p) = next_hash(sees_previous ? slot(*c.seq, g, p - 1) : 0, c.seq->tokens[static_cast<size_t>(p)] + 1000 * g);
+        }
     std::vector<int32_t> sampled;
     for (const ScheduledChunk& c : plan.chunks) {
       if (!c.sample) continue;
+      const int32_t last = c.first_pos + c.count - 1;
       uint64_t h = 0;
-      for (int32_t p = 0; p < c.first_pos + c.count; ++p) h = fold(h, slot(*c.seq, p));
+      for (int32_t g = 0; g < groups(); ++g)
+        for (int32_t p = window(g) == 0 ? 0 : std::max(0, last - window(g) + 1); p <= last; ++p) h = fold(h, slot(*c.seq, g, p));
       sampled.push_back(token_of(h));
     }
     return sampled;
@@ -54,15 +66,20 @@ class FakeModel {
   static int32_t token_of(uint64_t h) { return static_cast<int32_t>((h >> 17) % kVocab); }
 
  private:
-  uint64_t& slot(const Sequence& seq, int32_t pos) {
-    const auto& table = seq.blocks.table;
+  int32_t groups() const { return static_cast<int32_t>(windows_.size()); }
+  int32_t window(int32_t g) const { return windows_[static_cast<size_t>(g)]; }
+
+  uint64_t& slot(const Sequence& seq, int32_t g, int32_t pos) {
+    const auto& table = g == 0 ? seq.blocks.table : seq.blocks.windowed.at(static_cast<size_t>(g - 1));
     const auto block = static_cast<size_t>(pos / block_size_);
     EXPECT_LT(block, table.size()) << "seq " << seq.id << " position " << pos << " has no block";
     const int32_t id = block < table.size() ? table[block] : 0;
-    return slots_[static_cast<size_t>(id) * static_cast<size_t>(block_size_) + static_cast<size_t>(pos % block_size_)];
+    EXPECT_NE(id, kNoBlock) << "seq " << seq.id << " group " << g << " reads position " << pos << " given back";
+    return slots_[static_cast<size_t>(std::max(id, 0)) * static_cast<size_t>(block_size_) + static_cast<size_t>(pos % block_size_)];
   }
 
   int32_t block_size_;
+  std::vector<int32_t> windows_;
   std::vector<uint64_t> slots_;
 };
 
@@ -87,7 +104,8 @@ uint64_t constant_hash(uint64_t, const int32_t*, int32_t) { return 1; }
 uint64_t first_token_hash(uint64_t, const int32_t* tokens, int32_t) { return static_cast<uint64_t>(tokens[0]); }
 
 // Checks what schedule() promises of a plan.
-void check_plan(const StepPlan& plan, const Scheduler& sched, const SchedulerConfig& config, int32_t block_size) {
+void check_plan(const StepPlan& plan, const Scheduler& sched, const SchedulerConfig& config, int32_t block_size,
+                const std::vector<int32_t>& windows) {
   int32_t total = 0;
   std::vector<const Sequence*> seen;
   for (const ScheduledChunk& c : plan.chunks) {
@@ -98,6 +116,12 @@ void check_plan(const StepPlan& plan, const Scheduler& sched, const SchedulerCon
     ASSERT_LE(c.first_pos + c.count, s.num_tokens());
     ASSERT_EQ(c.sample, c.first_pos + c.count == s.num_tokens());
     ASSERT_GE(static_cast<int64_t>(s.blocks.table.size()) * block_size, c.first_pos + c.count);
+    for (size_t g = 1; g < windows.size(); ++g) {
+      const auto& table = s.blocks.windowed.at(g - 1);
+      ASSERT_EQ(table.size(), s.blocks.table.size());
+      for (size_t j = static_cast<size_t>(first_block_read(windows[g], c.first_pos, block_size)); j < table.size(); ++j)
+        ASSERT_NE(table[j], kNoBlock) << "seq " << s.id << " needs block " << j << " of group " << g;
+    }
     ASSERT_EQ(std::count(seen.begin(), seen.end(), &s), 0) << "seq " << s.id << " planned twice";
     seen.push_back(&s);
     total += c.count;
@@ -118,7 +142,7 @@ void check_plan(const StepPlan& plan, const Scheduler& sched, const SchedulerCon
 std::vector<Outcome> serve(const std::vector<Request>& requests, BlockManager& bm, const SchedulerConfig& config,
                            double cancel_rate, std::mt19937_64& rng, Totals& totals) {
   Scheduler sched(config, bm);
-  FakeModel model(bm.num_blocks(), bm.block_size());
+  FakeModel model(bm.num_blocks(), bm.block_size(), bm.windows());
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<Outcome> outcomes(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -158,7 +182,7 @@ std::vector<Outcome> serve(const std::vector<Request>& requests, BlockManager& b
       ++totals.cancellations;
     }
     StepPlan plan = sched.schedule();
-    check_plan(plan, sched, config, bm.block_size());
+    check_plan(plan, sched, config, bm.block_size(), bm.windows());
     if (::testing::Test::HasFatalFailure()) return outcomes;
     if (plan.empty() && plan.preempted.empty() && !live.empty()) {
       ADD_FAILURE() << "stalled at step " << step << " with " << sched.num_running() << " running, " << sched.num_waiting()
@@ -193,19 +217,31 @@ std::vector<Outcome> serve(const std::vector<Request>& requests, BlockManager& b
 
 TEST(SchedulerSimulation, EveryOutputMatchesTheSequenceRunAlone) {
   Totals totals;
-  int collided_workloads = 0;
+  int collided_workloads = 0, windowed_workloads = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     auto uniform = [&](int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); };
     const int32_t block_size = uniform(1, 5);
-    const int32_t num_blocks = uniform(6, 20);
-    const int32_t capacity = num_blocks * block_size;
+    int32_t num_blocks = uniform(6, 20);
     SchedulerConfig config;
     config.max_num_seqs = uniform(1, 8);
     config.max_num_batched_tokens = uniform(1, 40);
     config.max_waiting = uniform(1, 6);
     config.priority = uniform(0, 1) == 1;
+    // A third of the workloads have sliding layers, some in two groups, windows from one
+    // position to a few blocks; their pools grow until a sequence can be long enough to
+    // leave its windows behind.
+    std::vector<int32_t> windows = {0};
+    if (seed % 3 == 1) {
+      for (int32_t g = uniform(1, 2); g > 0; --g) windows.push_back(uniform(1, 10));
+      ++windowed_workloads;
+    }
+    while (windows.size() > 1 &&
+           BlockManager(num_blocks, block_size, true, windows).capacity_tokens(config.max_num_batched_tokens) < 24)
+      num_blocks += 4;
+    const auto capacity = static_cast<int32_t>(
+        BlockManager(num_blocks, block_size, true, windows).capacity_tokens(config.max_num_batched_tokens));
     // A few stems shared by many prompts, so that blocks are cached and reused.
     std::vector<std::vector<int32_t>> stems(3);
     for (auto& stem : stems) {
@@ -223,14 +259,14 @@ TEST(SchedulerSimulation, EveryOutputMatchesTheSequenceRunAlone) {
     const bool collide = seed % 4 == 0;
     collided_workloads += collide;
 
-    BlockManager bm(num_blocks, block_size, seed % 7 != 0);
+    BlockManager bm(num_blocks, block_size, seed % 7 != 0, windows);
     if (collide) bm.set_hash_function(seed % 8 == 0 ? &constant_hash : &first_token_hash);
     const std::vector<Outcome> outcomes = serve(requests, bm, config, 0.05, rng, totals);
     if (HasFailure()) return;
 
     for (size_t i = 0; i < requests.size(); ++i) {
       SCOPED_TRACE("request " + std::to_string(i));
-      BlockManager alone_bm(1024, block_size);
+      BlockManager alone_bm(1024, block_size, true, windows);
       Totals ignored;
       const std::vector<Outcome> alone = serve({requests[i]}, alone_bm, SchedulerConfig{}, 0, rng, ignored);
       ASSERT_EQ(alone[0].generated.size(), static_cast<size_t>(requests[i].max_new));
@@ -248,6 +284,7 @@ TEST(SchedulerSimulation, EveryOutputMatchesTheSequenceRunAlone) {
   EXPECT_GT(totals.prefix_hits, 1000u);
   EXPECT_GT(totals.cancellations, 50u);
   EXPECT_GT(collided_workloads, 0);
+  EXPECT_GT(windowed_workloads, 0);
   std::printf("%llu steps, %llu preemptions, %llu prefix-hit tokens, %llu cancellations\n",
               static_cast<unsigned long long>(totals.steps), static_cast<unsigned long long>(totals.preemptions),
               static_cast<unsigned long long>(totals.prefix_hits), static_cast<unsigned long long>(totals.cancellations));
@@ -256,24 +293,30 @@ TEST(SchedulerSimulation, EveryOutputMatchesTheSequenceRunAlone) {
 // The model itself, unbatched: the alone runs above must agree with it, or the comparison
 // would prove nothing.
 TEST(SchedulerSimulation, AloneRunMatchesTheModelDirectly) {
-  std::mt19937_64 rng(5);
-  Request r;
-  r.prompt = {3, 1, 4, 1, 5, 9, 2, 6};
-  r.max_new = 10;
-  BlockManager bm(64, 3);
-  Totals totals;
-  const std::vector<Outcome> out = serve({r}, bm, SchedulerConfig{}, 0, rng, totals);
-  std::vector<int32_t> tokens = r.prompt, expected;
-  for (int i = 0; i < r.max_new; ++i) {
-    uint64_t kv = 0, h = 0;
-    for (int32_t t : tokens) {
-      kv = FakeModel::next_hash(kv, t);
-      h = FakeModel::fold(h, kv);
+  for (const std::vector<int32_t>& windows : {std::vector<int32_t>{0}, std::vector<int32_t>{0, 5}}) {
+    std::mt19937_64 rng(5);
+    Request r;
+    r.prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+    r.max_new = 10;
+    BlockManager bm(64, 3, true, windows);
+    Totals totals;
+    const std::vector<Outcome> out = serve({r}, bm, SchedulerConfig{}, 0, rng, totals);
+    std::vector<int32_t> tokens = r.prompt, expected;
+    for (int i = 0; i < r.max_new; ++i) {
+      std::vector<uint64_t> kv(tokens.size()), window_kv(tokens.size());
+      for (size_t p = 0; p < tokens.size(); ++p) {
+        kv[p] = FakeModel::next_hash(p == 0 ? 0 : kv[p - 1], tokens[p]);
+        window_kv[p] = FakeModel::next_hash(p == 0 ? 0 : window_kv[p - 1], tokens[p] + 1000);
+      }
+      uint64_t h = 0;
+      for (uint64_t v : kv) h = FakeModel::fold(h, v);
+      if (windows.size() > 1)
+        for (size_t p = tokens.size() - 5; p < tokens.size(); ++p) h = FakeModel::fold(h, window_kv[p]);
+      tokens.push_back(FakeModel::token_of(h));
+      expected.push_back(tokens.back());
     }
-    tokens.push_back(FakeModel::token_of(h));
-    expected.push_back(tokens.back());
+    EXPECT_EQ(out[0].generated, expected) << windows.size() << " groups";
   }
-  EXPECT_EQ(out[0].generated, expected);
 }
 
 }  // namespace
