@@ -246,6 +246,10 @@ StepRequest build_step(BatcherState& st, Replica& rep, Flight& flight) {
                                           std::vector<int32_t>(prompt_end, tokens.begin() + chunk.seq->num_known())});
     }
   }
+  // The sliding groups' tables follow group 0's, in the same order (ForwardBatch::table).
+  batch.kv_groups = static_cast<int32_t>(st.options.kv_windows.size());
+  for (int32_t g = 1; g < batch.kv_groups; ++g)
+    for (const auto& chunk : flight.plan.chunks) batch.block_tables.push_back(chunk.seq->blocks.windowed[static_cast<size_t>(g - 1)]);
   req.released = std::move(rep.released);
   rep.released.clear();
   return req;
@@ -752,6 +756,18 @@ void chain(batcher_pointer self, size_t r, size_t i) {
           });
 }
 
+// Why a worker's KV cannot serve this batcher's steps, if it cannot: a pool smaller than the
+// batcher plans with, or other groups of block tables, would corrupt KV, which no join can cure.
+std::optional<std::string> kv_mismatch(const BatcherState& st, const WorkerInfo& info) {
+  if (info.kv_blocks < st.options.kv_blocks)
+    return "its KV pool holds " + std::to_string(info.kv_blocks) + " blocks, the batcher plans with " +
+           std::to_string(st.options.kv_blocks);
+  if (info.kv_windows != st.options.kv_windows)
+    return "it keeps " + std::to_string(info.kv_windows.size()) + " groups of KV block tables, the batcher plans " +
+           std::to_string(st.options.kv_windows.size());
+  return std::nullopt;
+}
+
 // A worker that joins for a layer range serves the first replica whose stage of that range has
 // no worker; when every one has, it stands by for the stage with the fewest standbys.
 caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, WorkerInfo& info) {
@@ -783,9 +799,7 @@ caf::result<caf::ok_atom> join(batcher_pointer self, worker_actor& worker, Worke
     for (const auto& s : st.replicas.front().stages) ranges += (ranges.empty() ? "" : ", ") + layers_text(s.layers);
     return refuse_join("the pipeline has no such stage (its stages are " + ranges + ")");
   }
-  if (info.kv_blocks < st.options.kv_blocks)
-    return refuse_join("its KV pool holds " + std::to_string(info.kv_blocks) + " blocks, the batcher plans with " +
-                       std::to_string(st.options.kv_blocks));
+  if (auto why = kv_mismatch(st, info)) return refuse_join(*why);
   self->monitor(worker);
   if (!vacant) {
     st.replicas[standby->replica].stages[standby->stage].standby.push_back(Standby{worker, std::move(info)});
@@ -819,9 +833,7 @@ void describe_stages(batcher_pointer self) {
               [self, r, i, worker](WorkerInfo& info) {
                 auto& rp = self->state.replicas[r];
                 if (rp.stages[i].worker != worker) return;
-                if (info.kv_blocks < self->state.options.kv_blocks)
-                  set_fault(self, r, info.device + " holds " + std::to_string(info.kv_blocks) +
-                                         " KV blocks, the batcher plans with " + std::to_string(self->state.options.kv_blocks));
+                if (auto why = kv_mismatch(self->state, info)) set_fault(self, r, info.device + ": " + *why);
                 rp.stages[i].info = std::move(info);
               },
               [self, r](caf::error& err) { set_fault(self, r, "a worker did not describe itself: " + self->system().render(err)); });
@@ -894,8 +906,12 @@ BatcherStats stats(BatcherState& st) {
 }
 
 StageTerms terms(const BatcherState& st) {
-  return StageTerms{st.options.kv_blocks, st.options.block_size, st.options.scheduler.max_num_batched_tokens,
-                    st.options.scheduler.max_num_seqs, st.options.max_model_len};
+  return StageTerms{st.options.kv_blocks,
+                    st.options.block_size,
+                    st.options.scheduler.max_num_batched_tokens,
+                    st.options.scheduler.max_num_seqs,
+                    st.options.max_model_len,
+                    st.options.kv_windows};
 }
 
 // ---- Sessions ----
@@ -919,7 +935,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, BatcherOptions option
   for (size_t r = 0; r < pipelines.size(); ++r) {
     auto& rep = st.replicas[r];
     for (auto& stage : pipelines[r]) rep.stages.push_back(StageSlot{stage.layers, std::move(stage.worker), std::nullopt, {}});
-    rep.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching);
+    rep.blocks = std::make_unique<BlockManager>(st.options.kv_blocks, st.options.block_size, st.options.prefix_caching,
+                                                st.options.kv_windows);
     rep.scheduler = std::make_unique<Scheduler>(st.options.scheduler, *rep.blocks);
   }
   st.stats.finished.assign(static_cast<size_t>(FinishReason::error) + 1, 0);

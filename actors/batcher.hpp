@@ -32,6 +32,7 @@ struct BatcherOptions {
   SchedulerConfig scheduler;
   int32_t kv_blocks = 0;                  // the pool every worker holds, in blocks
   int32_t block_size = 16;
+  std::vector<int32_t> kv_windows = {0};  // the groups of block tables every worker keeps (core/kv_layout.hpp)
   bool prefix_caching = true;
   int32_t max_model_len = 0;              // prompt + generated tokens at most
   int32_t vocab_size = 0;                 // prompt ids must lie in [0, vocab_size)

@@ -2,6 +2,7 @@
 
 #include "actors/output_constraints.hpp"
 #include "actors/worker.hpp"
+#include "core/kv_layout.hpp"
 #include "runtime/model.hpp"
 #include "stages/placement.hpp"
 #include "text/tokenizer/tokenizer.hpp"
@@ -77,10 +78,16 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   b.recovery_timeout = options.recovery_timeout;
   b.async_scheduling = options.async_scheduling;
 
-  const StageTerms terms{options.kv_blocks, b.block_size, b.scheduler.max_num_batched_tokens, b.scheduler.max_num_seqs,
-                         b.max_model_len};
+  // No windows: the stage factory chooses the KV layout; {0}: one table for every layer.
+  const StageTerms terms{options.kv_blocks,           b.block_size,    b.scheduler.max_num_batched_tokens,
+                         b.scheduler.max_num_seqs,    b.max_model_len, options.hybrid_kv ? std::vector<int32_t>{} : std::vector<int32_t>{0}};
   auto made = make_replica_backends(engine->model_, replicas, terms, options.backend);
   b.kv_blocks = made.front().kv_blocks;
+  b.kv_windows = made.front().kv_windows;
+  engine->kv_pool_ = KvPool{b.kv_blocks, b.block_size, b.max_model_len, b.kv_windows, 0};
+  for (const auto& replica : made)
+    for (const auto& backend : replica.backends)
+      if (backend) engine->kv_pool_.bytes += backend->kv_bytes();
   const auto constraints =
       engine->tokenizer_ ? output_constraints(*engine->tokenizer_, engine->model_->config()) : nullptr;
   std::vector<Pipeline> pipelines;
@@ -117,6 +124,11 @@ std::unique_ptr<Engine> Engine::start_with(caf::actor_system& sys, std::vector<s
   engine->bounds_ = RequestBounds{options.max_model_len, options.vocab_size};
   engine->batcher_ = spawn_batcher(sys, std::move(options), {std::move(pipeline)});
   return engine;
+}
+
+double KvPool::full_contexts() const {
+  const int64_t per_sequence = blocks_for_tokens(windows, max_model_len, block_size, 1);
+  return per_sequence > 0 ? static_cast<double>(blocks) / static_cast<double>(per_sequence) : 0.0;
 }
 
 Engine::~Engine() { shutdown(); }

@@ -39,6 +39,9 @@ struct EngineOptions {
   int32_t kv_blocks = 0;              // 0: sized by the stage factory (stages/stage_factory.hpp)
   int32_t block_size = 16;
   bool prefix_caching = true;
+  // Sliding-window layers keep only their window's KV where that saves memory (core/kv_layout.hpp);
+  // false: every layer keeps every position, as one table.
+  bool hybrid_kv = true;
   bool async_scheduling = false;      // BatcherOptions::async_scheduling
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
@@ -48,6 +51,15 @@ struct EngineOptions {
   // Called while the weights are read in (bytes done, bytes in all); none: they are paged
   // in lazily by the first steps.
   std::function<void(size_t done, size_t total)> on_load_progress;
+};
+
+// The KV pool every replica's stages hold with the same block ids, as the engine made it.
+struct KvPool {
+  int32_t blocks = 0, block_size = 0, max_model_len = 0;
+  std::vector<int32_t> windows;  // its groups of block tables (core/kv_layout.hpp)
+  size_t bytes = 0;              // of the stages in this process, every replica's
+  // How many sequences of max_model_len tokens it holds at once, decoding.
+  double full_contexts() const;
 };
 
 class Engine {
@@ -71,6 +83,7 @@ class Engine {
   std::shared_ptr<const Model> model() const { return model_; }
   // The context and vocabulary the batcher holds requests to (check_request).
   const RequestBounds& bounds() const { return bounds_; }
+  const KvPool& kv_pool() const { return kv_pool_; }  // empty for start_with's engines
 
   // The prompt's ids, for sessions, which take ids only: applications start from text here
   // without the tokenizer's headers, which the installed package leaves out. Throws
@@ -91,6 +104,7 @@ class Engine {
   std::vector<worker_actor> workers_;
   batcher_actor batcher_;
   RequestBounds bounds_;
+  KvPool kv_pool_;
 };
 
 }  // namespace orzo

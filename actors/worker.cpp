@@ -101,7 +101,7 @@ worker_actor::behavior_type worker(worker_pointer self, std::shared_ptr<LayerBac
       [self](describe_atom) -> WorkerInfo {
         const auto range = self->state.backend->range();
         return WorkerInfo{self->state.device, static_cast<int32_t>(range.begin), static_cast<int32_t>(range.end),
-                          self->state.backend->kv_blocks()};
+                          self->state.backend->kv_blocks(), self->state.backend->kv_windows()};
       },
       [self](chain_atom, caf::actor& following) {
         self->state.next = caf::actor_cast<worker_actor>(std::move(following));

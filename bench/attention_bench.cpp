@@ -69,7 +69,7 @@ void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, in
   const orzo::cpu::AttentionShape shape{h.heads, h.kv_heads, h.dim, std::nullopt};
   int64_t layer = 0;
   for (auto _ : state) {
-    orzo::cpu::paged_attention(s.q.data(), s.batch, s.cache, layer, shape, s.out.data(), pool());
+    orzo::cpu::paged_attention(s.q.data(), s.batch, s.cache, orzo::cpu::KvPlace{layer, 0}, shape, s.out.data(), pool());
     layer = (layer + 1) % layers;
     benchmark::ClobberMemory();
   }

@@ -68,6 +68,9 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"auto", "own", "shared"}))
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_flag("!--no-hybrid-kv", engine.hybrid_kv,
+               "Keep every layer's KV for every position, in one block table; by default sliding-window layers "
+               "(Gemma 2/3) keep only their window where the context outgrows it");
   cmd.add_option("--max-model-len", engine.max_model_len, "Context length (0: the model's)")->check(CLI::Range(0, 1 << 24));
   cmd.add_option("--gpu-memory-utilization", engine.backend.gpu_memory_utilization,
                  "Share of each GPU's memory a CUDA stage may fill, KV cache included")
@@ -129,6 +132,17 @@ SessionRequest EngineFlags::session_request(std::string id, const Engine& starte
     if (const auto bos = started.model()->config().bos_token_id) r.limits.stop_token_ids.push_back(*bos);
   r.stop = stop;
   return r;
+}
+
+std::string kv_pool_text(const KvPool& pool) {
+  char text[256];
+  const std::string layout = pool.windows.size() > 1
+                                 ? ", sliding layers apart (" + std::to_string(pool.windows.size()) + " tables a sequence)"
+                                 : "";
+  std::snprintf(text, sizeof text, "KV cache: %.1f MiB in %d blocks of %d tokens%s; %.1f sequences of %d tokens at once",
+                static_cast<double>(pool.bytes) / (1 << 20), pool.blocks, pool.block_size, layout.c_str(),
+                pool.full_contexts(), pool.max_model_len);
+  return text;
 }
 
 }  // namespace orzo::cli

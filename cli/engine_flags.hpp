@@ -48,4 +48,8 @@ struct EngineFlags {
 // "own", "shared" or "auto", as --worker-thread takes them.
 WorkerThread parse_worker_thread(const std::string& name);
 
+// "KV cache: 1024.0 MiB in 10922 blocks of 16 tokens, ...; 4.9 sequences of 32768 tokens at
+// once": what the pool holds, as vLLM states it at start.
+std::string kv_pool_text(const KvPool& pool);
+
 }  // namespace orzo::cli

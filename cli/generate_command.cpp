@@ -50,6 +50,7 @@ int run_generate(GenerateFlags& flags) {
                u.prompt_tokens, prefill * 1e3, prefill > 0 ? u.prompt_tokens / prefill : 0.0, u.generated_tokens,
                decode * 1e3, decode > 0 && u.generated_tokens > 1 ? (u.generated_tokens - 1) / decode : 0.0,
                to_string(c.reason));
+  std::fprintf(stderr, "orzo: %s\n", kv_pool_text(engine->kv_pool()).c_str());
   return 0;
 }
 

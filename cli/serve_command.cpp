@@ -175,6 +175,7 @@ int run_serve(ServeFlags& f) {
   if (f.stats_interval > 0)
     stats = std::make_unique<StatsReporter>(sys, engine->batcher(), std::chrono::duration<double>(f.stats_interval),
                                             log_format, write_log_line);
+  std::fprintf(stderr, "orzo serve: %s\n", kv_pool_text(engine->kv_pool()).c_str());
   std::fprintf(stderr, "orzo serve: ready, serving '%s'\n", api_options.served_model_name.c_str());
   if (api_options.webui)
     std::fprintf(stderr, "orzo serve: chat in a browser at http://%s:%u/\n", f.http.host.c_str(),

@@ -2,8 +2,11 @@
 // One step of work for a layer range: a flat batch of token rows drawn from many
 // sequences. Prefill chunks and decode rows mix freely; a row knows its sequence and its
 // position, and a sequence knows where its KV lives (its block table).
+#include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "core/kv_layout.hpp"
 
 namespace orzo {
 
@@ -15,13 +18,20 @@ inline constexpr int32_t kPendingToken = -1;
 struct ForwardBatch {
   std::vector<int32_t> tokens;     // per row (or kPendingToken); read by the range that embeds
   std::vector<int32_t> positions;  // per row: position in its sequence (0-based)
-  std::vector<int32_t> seq_index;  // per row: index into block_tables
-  // Per sequence: the KV block ids holding positions [0, block_size * size()).
+  std::vector<int32_t> seq_index;  // per row: its sequence
+  // Per group of layers sharing a table (core/kv_layout.hpp), then per sequence: the KV block
+  // ids holding positions [0, block_size * size()), at [group * sequences() + seq]. A
+  // sliding group's table holds kNoBlock before the window of the step's rows.
   std::vector<std::vector<int32_t>> block_tables;
+  int32_t kv_groups = 1;
   // Rows whose logits the last range computes, in the order they come back.
   std::vector<int32_t> logit_rows;
 
   int64_t rows() const { return static_cast<int64_t>(positions.size()); }
+  int32_t sequences() const { return static_cast<int32_t>(block_tables.size()) / kv_groups; }
+  const std::vector<int32_t>& table(int32_t group, int32_t seq) const {
+    return block_tables[static_cast<size_t>(group) * static_cast<size_t>(sequences()) + static_cast<size_t>(seq)];
+  }
 
   // Appends `count` consecutive tokens of sequence `seq` starting at position `first_pos`;
   // the last one is marked for logits when `want_logits`.

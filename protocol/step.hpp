@@ -51,7 +51,7 @@ struct StepResult {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
   return f(caf::meta::type_name("forward_batch"), x.tokens, x.positions, x.seq_index, x.block_tables,
-           x.logit_rows);
+           x.kv_groups, x.logit_rows);
 }
 
 template <class Inspector>

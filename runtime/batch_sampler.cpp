@@ -68,9 +68,9 @@ BatchSampler::Entry& BatchSampler::entry(uint64_t seq) {
 }
 
 void BatchSampler::record(const ForwardBatch& batch, const std::vector<uint64_t>& seq_ids) {
-  if (seq_ids.size() != batch.block_tables.size())
+  if (seq_ids.size() != static_cast<size_t>(batch.sequences()))
     throw std::invalid_argument("a step names " + std::to_string(seq_ids.size()) + " sequences for " +
-                                std::to_string(batch.block_tables.size()) + " block tables");
+                                std::to_string(batch.sequences()) + " sequences' block tables");
   // A recomputed sequence (preempted, then readmitted) sends its rows again: writing by
   // position keeps the history exact either way.
   for (size_t r = 0; r < batch.positions.size(); ++r) {

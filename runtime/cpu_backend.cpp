@@ -32,9 +32,14 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
       cfg_(model_->config()),
       range_(resolve_range(o.range, cfg_.num_layers)),
       long_rope_(cfg_.long_rope(o.max_model_len > 0 ? o.max_model_len : cfg_.max_position)),
-      kv_(range_.end - range_.begin, o.kv_blocks, o.block_size, cfg_.kv_dim()),
+      kv_layout_(o.kv_layout.groups() > 0 ? std::move(o.kv_layout) : KvLayout::flat(cfg_.num_layers)),
+      kv_planes_(kv_layout_.planes_in(range_.begin, range_.end)),
+      kv_(kv_layout_.planes_for(range_.begin, range_.end), o.kv_blocks, o.block_size, cfg_.kv_dim()),
       pool_(o.threads),
       matmul_(o.matmul) {
+  if (kv_layout_.group_of.size() != static_cast<size_t>(cfg_.num_layers))
+    throw std::invalid_argument("CpuBackend: the KV layout covers " + std::to_string(kv_layout_.group_of.size()) +
+                                " layers, the model has " + std::to_string(cfg_.num_layers));
   const int64_t rows = o.max_rows;
   grow(xn_, rows * cfg_.hidden_size);
   grow(q_, rows * cfg_.q_dim());
@@ -73,7 +78,7 @@ int64_t CpuBackend::ffn_width() const {
 
 void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std::vector<float>& logits) {
   check_batch(b, BatchBounds{embeds(), cfg_.vocab_size, static_cast<int64_t>(hidden.size()), cfg_.hidden_size,
-                             kv_.num_blocks(), kv_.block_size()});
+                             kv_.num_blocks(), kv_.block_size(), &kv_layout_});
   const int64_t rows = b.rows();
   hidden.resize(static_cast<size_t>(rows * cfg_.hidden_size));
   // xn_ also holds the normalized logit rows, which a plan may list more than once.
@@ -142,7 +147,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk, matmul_);
   cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv, matmul_);
 
-  const int64_t cache_layer = l - range_.begin;
+  const cpu::KvPlace place{kv_planes_[static_cast<size_t>(l - range_.begin)], kv_layout_.group_of[static_cast<size_t>(l)]};
   const std::vector<float>& angles = cfg_.local_rope(l) ? local_cos_sin_ : cos_sin_;
   pool_.parallel_for(
       rows,
@@ -167,16 +172,16 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
             cpu::apply_rope(k, cfg_.num_kv_heads, hd, cs, cfg_.rope_dim());
           }
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
-          const auto& table = b.block_tables[static_cast<size_t>(b.seq_index[i])];
+          const auto& table = b.table(place.group, b.seq_index[i]);
           const int32_t pos = b.positions[i], block = table[static_cast<size_t>(pos / kv_.block_size())];
-          kv_.write(cache_layer, block, pos % kv_.block_size(), k, v_.data() + r * cfg_.kv_dim());
+          kv_.write(place.plane, block, pos % kv_.block_size(), k, v_.data() + r * cfg_.kv_dim());
         }
       },
       8);
 
   const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.window_of(l), cfg_.attention_scale(),
                                   cfg_.attn_softcap.value_or(0.0)};
-  cpu::paged_attention(q_.data(), b, kv_, cache_layer, shape, attn_.data(), pool_);
+  cpu::paged_attention(q_.data(), b, kv_, place, shape, attn_.data(), pool_);
   cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo, matmul_);
   add_residual(x, rows, w.post_attn_norm);
 }

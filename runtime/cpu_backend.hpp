@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/kv_cache.hpp"
+#include "core/kv_layout.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/expert_routing.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -25,6 +26,7 @@ class CpuBackend final : public LayerBackend {
     int64_t max_rows = 512;       // scratch is sized for this many rows up front
     cpu::MatmulOptions matmul;  // how the weights meet the activations (kernels/cpu/matmul.hpp)
     int64_t max_model_len = 0;    // the longest context served (0: the model's), which picks LongRope's factors
+    KvLayout kv_layout;           // which layers share a block table; no groups: one table for all
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);
@@ -33,6 +35,8 @@ class CpuBackend final : public LayerBackend {
   bool embeds() const override { return range_.begin == 0; }
   bool produces_logits() const override { return range_.end == model_->config().num_layers; }
   int32_t kv_blocks() const override { return kv_.num_blocks(); }
+  std::vector<int32_t> kv_windows() const override { return kv_layout_.windows; }
+  size_t kv_bytes() const override { return kv_.bytes(); }
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
 
   // How the experts were used, summed over every MoE layer of every step so far: how often a
@@ -62,6 +66,8 @@ class CpuBackend final : public LayerBackend {
   const ModelConfig& cfg_;
   LayerRange range_;
   bool long_rope_;  // LongRope's long factors (ModelConfig::long_rope)
+  KvLayout kv_layout_;
+  std::vector<int32_t> kv_planes_;  // per layer of the range: its plane of the cache's blocks
   KvCache kv_;
   ThreadPool pool_;
   cpu::MatmulOptions matmul_;

@@ -2,6 +2,7 @@
 // What a worker runs: a contiguous range of a model's layers on one device. The range
 // that starts at layer 0 also embeds tokens; the range that ends at the last layer also
 // applies the final norm and the LM head. One range covering every layer is a whole model.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,9 @@ class LayerBackend {
   virtual bool embeds() const = 0;
   virtual bool produces_logits() const = 0;
   virtual int32_t kv_blocks() const = 0;  // size of this range's KV pool; the batcher owns the ids
+  // The groups of block tables its steps carry (core/kv_layout.hpp's windows).
+  virtual std::vector<int32_t> kv_windows() const { return {0}; }
+  virtual size_t kv_bytes() const { return 0; }  // what its KV pool takes (on the device it runs on)
 
   // hidden: [rows, hidden_size] f32, read unless this range embeds, then overwritten with
   // this range's output. logits: resized to [logit_rows, vocab] when this range produces them.

@@ -18,17 +18,21 @@ namespace {
 
 int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
 
-// Enough blocks for every sequence at full context, within the byte budget, and never fewer
-// than one full context (a smaller pool could not serve a long request at all).
+// Enough blocks for every sequence at full context, decoding, with room for one prefill
+// chunk beside them, within the byte budget; and never fewer than one full context (a smaller
+// pool could not serve a long request at all).
 int32_t auto_kv_blocks(const ModelConfig& cfg, const StageTerms& terms, const StageOptions& o) {
-  const int64_t bytes_per_block = 2 * cfg.num_layers * cfg.kv_dim() * int64_t{sizeof(float)} * terms.block_size;
-  const int32_t per_context = ceil_div(terms.max_model_len, terms.block_size);
-  const int64_t wanted = int64_t{per_context} * terms.max_seqs;
+  const KvLayout layout = kv_layout_for(cfg, terms);
+  const int64_t bytes_per_block =
+      2 * layout.planes_for(0, cfg.num_layers) * cfg.kv_dim() * int64_t{sizeof(float)} * terms.block_size;
+  const int64_t decoding = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, 1);
+  const int64_t prefilling = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, terms.max_rows);
+  const int64_t wanted = decoding * terms.max_seqs + (prefilling - decoding);
   const int64_t affordable = o.kv_budget_bytes / bytes_per_block;
-  return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), per_context + 1));
+  return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), prefilling + 1));
 }
 
-CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, const StageOptions& options) {
+CpuBackend::Options cpu_options(const Model& model, const Stage& stage, const StageTerms& terms, const StageOptions& options) {
   CpuBackend::Options o;
   o.range = stage.layers;
   o.kv_blocks = terms.kv_blocks;
@@ -37,11 +41,13 @@ CpuBackend::Options cpu_options(const Stage& stage, const StageTerms& terms, con
   o.max_rows = terms.max_rows;
   o.matmul = {options.int8_activations, options.bf16_activations, options.batch_invariant};
   o.max_model_len = terms.max_model_len;
+  o.kv_layout = kv_layout_for(model.config(), terms);
   return o;
 }
 
 #ifdef ORZO_HAVE_CUDA
-cuda::CudaBackend::Options cuda_options(const Stage& stage, const StageTerms& terms, const StageOptions& options) {
+cuda::CudaBackend::Options cuda_options(const Model& model, const Stage& stage, const StageTerms& terms,
+                                         const StageOptions& options) {
   cuda::CudaBackend::Options o;
   o.device = stage.device_index;
   o.range = stage.layers;
@@ -51,6 +57,7 @@ cuda::CudaBackend::Options cuda_options(const Stage& stage, const StageTerms& te
   o.max_model_len = terms.max_model_len;
   o.gpu_memory_utilization = options.gpu_memory_utilization;
   o.cuda_graphs = options.cuda_graphs;
+  o.kv_layout = kv_layout_for(model.config(), terms);
   return o;
 }
 
@@ -68,7 +75,7 @@ std::vector<cuda::CudaBackend*> make_cuda_stages(const std::shared_ptr<const Mod
       previous = nullptr;
       continue;
     }
-    auto backend = std::make_unique<cuda::CudaBackend>(model, cuda_options(stages[i], terms, options));
+    auto backend = std::make_unique<cuda::CudaBackend>(model, cuda_options(*model, stages[i], terms, options));
     if (previous) backend->receive_from(*previous);
     previous = backend.get();
     made.push_back(previous);
@@ -96,6 +103,17 @@ int32_t gpu_kv_blocks(const std::vector<cuda::CudaBackend*>& gpu_stages, const S
 
 }  // namespace
 
+KvLayout kv_layout_for(const ModelConfig& cfg, const StageTerms& terms) {
+  std::vector<int64_t> windows;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) windows.push_back(cfg.window_of(l).value_or(0));
+  KvLayout hybrid = KvLayout::of(windows, terms.max_model_len);
+  if (terms.kv_windows.empty() || terms.kv_windows == hybrid.windows) return hybrid;
+  if (terms.kv_windows == std::vector<int32_t>{0}) return KvLayout::flat(cfg.num_layers);
+  throw std::invalid_argument("the batcher plans " + std::to_string(terms.kv_windows.size()) +
+                              " groups of block tables, which this model's layers at a context of " +
+                              std::to_string(terms.max_model_len) + " do not form");
+}
+
 PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
                                         StageTerms terms, const StageOptions& options) {
   bool cpu = false, gpu = false;
@@ -103,6 +121,7 @@ PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& mode
     cpu = cpu || stage.device == "cpu";
     gpu = gpu || stage.device == "cuda";
   }
+  if (terms.kv_windows.empty()) terms.kv_windows = kv_layout_for(model->config(), terms).windows;
   const bool sized = terms.kv_blocks > 0;
   if (!sized && (cpu || !gpu)) terms.kv_blocks = auto_kv_blocks(model->config(), terms, options);
   PipelineBackends out;
@@ -115,8 +134,9 @@ PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& mode
   if (gpu) no_cuda();
 #endif
   for (size_t i = 0; i < stages.size(); ++i)
-    if (stages[i].device == "cpu") out.backends[i] = std::make_unique<CpuBackend>(model, cpu_options(stages[i], terms, options));
+    if (stages[i].device == "cpu") out.backends[i] = std::make_unique<CpuBackend>(model, cpu_options(*model, stages[i], terms, options));
   out.kv_blocks = terms.kv_blocks;
+  out.kv_windows = terms.kv_windows;
   return out;
 }
 
@@ -132,16 +152,17 @@ std::vector<PipelineBackends> make_replica_backends(const std::shared_ptr<const 
   for (const auto& stages : replicas) {
     out.push_back(make_pipeline_backends(model, stages, terms, options));
     terms.kv_blocks = out.front().kv_blocks;
+    terms.kv_windows = out.front().kv_windows;
   }
   return out;
 }
 
 std::unique_ptr<LayerBackend> make_stage_backend(std::shared_ptr<const Model> model, const Stage& stage,
                                                  const StageTerms& terms, const StageOptions& options) {
-  if (stage.device == "cpu") return std::make_unique<CpuBackend>(std::move(model), cpu_options(stage, terms, options));
+  if (stage.device == "cpu") return std::make_unique<CpuBackend>(model, cpu_options(*model, stage, terms, options));
 #ifdef ORZO_HAVE_CUDA
   if (stage.device == "cuda") {
-    auto backend = std::make_unique<cuda::CudaBackend>(std::move(model), cuda_options(stage, terms, options));
+    auto backend = std::make_unique<cuda::CudaBackend>(model, cuda_options(*model, stage, terms, options));
     backend->allocate_kv(terms.kv_blocks);
     return backend;
   }

@@ -2,6 +2,7 @@
 // Builds the backend of each stage of a placement (CpuBackend, CudaBackend) and sizes the KV
 // pool that every stage of the pipeline holds with the same block ids. The actors spawn a
 // worker around each backend; this file knows nothing of them.
+#include "core/kv_layout.hpp"
 #include "core/stage_terms.hpp"
 #include "runtime/layer_backend.hpp"
 #include "stages/placement.hpp"
@@ -13,6 +14,7 @@
 namespace orzo {
 
 class Model;
+struct ModelConfig;
 
 // The knobs of a stage's backend that neither the placement nor the batcher's terms say.
 struct StageOptions {
@@ -28,11 +30,19 @@ struct StageOptions {
 struct PipelineBackends {
   std::vector<std::unique_ptr<LayerBackend>> backends;  // one per stage, null for remote stages
   int32_t kv_blocks = 0;                                 // the pool every stage holds
+  std::vector<int32_t> kv_windows;                       // the groups of block tables they keep
 };
+
+// The KV layout a stage keeps under `terms`: with terms.kv_windows empty, sliding layers
+// apart where that saves memory (core/kv_layout.hpp's KvLayout::of); else the one those
+// windows name, which must be this model's hybrid layout or the flat one
+// (std::invalid_argument otherwise: a batcher planning for another model or context).
+KvLayout kv_layout_for(const ModelConfig& cfg, const StageTerms& terms);
 
 // A backend for every local stage of `stages`, built to `terms`. terms.kv_blocks <= 0 sizes the
 // pool: enough for max_seqs full contexts within kv_budget_bytes on the CPU, what the devices
-// afford on GPUs, the least of the two when both serve. Throws std::invalid_argument (CUDA
+// afford on GPUs, the least of the two when both serve. Empty terms.kv_windows picks the KV
+// layout (kv_layout_for). Throws std::invalid_argument (CUDA
 // stages without CUDA, a GPU that cannot hold one context) or a CUDA error naming the device.
 PipelineBackends make_pipeline_backends(const std::shared_ptr<const Model>& model, const std::vector<Stage>& stages,
                                         StageTerms terms, const StageOptions& options);

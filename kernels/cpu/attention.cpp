@@ -48,7 +48,7 @@ std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const
 
 }  // namespace
 
-void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, int64_t layer,
+void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,
                      const AttentionShape& shape, float* out, ThreadPool& pool) {
   const int64_t hd = shape.head_dim, kv_heads = shape.num_kv_heads, group = shape.num_heads / kv_heads;
   const int64_t q_stride = shape.num_heads * hd;
@@ -72,7 +72,7 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
         const int32_t pos = batch.positions[static_cast<size_t>(row)];
         queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
       }
-      const HeadCache kv{&cache, layer, batch.block_tables[static_cast<size_t>(seq)].data(), kvh * hd};
+      const HeadCache kv{&cache, at.plane, batch.table(at.group, seq).data(), kvh * hd};
       k.attend_tile(queries, t.count, kv, hd, q_scale, score_cap);
     }
   });

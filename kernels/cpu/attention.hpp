@@ -20,9 +20,16 @@ struct AttentionShape {
   double softcap = 0.0;  // > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2)
 };
 
+// Where a layer's K/V lives: its plane of the cache's blocks, and the group of block tables
+// (core/kv_layout.hpp) whose ids address them.
+struct KvPlace {
+  int64_t plane = 0;
+  int32_t group = 0;
+};
+
 // q: [rows, num_heads * head_dim]; out: same shape. K/V of every visible position,
-// including the rows of this batch, must already be in `cache` at `layer`.
-void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, int64_t layer,
+// including the rows of this batch, must already be in `cache` at `at`.
+void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,
                      const AttentionShape& shape, float* out, ThreadPool& pool);
 
 }  // namespace orzo::cpu

@@ -27,7 +27,7 @@ struct TileQuery {
 // One KV head of one sequence in the cache.
 struct HeadCache {
   const KvCache* cache;
-  int64_t layer;
+  int64_t plane;
   const int32_t* block_table;
   int64_t offset;  // of the head within a slot's kv_dim floats
 };

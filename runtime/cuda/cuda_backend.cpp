@@ -56,6 +56,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
     throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
   max_table_ = ceil_div(o.max_model_len, o.block_size);
+  kv_layout_ = o.kv_layout.groups() > 0 ? o.kv_layout : KvLayout::flat(cfg_.num_layers);
+  if (kv_layout_.group_of.size() != static_cast<size_t>(cfg_.num_layers))
+    throw std::invalid_argument(name_ + ": the KV layout covers " + std::to_string(kv_layout_.group_of.size()) +
+                                " layers, the model has " + std::to_string(cfg_.num_layers));
+  kv_planes_ = kv_layout_.planes_in(range_.begin, range_.end);
   for (int64_t l = range_.begin; l < range_.end; ++l) has_experts_ = has_experts_ || cfg_.has_experts(l);
   select(o.device);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), name_.c_str());
@@ -68,10 +73,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   check(cudaMemset(scratch_.base(), 0, scratch_.used()), name_.c_str());
   gemm_ = std::make_unique<Gemm>(stream_, gemm_ws_, Gemm::kWorkspaceBytes);
 
-  // Inputs: four int arrays per row, the logit rows, a block table per sequence and the
+  // Inputs: three int arrays per row and a cache slot per row and group, the logit rows, a
+  // block table per sequence and group (a decode graph's padded rows each have one) and the
   // attention tiles, each array rounded up to the staging's alignment.
-  const size_t ints = size_t{4} * static_cast<size_t>(o.max_rows) + static_cast<size_t>(o.max_seqs) +
-                      static_cast<size_t>(o.max_seqs) * static_cast<size_t>(max_table_);
+  const auto groups = static_cast<size_t>(kv_layout_.groups());
+  const size_t table_rows = static_cast<size_t>(std::max(o.max_rows, o.max_seqs));
+  const size_t ints = (3 + groups) * static_cast<size_t>(o.max_rows) + static_cast<size_t>(o.max_seqs) +
+                      groups * table_rows * static_cast<size_t>(max_table_);
   inputs_ = std::make_unique<StagedUpload>(
       ints * sizeof(int32_t) + static_cast<size_t>(o.max_rows) * sizeof(AttentionTile) + 7 * 16, name_ + " step inputs");
   // Sampling inputs: a draw per row, with room for 64-token penalty windows and 16 biases
@@ -140,7 +148,7 @@ void CudaBackend::layout_scratch(DeviceArena& a) {
 }
 
 size_t CudaBackend::kv_bytes_per_block() const {
-  return 2 * static_cast<size_t>(range_.end - range_.begin) * static_cast<size_t>(o_.block_size) *
+  return 2 * static_cast<size_t>(kv_layout_.planes_for(range_.begin, range_.end)) * static_cast<size_t>(o_.block_size) *
          static_cast<size_t>(cfg_.kv_dim()) * elem_bytes(storage());
 }
 
@@ -199,7 +207,7 @@ void CudaBackend::synchronize() const { check(cudaStreamSynchronize(stream_), (n
 // in row order. The batcher builds decode steps this way; any other step runs eagerly.
 bool CudaBackend::decodes_only(const ForwardBatch& b) const {
   const auto rows = b.rows();
-  if (rows == 0 || rows > o_.max_seqs || static_cast<int64_t>(b.block_tables.size()) != rows) return false;
+  if (rows == 0 || rows > o_.max_seqs || b.sequences() != rows) return false;
   if (produces_logits() && static_cast<int64_t>(b.logit_rows.size()) != rows) return false;
   for (int64_t r = 0; r < rows; ++r) {
     const auto i = static_cast<size_t>(r);
@@ -219,37 +227,47 @@ CudaBackend::Step CudaBackend::stage_inputs(const ForwardBatch& b, int32_t padde
   s.rows = padded_rows;
   s.logit_rows = produces_logits() ? (decode ? padded_rows : static_cast<int32_t>(b.logit_rows.size())) : 0;
   s.table_stride = graph ? std::min(graph_table_stride(longest), max_table_) : longest;
+  // A decode graph's padded rows each have a table, so group g's tables start at the same
+  // place in every step of the graph's shape.
+  s.group_tables = std::max(s.rows, b.sequences());
+  const int32_t groups = kv_layout_.groups();
   inputs_->reset();
   // Padding rows: no token, no position (attention writes zeros), no cache slot.
   int32_t* tokens = inputs_->add(static_cast<size_t>(s.rows), s.tokens);
   int32_t* positions = inputs_->add(static_cast<size_t>(s.rows), s.positions);
   int32_t* seq_of_row = inputs_->add(static_cast<size_t>(s.rows), s.seq_of_row);
-  int32_t* slots = inputs_->add(static_cast<size_t>(s.rows), s.slots);
+  int32_t* slots = inputs_->add(static_cast<size_t>(groups) * static_cast<size_t>(s.rows), s.slots);
   for (int32_t r = 0; r < s.rows; ++r) {
     const auto i = static_cast<size_t>(r);
     if (r >= rows) {
       tokens[i] = -1;
       positions[i] = -1;
       seq_of_row[i] = 0;
-      slots[i] = -1;
+      for (int32_t g = 0; g < groups; ++g) slots[static_cast<size_t>(g) * static_cast<size_t>(s.rows) + i] = -1;
       continue;
     }
     const int32_t pos = b.positions[i], seq = b.seq_index[i];
     tokens[i] = embeds() ? b.tokens[i] : -1;
     positions[i] = pos;
     seq_of_row[i] = seq;
-    slots[i] = b.block_tables[static_cast<size_t>(seq)][static_cast<size_t>(pos / bs)] * bs + pos % bs;
+    for (int32_t g = 0; g < groups; ++g)
+      slots[static_cast<size_t>(g) * static_cast<size_t>(s.rows) + i] =
+          b.table(g, seq)[static_cast<size_t>(pos / bs)] * bs + pos % bs;
   }
   int32_t* logit_index = inputs_->add(static_cast<size_t>(s.logit_rows), s.logit_index);
   for (int32_t i = 0; i < s.logit_rows; ++i)
     logit_index[i] = decode ? i : b.logit_rows[static_cast<size_t>(i)];
-  // Block tables last: their count varies within a graph's shape, the arrays above do not move.
-  int32_t* tables = inputs_->add(b.block_tables.size() * static_cast<size_t>(s.table_stride), s.tables);
-  for (size_t q = 0; q < b.block_tables.size(); ++q) {
-    const auto& table = b.block_tables[q];
-    std::fill(std::copy(table.begin(), table.end(), tables + q * static_cast<size_t>(s.table_stride)),
-              tables + (q + 1) * static_cast<size_t>(s.table_stride), 0);
-  }
+  // Block tables last. A block a sliding group gave back lies before every window the step's
+  // rows read; block 0 stands in for it, never read.
+  const auto stride = static_cast<size_t>(s.table_stride);
+  int32_t* tables = inputs_->add(static_cast<size_t>(groups) * static_cast<size_t>(s.group_tables) * stride, s.tables);
+  std::fill(tables, tables + static_cast<size_t>(groups) * static_cast<size_t>(s.group_tables) * stride, 0);
+  for (int32_t g = 0; g < groups; ++g)
+    for (int32_t q = 0; q < b.sequences(); ++q) {
+      const auto& table = b.table(g, q);
+      int32_t* out = tables + (static_cast<size_t>(g) * static_cast<size_t>(s.group_tables) + static_cast<size_t>(q)) * stride;
+      std::transform(table.begin(), table.end(), out, [](int32_t id) { return id == kNoBlock ? 0 : id; });
+    }
   if (decode) {
     s.splits = decode_splits(s.rows, static_cast<int32_t>(cfg_.num_kv_heads), sm_count_, s.table_stride * bs);
   } else {
@@ -377,10 +395,12 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   const Elem e = storage();
   const int64_t layer = range_.begin + l;  // the model's index, by which the config sets windows and RoPE
   const DeviceLayer& w = weights_->layer(l);
-  const size_t layer_bytes = static_cast<size_t>(kv_blocks_) * static_cast<size_t>(o_.block_size) *
+  const size_t plane_bytes = static_cast<size_t>(kv_blocks_) * static_cast<size_t>(o_.block_size) *
                              static_cast<size_t>(cfg_.kv_dim()) * elem_bytes(e);
-  void* k_layer = static_cast<char*>(k_cache_) + static_cast<size_t>(l) * layer_bytes;
-  void* v_layer = static_cast<char*>(v_cache_) + static_cast<size_t>(l) * layer_bytes;
+  const auto plane = static_cast<size_t>(kv_planes_[static_cast<size_t>(l)]);
+  const auto group = static_cast<size_t>(kv_layout_.group_of[static_cast<size_t>(layer)]);
+  void* k_layer = static_cast<char*>(k_cache_) + plane * plane_bytes;
+  void* v_layer = static_cast<char*>(v_cache_) + plane * plane_bytes;
 
   QkvRopeArgs r;
   r.elem = e;
@@ -395,7 +415,7 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   r.rotary_dim = static_cast<int32_t>(cfg_.rope_dim());
   r.rope_scale = static_cast<float>(local ? 1.0 : cfg_.rope_scaling.attention_factor);
   r.positions = s.positions;
-  r.slot_mapping = s.slots;
+  r.slot_mapping = s.slots + group * static_cast<size_t>(s.rows);
   r.rows = s.rows;
   r.num_heads = static_cast<int32_t>(cfg_.num_heads);
   r.num_kv_heads = static_cast<int32_t>(cfg_.num_kv_heads);
@@ -410,7 +430,7 @@ void CudaBackend::attend(int64_t l, const Step& s) {
   a.q = q_;
   a.k_cache = k_layer;
   a.v_cache = v_layer;
-  a.block_tables = s.tables;
+  a.block_tables = s.tables + group * static_cast<size_t>(s.group_tables) * static_cast<size_t>(s.table_stride);
   a.table_stride = s.table_stride;
   a.block_size = o_.block_size;
   a.seq_of_row = s.seq_of_row;
@@ -433,10 +453,10 @@ void CudaBackend::run(const ForwardBatch& b, std::vector<float>& hidden) {
   if (kv_blocks_ == 0) throw std::logic_error(name_ + ": allocate_kv before the first step");
   const bool from_previous = !embeds() && hidden.empty() && previous_;
   check_batch(b, BatchBounds{embeds(), cfg_.vocab_size, from_previous ? -1 : static_cast<int64_t>(hidden.size()),
-                             cfg_.hidden_size, kv_blocks_, o_.block_size});
+                             cfg_.hidden_size, kv_blocks_, o_.block_size, &kv_layout_});
   const auto rows = static_cast<int32_t>(b.rows());
   if (rows > o_.max_rows) too_big("rows", rows, o_.max_rows);
-  if (static_cast<int32_t>(b.block_tables.size()) > o_.max_seqs) too_big("sequences", static_cast<int64_t>(b.block_tables.size()), o_.max_seqs);
+  if (b.sequences() > o_.max_seqs) too_big("sequences", b.sequences(), o_.max_seqs);
   if (static_cast<int32_t>(b.logit_rows.size()) > o_.max_seqs) too_big("logit rows", static_cast<int64_t>(b.logit_rows.size()), o_.max_seqs);
   for (const auto& table : b.block_tables)
     if (static_cast<int32_t>(table.size()) > max_table_) too_big("blocks in a table", static_cast<int64_t>(table.size()), max_table_);

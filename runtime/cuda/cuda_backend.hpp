@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/kv_cache.hpp"
+#include "core/kv_layout.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/sampling.hpp"
@@ -41,6 +42,7 @@ class CudaBackend final : public LayerBackend {
     int32_t max_model_len = 4096;        // tokens of the longest sequence
     double gpu_memory_utilization = 0.9; // the share of the device all that is on it may fill (vLLM's)
     bool cuda_graphs = true;             // false: every step runs eagerly (vLLM's --enforce-eager)
+    KvLayout kv_layout;                  // which layers share a block table; no groups: one table for all
   };
 
   // Throws CudaError naming the device when it is missing or the weights and scratch do not fit.
@@ -70,6 +72,8 @@ class CudaBackend final : public LayerBackend {
   bool embeds() const override { return range_.begin == 0; }
   bool produces_logits() const override { return range_.end == cfg_.num_layers; }
   int32_t kv_blocks() const override { return kv_blocks_; }
+  std::vector<int32_t> kv_windows() const override { return kv_layout_.windows; }
+  size_t kv_bytes() const override { return static_cast<size_t>(kv_blocks_) * kv_bytes_per_block(); }
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
   bool samples() const override { return produces_logits(); }
   void forward_and_sample(const ForwardBatch& batch, std::vector<float>& hidden, const std::vector<DrawPlan>& plans,
@@ -81,12 +85,13 @@ class CudaBackend final : public LayerBackend {
     int32_t rows = 0;        // padded up to the graph's batch size on the graph path
     int32_t logit_rows = 0;
     int32_t table_stride = 0;
+    int32_t group_tables = 0;  // tables per group of block tables: group g's start at g * group_tables
     int32_t splits = 0;      // > 0: every row is a decode row (split-K attention); 0: prefill tiles
     int32_t tiles = 0;
     const int32_t* tokens = nullptr;
     const int32_t* positions = nullptr;
     const int32_t* seq_of_row = nullptr;
-    const int32_t* slots = nullptr;
+    const int32_t* slots = nullptr;  // per group of block tables, rows apart
     const int32_t* logit_index = nullptr;
     const int32_t* tables = nullptr;
     const AttentionTile* tile_list = nullptr;
@@ -113,6 +118,8 @@ class CudaBackend final : public LayerBackend {
   std::string name_;
   int sm_count_ = 0;
   int32_t max_table_ = 0;      // block ids per sequence at max_model_len
+  KvLayout kv_layout_;
+  std::vector<int32_t> kv_planes_;  // per layer of the range: its plane of the cache's blocks
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<DeviceWeights> weights_;
 

@@ -382,15 +382,18 @@ TEST_P(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   EXPECT_EQ(health.detail, "waiting for a worker for layers 0-1");
   auto worker = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "joiner", {}, WorkerThread::scheduler);
 
-  auto refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 2, o.kv_blocks});
+  auto refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 2, o.kv_blocks, {0}});
   EXPECT_EQ(refused.first, ErrorCode::invalid_request);
   EXPECT_NE(refused.second.find("the pipeline has no such stage (its stages are 0-1)"), std::string::npos) << refused.second;
-  refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks - 1});
+  refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks - 1, {0}});
   EXPECT_NE(refused.second.find("its KV pool holds 255 blocks, the batcher plans with 256"), std::string::npos)
       << refused.second;
-  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  refused = join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks, {0, 512}});
+  EXPECT_NE(refused.second.find("it keeps 2 groups of KV block tables, the batcher plans 1"), std::string::npos)
+      << refused.second;
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks, {0}}).first, ErrorCode::none);
   EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
-  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks}).second,
+  EXPECT_EQ(join(sys, batcher, worker, WorkerInfo{"joiner", 0, 1, o.kv_blocks, {0}}).second,
             "cannot join for layers 0-1: this worker has joined already");
 
   Collector c;
@@ -405,7 +408,7 @@ TEST_P(Actors, AStageThatWaitsForAWorkerServesOnceOneJoinsAndAgainAfterItsLoss) 
   EXPECT_TRUE(health.replicas.at(0).workers.empty());
 
   auto again = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, nullptr, -1), "again", {}, WorkerThread::scheduler);
-  EXPECT_EQ(join(sys, batcher, again, WorkerInfo{"again", 0, 1, o.kv_blocks}).first, ErrorCode::none);
+  EXPECT_EQ(join(sys, batcher, again, WorkerInfo{"again", 0, 1, o.kv_blocks, {0}}).first, ErrorCode::none);
   EXPECT_TRUE(eventually([&] { return testing::health_of(sys, batcher).healthy; }));
   spawn_session(sys, batcher, nullptr, greedy("b", {2}, 5), c.callbacks("b"));
   ASSERT_TRUE(c.wait(2));
@@ -467,7 +470,7 @@ struct JoinablePipeline {
   worker_actor join_one(Gate* gate = nullptr) {
     const std::string name = "w" + std::to_string(made++);
     auto w = spawn_worker(sys, std::make_unique<TestBackend>(o.kv_blocks, gate, -1), name, {}, WorkerThread::scheduler);
-    EXPECT_EQ(join(sys, batcher, w, WorkerInfo{name, 0, 1, o.kv_blocks}).first, ErrorCode::none);
+    EXPECT_EQ(join(sys, batcher, w, WorkerInfo{name, 0, 1, o.kv_blocks, {0}}).first, ErrorCode::none);
     return w;
   }
 };

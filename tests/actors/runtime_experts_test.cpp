@@ -4,7 +4,7 @@
 // reference is the bare forward pass, one sequence at a time.
 
 #include "tests/support/actor_harness.hpp"
-#include "tests/support/model_harness.hpp"
+#include "tests/support/greedy_cases.hpp"
 
 #include "actors/engine.hpp"
 #include "runtime/cpu_backend.hpp"
@@ -24,30 +24,15 @@ constexpr int32_t kVocab = 128;
 
 std::string fixture(const std::string& name) { return std::string(ORZO_FIXTURES_DIR) + "/" + name; }
 
-struct Case {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> expected;
-};
-
 // 64 prompts of 1 to 60 tokens of the fixture's vocabulary, with their greedy continuations.
-const std::vector<Case>& cases(const std::string& model_name) {
-  static std::map<std::string, std::vector<Case>> by_model;
+const std::vector<testing::GreedyCase>& cases(const std::string& model_name) {
+  static std::map<std::string, std::vector<testing::GreedyCase>> by_model;
   auto& out = by_model[model_name];
   if (!out.empty()) return out;
-  auto model = Model::load(fixture(model_name));
-  CpuBackend::Options o;
-  o.kv_blocks = 8;
-  o.threads = 1;
-  CpuBackend backend(model, o);
-  testing::Pipeline pipeline({&backend}, 8);
   std::mt19937 rng(7);
-  for (int i = 0; i < kRequests; ++i) {
-    Case c;
-    const auto length = 1 + rng() % 60;
-    for (size_t k = 0; k < length; ++k) c.prompt.push_back(static_cast<int32_t>(3 + rng() % (kVocab - 3)));
-    c.expected = pipeline.greedy(0, c.prompt, kGenerate, kVocab);
-    out.push_back(std::move(c));
-  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kRequests; ++i) prompts.push_back(testing::random_prompt(rng, 60, kVocab));
+  out = testing::greedy_cases(fixture(model_name), prompts, kGenerate, kVocab);
   return out;
 }
 
@@ -69,27 +54,7 @@ class RuntimeExperts : public ::testing::TestWithParam<std::string> {
     return Engine::start(sys, o);
   }
 
-  // Sends requests [first, last) at once and checks every output against the reference.
-  void run_all(Engine& engine, int first, int last) {
-    const auto& all_cases = cases(GetParam());
-    testing::Collector c;
-    for (int i = first; i < last; ++i) {
-      SessionRequest r;
-      r.id = "r" + std::to_string(i);
-      r.prompt_ids = all_cases[static_cast<size_t>(i)].prompt;
-      r.sampling.temperature = 0;
-      r.limits.max_tokens = kGenerate;
-      r.limits.ignore_eos = true;
-      engine.generate(r, c.callbacks(r.id));
-    }
-    ASSERT_TRUE(c.wait(static_cast<size_t>(last - first), std::chrono::seconds(300)));
-    auto outcomes = c.outcomes();
-    for (int i = first; i < last; ++i) {
-      const auto& o = outcomes["r" + std::to_string(i)];
-      EXPECT_EQ(o.completions.size(), 1u) << i;
-      EXPECT_EQ(o.tokens, all_cases[static_cast<size_t>(i)].expected) << "request " << i;
-    }
-  }
+  void run_all(Engine& engine, int first, int last) { testing::expect_greedy(engine, cases(GetParam()), first, last); }
 };
 
 TEST_P(RuntimeExperts, AloneEqualsTheBareForwardPass) {

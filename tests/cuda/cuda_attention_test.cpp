@@ -127,7 +127,7 @@ class Scene {
                               shape_.softcap};
     if (shape_.window > 0) shape.sliding_window = shape_.window;
     ThreadPool pool(4);
-    cpu::paged_attention(q_real.data(), batch, *cache_, 0, shape, out_real.data(), pool);
+    cpu::paged_attention(q_real.data(), batch, *cache_, cpu::KvPlace{}, shape, out_real.data(), pool);
     for (size_t i = 0; i < real.size(); ++i)
       std::copy_n(out_real.begin() + static_cast<std::ptrdiff_t>(i * width), width,
                   out.begin() + static_cast<std::ptrdiff_t>(real[i] * width));

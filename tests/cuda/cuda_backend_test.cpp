@@ -30,33 +30,44 @@ const std::string kStories = std::string(ORZO_SHARED_DIR) + "/models/stories260K
 constexpr int32_t kBlocks = 24;       // the pool; tables below use some ids and skip others
 constexpr int32_t kMaxModelLen = 64;
 
+// With a KV layout of several groups, each group's tables draw on kBlocks ids of their own.
 std::unique_ptr<CudaBackend> gpu_stage(const std::shared_ptr<const Model>& model, LayerRange range = {},
-                                       bool graphs = true) {
+                                       bool graphs = true, const KvLayout& layout = {}) {
   CudaBackend::Options o;
   o.range = range;
   o.max_rows = 96;
   o.max_seqs = 8;
   o.max_model_len = kMaxModelLen;
   o.cuda_graphs = graphs;
+  o.kv_layout = layout;
   auto stage = std::make_unique<CudaBackend>(model, o);
-  stage->allocate_kv(kBlocks);
+  stage->allocate_kv(kBlocks * std::max(layout.groups(), 1));
   return stage;
 }
 
-std::unique_ptr<CpuBackend> cpu_stage(const std::shared_ptr<const Model>& model) {
+std::unique_ptr<CpuBackend> cpu_stage(const std::shared_ptr<const Model>& model, const KvLayout& layout = {}) {
   CpuBackend::Options o;
-  o.kv_blocks = kBlocks;
+  o.kv_blocks = kBlocks * std::max(layout.groups(), 1);
   o.threads = 2;
+  o.kv_layout = layout;
   return std::make_unique<CpuBackend>(model, o);
+}
+
+// The model's layers with their sliding ones apart (core/kv_layout.hpp), at kMaxModelLen.
+KvLayout hybrid_layout(const ModelConfig& cfg) {
+  std::vector<int64_t> windows;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) windows.push_back(cfg.window_of(l).value_or(0));
+  return KvLayout::of(windows, kMaxModelLen);
 }
 
 // Three sequences whose tables are out of order and leave blocks unused: [0] prefills 20
 // tokens then decodes, [1] prefills in two chunks (the second starts at 10) while the others
 // decode, [2] prefills 5 then decodes. Then ten decode steps of all three, the tokens fed back
-// being the CPU's greedy choices.
+// being the CPU's greedy choices. Under a layout of several groups, group g's tables are group
+// 0's ids moved by g * kBlocks, sliding groups' given back before each step's windows.
 class StepScript {
  public:
-  explicit StepScript(int64_t vocab) : vocab_(vocab) {
+  explicit StepScript(int64_t vocab, KvLayout layout = KvLayout{{}, {}, {0}}) : vocab_(vocab), layout_(std::move(layout)) {
     std::mt19937 rng(17);
     const int prompt_len[3] = {20, 30, 5};
     for (int s = 0; s < 3; ++s)
@@ -73,6 +84,14 @@ class StepScript {
     auto step = [&](const std::vector<std::pair<int, int32_t>>& chunks, int index) {
       ForwardBatch b;
       b.block_tables = tables;
+      b.kv_groups = layout_.groups();
+      for (int32_t g = 1; g < layout_.groups(); ++g)
+        for (size_t seq = 0; seq < tables.size(); ++seq) {
+          std::vector<int32_t> table = tables[seq];
+          const int32_t first = first_block_read(layout_.windows[static_cast<size_t>(g)], len[seq], kDefaultBlockSize);
+          for (size_t j = 0; j < table.size(); ++j) table[j] = static_cast<int32_t>(j) < first ? kNoBlock : table[j] + g * kBlocks;
+          b.block_tables.push_back(std::move(table));
+        }
       for (const auto& [seq, count] : chunks) {
         b.add_chunk(seq, seq_[static_cast<size_t>(seq)].data() + len[static_cast<size_t>(seq)], count,
                     len[static_cast<size_t>(seq)], true);
@@ -112,6 +131,7 @@ class StepScript {
   }
 
   int64_t vocab_;
+  KvLayout layout_;
   std::vector<int32_t> seq_[3];
 };
 
@@ -228,6 +248,37 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTwin,
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// Gemma's sliding layers in tables of their own that give back what falls out of their windows
+// (the sequences reach 41 positions, windows are 8): the GPU's logits are the CPU's, with
+// graphs and without, and the CPU's are bit for bit those of one table for every layer.
+TEST(CudaBackend, SlidingLayersApartGiveTheSameLogits) {
+  ORZO_REQUIRE_GPU();
+  for (const char* name : {"gemma2", "gemma3"}) {
+    SCOPED_TRACE(name);
+    auto model = Model::load(std::string(ORZO_FIXTURES_DIR) + "/" + name);
+    const KvLayout layout = hybrid_layout(model->config());
+    ASSERT_GT(layout.groups(), 1);
+    auto flat = cpu_stage(model);
+    auto cpu = cpu_stage(model, layout);
+    auto gpu = gpu_stage(model, {}, true, layout);
+    auto eager = gpu_stage(model, {}, false, layout);
+    std::vector<std::vector<float>> want;
+    StepScript reference(model->config().vocab_size);
+    reference.run({flat.get()}, {flat.get()}, [&](const std::vector<float>& w, const std::vector<float>&, int) { want.push_back(w); });
+    StepScript script(model->config().vocab_size, layout);
+    script.run({cpu.get()}, {gpu.get()}, [&](const std::vector<float>& w, const std::vector<float>& got, int step) {
+      ASSERT_LT(static_cast<size_t>(step), want.size());
+      EXPECT_EQ(w, want[static_cast<size_t>(step)]) << "step " << step;
+      expect_close(w, got, model->config().vocab_size, step, tolerance_of(name));
+    });
+    StepScript eager_script(model->config().vocab_size, layout);
+    eager_script.run({cpu.get()}, {eager.get()}, [&](const std::vector<float>& w, const std::vector<float>& got, int step) {
+      expect_close(w, got, model->config().vocab_size, step, tolerance_of(name));
+    });
+    EXPECT_GT(gpu->captured_graphs(), 0u) << gpu->graph_failure();
+  }
+}
 
 // LongRope's short factors where the served context stays within the original one (the phi3
 // fixture's 32): the GPU's logits are the CPU's at that context, and far from the long ones.

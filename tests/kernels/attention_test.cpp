@@ -139,7 +139,7 @@ std::vector<double> reference(const std::vector<float>& q, const ForwardBatch& b
 std::vector<float> attend(const std::vector<float>& q, const ForwardBatch& b, KvCache& cache,
                           const AttentionShape& shape, ThreadPool& pool) {
   std::vector<float> out(q.size(), std::nanf(""));
-  cpu::paged_attention(q.data(), b, cache, kLayer, shape, out.data(), pool);
+  cpu::paged_attention(q.data(), b, cache, cpu::KvPlace{kLayer, 0}, shape, out.data(), pool);
   return out;
 }
 

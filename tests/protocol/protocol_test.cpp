@@ -102,7 +102,8 @@ TEST_F(Protocol, StepRequestCarriesHiddenStatesExactly) {
   StepRequest s;
   s.step = 77;
   s.batch.add_chunk(0, std::vector<int32_t>{4, 5, 6}.data(), 3, 10, true);
-  s.batch.block_tables = {{3, 9}};
+  s.batch.block_tables = {{3, 9}, {kNoBlock, 11}};
+  s.batch.kv_groups = 2;
   s.seq_ids = {12};
   s.started.push_back(SequenceStart{12, SamplingParams{}, {1, 2}, {7}});
   s.released = {3, 4};
@@ -113,6 +114,7 @@ TEST_F(Protocol, StepRequestCarriesHiddenStatesExactly) {
   EXPECT_EQ(y.batch.positions, s.batch.positions);
   EXPECT_EQ(y.batch.seq_index, s.batch.seq_index);
   EXPECT_EQ(y.batch.block_tables, s.batch.block_tables);
+  EXPECT_EQ(y.batch.kv_groups, 2);
   EXPECT_EQ(y.batch.logit_rows, s.batch.logit_rows);
   EXPECT_EQ(y.seq_ids, s.seq_ids);
   ASSERT_EQ(y.started.size(), 1u);
@@ -154,17 +156,19 @@ TEST_F(Protocol, EndsAndChunksKeepEveryField) {
 }
 
 TEST_F(Protocol, JoinTermsAndWorkerInfoKeepEveryField) {
-  const auto t = round_trip(sys, StageTerms{96, 16, 2048, 64, 4096});
+  const auto t = round_trip(sys, StageTerms{96, 16, 2048, 64, 4096, {0, 512}});
   EXPECT_EQ(t.kv_blocks, 96);
   EXPECT_EQ(t.block_size, 16);
   EXPECT_EQ(t.max_rows, 2048);
   EXPECT_EQ(t.max_seqs, 64);
   EXPECT_EQ(t.max_model_len, 4096);
-  const auto w = round_trip(sys, WorkerInfo{"cpu:0 layers 2-5 (pid 7)", 2, 5, 96});
+  EXPECT_EQ(t.kv_windows, (std::vector<int32_t>{0, 512}));
+  const auto w = round_trip(sys, WorkerInfo{"cpu:0 layers 2-5 (pid 7)", 2, 5, 96, {0, 512, 512}});
   EXPECT_EQ(w.device, "cpu:0 layers 2-5 (pid 7)");
   EXPECT_EQ(w.first_layer, 2);
   EXPECT_EQ(w.end_layer, 5);
   EXPECT_EQ(w.kv_blocks, 96);
+  EXPECT_EQ(w.kv_windows, (std::vector<int32_t>{0, 512, 512}));
 }
 
 }  // namespace

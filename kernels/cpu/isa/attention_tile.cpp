@@ -348,8 +348,8 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
     // Windows start at fixed slots of the block, whatever position the tile starts from.
     const int32_t begin = slot % kChunk, window = slot - begin;
     const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
-    const Chunk c{p - begin, begin, begin + n, cache.keys(kv.layer, block) + kv.offset * bs + window,
-                  cache.value(kv.layer, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
+    const Chunk c{p - begin, begin, begin + n, cache.keys(kv.plane, block) + kv.offset * bs + window,
+                  cache.value(kv.plane, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
     alignas(64) float s[kChunk * Lanes];
     if (scores(c, s))
       weigh<1, kChunk>(c, s, m, l);
