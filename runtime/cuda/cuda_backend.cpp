@@ -77,9 +77,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, Options o)
   // block table per sequence and group (a decode graph's padded rows each have one) and the
   // attention tiles, each array rounded up to the staging's alignment.
   const auto groups = static_cast<size_t>(kv_layout_.groups());
-  const size_t table_rows = static_cast<size_t>(std::max(o.max_rows, o.max_seqs));
   const size_t ints = (3 + groups) * static_cast<size_t>(o.max_rows) + static_cast<size_t>(o.max_seqs) +
-                      groups * table_rows * static_cast<size_t>(max_table_);
+                      groups * static_cast<size_t>(o.max_seqs) * static_cast<size_t>(max_table_);
   inputs_ = std::make_unique<StagedUpload>(
       ints * sizeof(int32_t) + static_cast<size_t>(o.max_rows) * sizeof(AttentionTile) + 7 * 16, name_ + " step inputs");
   // Sampling inputs: a draw per row, with room for 64-token penalty windows and 16 biases
@@ -227,9 +226,9 @@ CudaBackend::Step CudaBackend::stage_inputs(const ForwardBatch& b, int32_t padde
   s.rows = padded_rows;
   s.logit_rows = produces_logits() ? (decode ? padded_rows : static_cast<int32_t>(b.logit_rows.size())) : 0;
   s.table_stride = graph ? std::min(graph_table_stride(longest), max_table_) : longest;
-  // A decode graph's padded rows each have a table, so group g's tables start at the same
-  // place in every step of the graph's shape.
-  s.group_tables = std::max(s.rows, b.sequences());
+  // A decode step's padded rows (at most max_seqs) each have a table, so that group g's tables
+  // start at the same place in every step of a graph's shape.
+  s.group_tables = decode ? s.rows : b.sequences();
   const int32_t groups = kv_layout_.groups();
   inputs_->reset();
   // Padding rows: no token, no position (attention writes zeros), no cache slot.
