@@ -41,6 +41,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/protocol ${PROJECT_SOURCE_DIR}/actors
 foreach(_header IN ITEMS
         core/draw_plan.hpp
         core/forward_batch.hpp
+        core/kv_layout.hpp
         core/layer_range.hpp
         core/load_error.hpp
         core/sampling_params.hpp
