@@ -243,11 +243,22 @@ TEST_P(PagedAttention, SequenceResultsDoNotDependOnTheBatch) {
     const auto q_together = with_rows_of(random_queries(together, s, 5), together, q_alone, 6, s);
     EXPECT_EQ(rows_of(attend(q_together, together, cache.kv(), s, pool_), together, 6, s), out_alone);
 
-    // The same rows in runs of 7, as a prompt prefilled in pieces, and one at a time, as
-    // decode: other tiles, lanes and tile widths, which attention_tile.hpp keeps exact.
-    for (int32_t chunk : {7, 1}) {
-      const ForwardBatch pieces = cache.batch({6}, chunk);
-      EXPECT_EQ(attend(q_alone, pieces, cache.kv(), s, pool_), out_alone) << "chunks of " << chunk;
+    // The same rows as a prompt prefilled in pieces of 7 and 5, and one at a time, as
+    // decode: each piece a step of its own, since a batch's rows of one sequence at
+    // consecutive positions form one run whatever chunks they came in. Other tiles, lanes,
+    // tile widths and tile starts, which attention_tile.hpp keeps exact.
+    const Sequence& seq = seqs_[6];
+    const int64_t width = s.num_heads * s.head_dim;
+    for (int32_t chunk : {7, 5, 1}) {
+      std::vector<float> pieces;
+      for (int32_t p = seq.length - seq.rows; p < seq.length; p += chunk) {
+        const int32_t n = std::min(chunk, seq.length - p);
+        const ForwardBatch step = cache.batch_of({{6, p, n}});
+        const auto q = q_alone.begin() + (p - (seq.length - seq.rows)) * width;
+        const auto out = attend(std::vector<float>(q, q + n * width), step, cache.kv(), s, pool_);
+        pieces.insert(pieces.end(), out.begin(), out.end());
+      }
+      EXPECT_EQ(pieces, out_alone) << "steps of " << chunk;
     }
   });
 }
