@@ -12,7 +12,6 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 
 namespace orzo {
@@ -22,18 +21,17 @@ constexpr int kRequests = 64;
 constexpr int kGenerate = 40;
 constexpr int32_t kVocab = 128;
 
-std::string fixture(const std::string& name) { return std::string(ORZO_FIXTURES_DIR) + "/" + name; }
-
 // 64 prompts of 1 to 60 tokens of the fixture's vocabulary, with their greedy continuations.
 const std::vector<testing::GreedyCase>& cases(const std::string& model_name) {
-  static std::map<std::string, std::vector<testing::GreedyCase>> by_model;
-  auto& out = by_model[model_name];
-  if (!out.empty()) return out;
-  std::mt19937 rng(7);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < kRequests; ++i) prompts.push_back(testing::random_prompt(rng, 60, kVocab));
-  out = testing::greedy_cases(fixture(model_name), prompts, kGenerate, kVocab);
-  return out;
+  return testing::fixture_cases(
+      model_name,
+      [] {
+        std::mt19937 rng(7);
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < kRequests; ++i) prompts.push_back(testing::random_prompt(rng, 60, kVocab));
+        return prompts;
+      },
+      kGenerate, kVocab);
 }
 
 class RuntimeExperts : public ::testing::TestWithParam<std::string> {
@@ -43,7 +41,7 @@ class RuntimeExperts : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<Engine> start(const std::string& placement, int32_t kv_blocks) {
     EngineOptions o;
-    o.model = fixture(GetParam());
+    o.model = testing::fixture_path(GetParam());
     o.placement = placement;
     o.backend.threads = 1;
     o.kv_blocks = kv_blocks;
@@ -77,7 +75,7 @@ TEST_P(RuntimeExperts, PreemptionDoesNotChangeOutputs) {
 }
 
 TEST_P(RuntimeExperts, TwoWorkersEqualOne) {
-  auto engine = start("cpu:0-1,cpu:1-" + std::to_string(Model::load(fixture(GetParam()))->config().num_layers), 1024);
+  auto engine = start("cpu:0-1,cpu:1-" + std::to_string(Model::load(testing::fixture_path(GetParam()))->config().num_layers), 1024);
   run_all(*engine, 0, kRequests);
 }
 

@@ -16,7 +16,6 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 
 namespace orzo {
@@ -26,25 +25,24 @@ constexpr int kRequests = 64;
 constexpr int kGenerate = 40;
 constexpr int32_t kVocab = 128;
 
-std::string fixture(const std::string& name) { return std::string(ORZO_FIXTURES_DIR) + "/" + name; }
-
 // 64 prompts of 1 to 60 tokens, the first 16 sharing a 40-token stem (prefix-cache hits),
 // with their greedy continuations.
 const std::vector<testing::GreedyCase>& cases(const std::string& model_name) {
-  static std::map<std::string, std::vector<testing::GreedyCase>> by_model;
-  auto& out = by_model[model_name];
-  if (!out.empty()) return out;
-  std::mt19937 rng(11);
-  std::vector<int32_t> stem(40);
-  for (auto& id : stem) id = static_cast<int32_t>(3 + rng() % (kVocab - 3));
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < kRequests; ++i) {
-    auto tail = testing::random_prompt(rng, 20, kVocab);
-    prompts.push_back(i < 16 ? stem : std::vector<int32_t>{});
-    prompts.back().insert(prompts.back().end(), tail.begin(), tail.end());
-  }
-  out = testing::greedy_cases(fixture(model_name), prompts, kGenerate, kVocab);
-  return out;
+  return testing::fixture_cases(
+      model_name,
+      [] {
+        std::mt19937 rng(11);
+        std::vector<int32_t> stem(40);
+        for (auto& id : stem) id = static_cast<int32_t>(3 + rng() % (kVocab - 3));
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < kRequests; ++i) {
+          auto tail = testing::random_prompt(rng, 20, kVocab);
+          prompts.push_back(i < 16 ? stem : std::vector<int32_t>{});
+          prompts.back().insert(prompts.back().end(), tail.begin(), tail.end());
+        }
+        return prompts;
+      },
+      kGenerate, kVocab);
 }
 
 struct EngineSetup {
@@ -61,7 +59,7 @@ class RuntimeWindows : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<Engine> start(const EngineSetup& s) {
     EngineOptions o;
-    o.model = fixture(GetParam());
+    o.model = testing::fixture_path(GetParam());
     o.placement = s.placement;
     o.backend.threads = 1;
     o.kv_blocks = s.kv_blocks;
@@ -77,7 +75,7 @@ class RuntimeWindows : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(RuntimeWindows, TheEngineKeepsSlidingLayersApart) {
-  const auto model = Model::load(fixture(GetParam()));
+  const auto model = Model::load(testing::fixture_path(GetParam()));
   StageTerms terms{0, 16, 64, 4, 256, {}};
   const KvLayout layout = kv_layout_for(model->config(), terms);
   EXPECT_GT(layout.groups(), 1);
@@ -121,7 +119,7 @@ TEST_P(RuntimeWindows, AsyncSchedulingAndTwoWorkersEqualOne) {
   auto async = start({"cpu", 200, true, true});
   run_all(*async, 0, kRequests);
   EXPECT_GT(testing::stats_of(sys, async->batcher()).preemptions, 0u);
-  const auto layers = Model::load(fixture(GetParam()))->config().num_layers;
+  const auto layers = Model::load(testing::fixture_path(GetParam()))->config().num_layers;
   auto split = start({"cpu:0-1,cpu:1-" + std::to_string(layers), 1024});
   run_all(*split, 0, kRequests);
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,6 +41,19 @@ inline std::vector<GreedyCase> greedy_cases(const std::string& model_path, const
   Pipeline pipeline({&backend}, 8);
   std::vector<GreedyCase> out;
   for (const auto& prompt : prompts) out.push_back({prompt, pipeline.greedy(0, prompt, generate, vocab)});
+  return out;
+}
+
+inline std::string fixture_path(const std::string& name) { return std::string(ORZO_FIXTURES_DIR) + "/" + name; }
+
+// The cases of fixture `name` for the prompts make_prompts() returns, computed once per fixture
+// and test file (each caller's lambda has a cache of its own) and kept for the process.
+template <typename MakePrompts>
+const std::vector<GreedyCase>& fixture_cases(const std::string& name, MakePrompts make_prompts, int generate,
+                                             int64_t vocab) {
+  static std::map<std::string, std::vector<GreedyCase>> by_fixture;
+  auto& out = by_fixture[name];
+  if (out.empty()) out = greedy_cases(fixture_path(name), make_prompts(), generate, vocab);
   return out;
 }
 
