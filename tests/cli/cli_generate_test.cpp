@@ -41,6 +41,11 @@ TEST(CliGenerate, ReportsTimingAndStopsAtAStopString) {
   EXPECT_EQ(r.out.find(", there was a little girl named Lily. She loved to play outside in the \n"), 0u) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("finish: stop"), std::string::npos) << r.out;
+  // The KV pool it made: stories260K has no sliding layers, so one table; 32768 blocks of 16
+  // at its 2048-token context are 256 contexts.
+  EXPECT_NE(r.out.find("orzo: KV cache: 640.0 MiB in 32768 blocks of 16 tokens; 256.0 sequences of 2048 tokens at once"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(CliGenerate, TheDefaultModelIsStories260KAndWritesItsGreedyStory) {
@@ -77,6 +82,7 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' --placement cpu:0-9", "placement"},
       {"chat -m '" + kStories + "/stories260K.gguf'", "no chat template"},
       {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --no-hybrid-kv=banana", "--no-hybrid-kv"},
       {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
