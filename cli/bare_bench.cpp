@@ -24,6 +24,7 @@ CpuBackend::Options backend_options(const BenchOptions& o, int threads, int32_t 
   opt.threads = threads;
   opt.max_rows = std::max(o.chunk, o.batch);
   opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant};
+  opt.kv_dtype = o.kv_cache_dtype;
   return opt;
 }
 
@@ -42,8 +43,8 @@ int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
     throw std::invalid_argument("--prompt + --gen = " + std::to_string(context) + " exceeds the model's context of " +
                                 std::to_string(cfg.max_position) + " tokens");
   const auto blocks_per_seq = static_cast<int32_t>((context + bs - 1) / bs);
-  const double kv_bytes = static_cast<double>(blocks_per_seq) * o.batch * bs * static_cast<double>(cfg.kv_dim()) *
-                          static_cast<double>(cfg.num_layers) * 2 * sizeof(float);
+  const double kv_bytes = static_cast<double>(blocks_per_seq) * o.batch * static_cast<double>(cfg.num_layers) *
+                          static_cast<double>(KvCache::bytes_per_block_plane(bs, cfg.kv_dim(), o.kv_cache_dtype));
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (kv_bytes > 0.8 * memory)
     throw std::invalid_argument("the KV cache for " + std::to_string(o.batch) + " x " + std::to_string(context) +

@@ -86,7 +86,8 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"weight_bytes_per_token", model.weight_bytes_per_token()},
                         {"layer_parameters", model.layer_parameters()},
                         {"lm_head_parameters", model.lm_head().numel()},
-                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * 4},
+                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * static_cast<int64_t>(dtype_block_bytes(o.kv_cache_dtype))},
+                        {"kv_cache_dtype", dtype_name(o.kv_cache_dtype)},
                         {"weight_read_bytes_per_s", weight_bw},
                         // What each kind of weight's products round the activations to (kernels/cpu/matmul.hpp).
                         {"bf16_weight_activations", o.bf16_activations && cpu::kernels().matmul_bf16 ? "bf16" : "f32"},
@@ -167,6 +168,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
   add_bf16_activations_flag(*cmd, o->bf16_activations);
   cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
+  add_kv_cache_dtype_flag(*cmd, o->kv_cache_dtype);
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")

@@ -25,6 +25,15 @@ void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations) {
                "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
 }
 
+void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype) {
+  cmd.add_option_function<std::string>(
+         "--kv-cache-dtype", [&dtype](const std::string& name) { dtype = name == "f16" ? DType::F16 : DType::F32; },
+         "CPU: what the KV cache stores: auto or f32 (the activations as computed, the default), or f16 (half the "
+         "memory, so twice the tokens, and half the bytes decode attention reads; llama.cpp's default); CUDA stages "
+         "keep the model's compute dtype")
+      ->check(CLI::IsMember({"auto", "f32", "f16"}));
+}
+
 std::string select_cpu_kernels(const std::string& isa) {
   if (isa.empty())
     cpu::kernels();

@@ -1,9 +1,11 @@
 #pragma once
 // The CPU kernels' flags, which every subcommand that runs a model shares: --cpu-isa, the
 // ISA level of the kernels (kernels/cpu/isa.hpp), the best this CPU runs unless named, and
-// how activations are rounded.
+// how activations are rounded, and what the KV cache stores.
 
 #include <string>
+
+#include "core/dtype.hpp"
 
 namespace CLI {
 class App;
@@ -15,6 +17,9 @@ void add_cpu_isa_flag(CLI::App& cmd, std::string& isa);
 
 // --bf16-activations / --f32-activations (MatmulOptions::bf16_activations), on by default.
 void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations);
+
+// --kv-cache-dtype auto|f32|f16 (StageOptions::kv_cache_dtype); auto is f32, the activations'.
+void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype);
 
 // Makes the named level active (or, for "", the best one, or ORZO_CPU_ISA's) before any
 // kernel runs, so a level this CPU lacks is refused here, in one line, not in a worker.

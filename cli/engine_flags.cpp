@@ -68,6 +68,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"auto", "own", "shared"}))
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
+  add_kv_cache_dtype_flag(cmd, engine.backend.kv_cache_dtype);
   cmd.add_flag("!--no-hybrid-kv", engine.hybrid_kv,
                "Keep every layer's KV for every position, in one block table; by default sliding-window layers "
                "(Gemma 2/3) keep only their window where the context outgrows it");

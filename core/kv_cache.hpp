@@ -4,18 +4,24 @@
 // batcher) decides which ids a sequence owns. A block holds a plane per layer of the group
 // of layers whose table holds it (core/kv_layout.hpp); with one group, a plane per layer.
 //
-// Within a block, values are stored slot by slot (kv_dim floats per token) and keys
-// transposed, dimension by dimension (block_size floats per dimension): attention scores a
+// Within a block, values are stored slot by slot (kv_dim elements per token) and keys
+// transposed, dimension by dimension (block_size elements per dimension): attention scores a
 // chunk of consecutive keys against a query, and with the keys of a chunk side by side one
 // vector load brings a dimension of all of them.
+//
+// Elements are f32, or f16 (KvCache::dtype): half the memory and half the bytes attention
+// reads, at f16's rounding of every key and value, as llama.cpp stores them by default.
 //
 // The storage comes from calloc: the kernel hands out zero pages as slots are first written,
 // so a pool sized for every sequence at full context costs no time to create and no memory
 // until it is used (zero-filling it took a stories260K `orzo generate` 0.4 s of its 0.6 s).
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+
+#include "core/dtype.hpp"
 
 namespace orzo {
 
@@ -23,23 +29,35 @@ inline constexpr int32_t kDefaultBlockSize = 16;
 
 class KvCache {
  public:
-  KvCache(int64_t planes, int32_t num_blocks, int32_t block_size, int64_t kv_dim);
+  // dtype: F32 or F16 (std::invalid_argument otherwise).
+  KvCache(int64_t planes, int32_t num_blocks, int32_t block_size, int64_t kv_dim, DType dtype = DType::F32);
 
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return 2 * floats_ * sizeof(float); }
+  DType dtype() const { return dtype_; }
+  size_t bytes() const { return 2 * elements_ * elem_bytes_; }
+  // What one block of one plane takes, keys and values.
+  static size_t bytes_per_block_plane(int32_t block_size, int64_t kv_dim, DType dtype);
 
-  // Stores one token's kv_dim keys and values in `plane`.
-  void write(int64_t plane, int32_t block, int32_t slot, const float* key, const float* value);
+  // Stores one token's kv_dim keys and values in `plane`, each already in the cache's
+  // dtype (kernels/cpu/attention.hpp's store_kv converts f32 rows).
+  void write(int64_t plane, int32_t block, int32_t slot, const void* key, const void* value);
 
-  // A block's keys: key i of slot s is at keys(layer, block)[i * block_size() + s].
-  const float* keys(int64_t plane, int32_t block) const { return keys_.get() + offset(plane, block, 0); }
-  float key(int64_t plane, int32_t block, int32_t slot, int64_t i) const {
-    return keys(plane, block)[static_cast<size_t>(i) * static_cast<size_t>(block_size_) + static_cast<size_t>(slot)];
+  // A block's keys as stored, T the dtype's element (float, or uint16_t f16 bits): key i of
+  // slot s is at keys<T>(plane, block)[i * block_size() + s].
+  template <typename T>
+  const T* keys(int64_t plane, int32_t block) const {
+    return element<T>(keys_.get(), offset(plane, block, 0));
   }
-  // The kv_dim values of one token slot.
-  const float* value(int64_t plane, int32_t block, int32_t slot) const { return values_.get() + offset(plane, block, slot); }
+  // The kv_dim values of one token slot, as stored.
+  template <typename T>
+  const T* value(int64_t plane, int32_t block, int32_t slot) const {
+    return element<T>(values_.get(), offset(plane, block, slot));
+  }
+  // One key or value element as f32, whatever the dtype.
+  float key(int64_t plane, int32_t block, int32_t slot, int64_t i) const;
+  float value_at(int64_t plane, int32_t block, int32_t slot, int64_t i) const;
 
  private:
   size_t offset(int64_t plane, int32_t block, int32_t slot) const {
@@ -48,15 +66,23 @@ class KvCache {
             static_cast<size_t>(slot)) *
            static_cast<size_t>(kv_dim_);
   }
+  template <typename T>
+  const T* element(const unsigned char* base, size_t index) const {
+    assert(sizeof(T) == elem_bytes_);
+    return reinterpret_cast<const T*>(base) + index;
+  }
+  float load(const unsigned char* base, size_t index) const;
 
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(unsigned char* p) const { std::free(p); }
   };
 
   int32_t num_blocks_, block_size_;
   int64_t kv_dim_;
-  size_t floats_;  // of keys_, and of values_
-  std::unique_ptr<float[], Free> keys_, values_;
+  DType dtype_;
+  size_t elem_bytes_;
+  size_t elements_;  // of keys_, and of values_
+  std::unique_ptr<unsigned char[], Free> keys_, values_;
 };
 
 }  // namespace orzo

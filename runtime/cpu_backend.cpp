@@ -34,7 +34,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
       long_rope_(cfg_.long_rope(o.max_model_len > 0 ? o.max_model_len : cfg_.max_position)),
       kv_layout_(o.kv_layout.groups() > 0 ? std::move(o.kv_layout) : KvLayout::flat(cfg_.num_layers)),
       kv_planes_(kv_layout_.planes_in(range_.begin, range_.end)),
-      kv_(kv_layout_.planes_for(range_.begin, range_.end), o.kv_blocks, o.block_size, cfg_.kv_dim()),
+      kv_(kv_layout_.planes_for(range_.begin, range_.end), o.kv_blocks, o.block_size, cfg_.kv_dim(), o.kv_dtype),
       pool_(o.threads),
       matmul_(o.matmul) {
   if (kv_layout_.group_of.size() != static_cast<size_t>(cfg_.num_layers))
@@ -174,7 +174,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
           // Every row's K/V is in the cache before any row attends: rows of one sequence see each other.
           const auto& table = b.table(place.group, b.seq_index[i]);
           const int32_t pos = b.positions[i], block = table[static_cast<size_t>(pos / kv_.block_size())];
-          kv_.write(place.plane, block, pos % kv_.block_size(), k, v_.data() + r * cfg_.kv_dim());
+          cpu::store_kv(kv_, place.plane, block, pos % kv_.block_size(), k, v_.data() + r * cfg_.kv_dim());
         }
       },
       8);

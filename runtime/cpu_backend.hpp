@@ -1,6 +1,6 @@
 #pragma once
 // The CPU implementation of a layer range: the Llama forward pass over a flat batch of
-// rows, f32 activations, weights read in their stored dtype, KV in a paged f32 cache.
+// rows, f32 activations, weights read in their stored dtype, KV in a paged f32 or f16 cache.
 #include <deque>
 #include <memory>
 #include <vector>
@@ -27,6 +27,7 @@ class CpuBackend final : public LayerBackend {
     cpu::MatmulOptions matmul;  // how the weights meet the activations (kernels/cpu/matmul.hpp)
     int64_t max_model_len = 0;    // the longest context served (0: the model's), which picks LongRope's factors
     KvLayout kv_layout;           // which layers share a block table; no groups: one table for all
+    DType kv_dtype = DType::F32;  // the cache's elements: F32 or F16 (core/kv_cache.hpp)
   };
 
   CpuBackend(std::shared_ptr<const Model> model, Options options);

@@ -1,5 +1,6 @@
 #include "stages/stage_factory.hpp"
 
+#include "core/kv_cache.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/model.hpp"
 
@@ -23,8 +24,8 @@ int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1)
 // pool could not serve a long request at all).
 int32_t auto_kv_blocks(const ModelConfig& cfg, const StageTerms& terms, const StageOptions& o) {
   const KvLayout layout = kv_layout_for(cfg, terms);
-  const int64_t bytes_per_block =
-      2 * layout.planes_for(0, cfg.num_layers) * cfg.kv_dim() * int64_t{sizeof(float)} * terms.block_size;
+  const auto bytes_per_block = layout.planes_for(0, cfg.num_layers) *
+                               static_cast<int64_t>(KvCache::bytes_per_block_plane(terms.block_size, cfg.kv_dim(), o.kv_cache_dtype));
   const int64_t decoding = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, 1);
   const int64_t prefilling = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, terms.max_rows);
   const int64_t wanted = decoding * terms.max_seqs + (prefilling - decoding);
@@ -42,6 +43,7 @@ CpuBackend::Options cpu_options(const Model& model, const Stage& stage, const St
   o.matmul = {options.int8_activations, options.bf16_activations, options.batch_invariant};
   o.max_model_len = terms.max_model_len;
   o.kv_layout = kv_layout_for(model.config(), terms);
+  o.kv_dtype = options.kv_cache_dtype;
   return o;
 }
 

@@ -2,6 +2,7 @@
 // Builds the backend of each stage of a placement (CpuBackend, CudaBackend) and sizes the KV
 // pool that every stage of the pipeline holds with the same block ids. The actors spawn a
 // worker around each backend; this file knows nothing of them.
+#include "core/dtype.hpp"
 #include "core/kv_layout.hpp"
 #include "core/stage_terms.hpp"
 #include "runtime/layer_backend.hpp"
@@ -25,6 +26,7 @@ struct StageOptions {
   bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)
   bool bf16_activations = true;                 // CPU stages: the same (the product's default, as PyTorch runs bf16)
   bool batch_invariant = false;                 // CPU stages: the same
+  DType kv_cache_dtype = DType::F32;            // CPU stages: the KV cache's elements, F32 or F16 (core/kv_cache.hpp)
 };
 
 struct PipelineBackends {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/attention_tile.hpp"
@@ -47,6 +48,20 @@ std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const
 }
 
 }  // namespace
+
+void store_kv(KvCache& cache, int64_t plane, int32_t block, int32_t slot, const float* key, const float* value) {
+  if (cache.dtype() == DType::F32) {
+    cache.write(plane, block, slot, key, value);
+    return;
+  }
+  thread_local std::vector<uint8_t> halves;
+  const auto n = static_cast<size_t>(cache.kv_dim());
+  halves.resize(4 * n);
+  const KernelTable& k = kernels();
+  k.f32_row_to_half(DType::F16, key, cache.kv_dim(), halves.data());
+  k.f32_row_to_half(DType::F16, value, cache.kv_dim(), halves.data() + 2 * n);
+  cache.write(plane, block, slot, halves.data(), halves.data() + 2 * n);
+}
 
 void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,
                      const AttentionShape& shape, float* out, ThreadPool& pool) {

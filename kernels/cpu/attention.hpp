@@ -27,6 +27,9 @@ struct KvPlace {
   int32_t group = 0;
 };
 
+// Stores one token's kv_dim keys and values (f32) in `plane` of the cache, in its dtype.
+void store_kv(KvCache& cache, int64_t plane, int32_t block, int32_t slot, const float* key, const float* value);
+
 // q: [rows, num_heads * head_dim]; out: same shape. K/V of every visible position,
 // including the rows of this batch, must already be in `cache` at `at`.
 void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,

@@ -48,6 +48,21 @@ TEST(CliGenerate, ReportsTimingAndStopsAtAStopString) {
       << r.out;
 }
 
+// An f16 cache takes half the bytes a block: within the CPU's KV budget (1 GiB), twice the
+// blocks where 1024 sequences at full context would want more; half the memory where not.
+TEST(CliGenerate, AnF16KvCacheHoldsTwiceTheTokensInTheSameMemory) {
+  const std::string args = "generate -m '" + kStories + "/stories260K.gguf' -p 'Once upon a time' --temperature 0 -n 16 -t 1";
+  const CliRun f32 = orzo(args + " --max-num-seqs 1024");
+  const CliRun f16 = orzo(args + " --max-num-seqs 1024 --kv-cache-dtype f16");
+  ASSERT_EQ(f32.status, 0) << f32.out;
+  ASSERT_EQ(f16.status, 0) << f16.out;
+  EXPECT_NE(f32.out.find("KV cache: 1024.0 MiB in 52428 blocks of 16 tokens; 409.6 sequences"), std::string::npos) << f32.out;
+  EXPECT_NE(f16.out.find("KV cache: 1024.0 MiB in 104857 blocks of 16 tokens; 819.2 sequences"), std::string::npos) << f16.out;
+  EXPECT_EQ(f16.out.find(", there was a little girl named Lily. She loved to play"), 0u) << f16.out;
+  const CliRun small = orzo(args + " --kv-cache-dtype f16");
+  EXPECT_NE(small.out.find("KV cache: 320.0 MiB in 32768 blocks"), std::string::npos) << small.out;
+}
+
 TEST(CliGenerate, TheDefaultModelIsStories260KAndWritesItsGreedyStory) {
   const CliRun story = orzo("generate --temperature 0 -n 64 -t 1", false);
   ASSERT_EQ(story.status, 0);
@@ -83,6 +98,8 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"chat -m '" + kStories + "/stories260K.gguf'", "no chat template"},
       {"generate -m '" + kStories + "/stories260K.gguf' --worker-thread sometimes", "--worker-thread"},
       {"generate -m '" + kStories + "/stories260K.gguf' --no-hybrid-kv=banana", "--no-hybrid-kv"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --kv-cache-dtype bf16", "--kv-cache-dtype"},
+      {"bench -m '" + kStories + "/stories260K.gguf' --kv-cache-dtype q8_0", "--kv-cache-dtype"},
       {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},

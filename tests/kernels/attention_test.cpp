@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/exp2.hpp"
 #include "tests/support/each_isa.hpp"
@@ -30,11 +31,13 @@ struct Sequence {
 };
 
 // Sequences with random K/V for all their positions, each owning blocks spread at random
-// over a cache shared with the others.
+// over a cache shared with the others. With `rounded`, each key and value is the nearest
+// f16, stored as f16 (`dtype` F16) or as that value in f32.
 class Cache {
  public:
-  Cache(const std::vector<Sequence>& seqs, int32_t block_size, int64_t head_dim, uint32_t seed)
-      : seqs_(seqs), cache_(kLayers, total_blocks(seqs, block_size), block_size, kKvHeads * head_dim) {
+  Cache(const std::vector<Sequence>& seqs, int32_t block_size, int64_t head_dim, uint32_t seed,
+        DType dtype = DType::F32, bool rounded = false)
+      : seqs_(seqs), cache_(kLayers, total_blocks(seqs, block_size), block_size, kKvHeads * head_dim, dtype) {
     std::mt19937 rng(seed);
     std::vector<int32_t> ids(static_cast<size_t>(cache_.num_blocks()));
     std::iota(ids.begin(), ids.end(), 0);
@@ -48,11 +51,21 @@ class Cache {
       for (int32_t p = 0; p < s.length; ++p) {
         const int32_t block = tables_.back()[static_cast<size_t>(p / block_size)];
         std::vector<float> key(static_cast<size_t>(cache_.kv_dim())), value(key.size());
+        std::vector<uint16_t> key16(key.size()), value16(key.size());
         for (size_t i = 0; i < key.size(); ++i) {
           key[i] = uniform(rng);
           value[i] = uniform(rng);
+          key16[i] = f32_to_f16(key[i]);
+          value16[i] = f32_to_f16(value[i]);
+          if (rounded) {
+            key[i] = f16_to_f32(key16[i]);
+            value[i] = f16_to_f32(value16[i]);
+          }
         }
-        cache_.write(kLayer, block, p % block_size, key.data(), value.data());
+        if (dtype == DType::F16)
+          cache_.write(kLayer, block, p % block_size, key16.data(), value16.data());
+        else
+          cache_.write(kLayer, block, p % block_size, key.data(), value.data());
       }
     }
   }
@@ -128,8 +141,9 @@ std::vector<double> reference(const std::vector<float>& q, const ForwardBatch& b
       for (double& s : scores) sum += s = std::exp(s - max_s);
       double* o = out.data() + (row * shape.num_heads + h) * hd;
       for (int32_t p = first; p <= pos; ++p) {
-        const float* v = cache.value(kLayer, table[static_cast<size_t>(p / bs)], p % bs) + offset;
-        for (int64_t d = 0; d < hd; ++d) o[d] += scores[static_cast<size_t>(p - first)] / sum * v[d];
+        const int32_t block = table[static_cast<size_t>(p / bs)];
+        for (int64_t d = 0; d < hd; ++d)
+          o[d] += scores[static_cast<size_t>(p - first)] / sum * cache.value_at(kLayer, block, p % bs, offset + d);
       }
     }
   }
@@ -261,6 +275,47 @@ TEST_P(PagedAttention, SequenceResultsDoNotDependOnTheBatch) {
       EXPECT_EQ(pieces, out_alone) << "steps of " << chunk;
     }
   });
+}
+
+// An f16 cache widens each chunk to f32 and runs the f32 arithmetic on it: its results are
+// the f32 cache's, bit for bit, when that holds the same (f16-rounded) values. The rows come
+// as in MatchesDoublePrecisionReference, and again as decode steps.
+TEST_P(PagedAttention, HalfCacheGivesTheF32CacheResultsOfItsValues) {
+  orzo::testing::for_each_isa([&] {
+    const AttentionShape s = shape();
+    Cache half(seqs_, block_size(), s.head_dim, 6, DType::F16, true);
+    Cache full(seqs_, block_size(), s.head_dim, 6, DType::F32, true);
+    const ForwardBatch all = half.batch({3, 1, 6, 0, 4, 2, 5, 7}, 5);
+    const auto q = random_queries(all, s, 7);
+    EXPECT_EQ(attend(q, all, half.kv(), s, pool_), attend(q, all, full.kv(), s, pool_));
+    const auto want = reference(q, all, half.kv(), s);
+    const auto got = attend(q, all, half.kv(), s, pool_);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+    EXPECT_LT(worst, 1e-5);
+    const ForwardBatch decode = half.batch({6, 2}, 1);
+    const auto qd = random_queries(decode, s, 8);
+    EXPECT_EQ(attend(qd, decode, half.kv(), s, pool_), attend(qd, decode, full.kv(), s, pool_));
+  });
+}
+
+TEST(KvCache, StoresF16RoundedToNearestAndReadsItBack) {
+  KvCache cache(2, 3, 4, 5, DType::F16);
+  EXPECT_EQ(cache.bytes(), 2u * 2 * 3 * 4 * 5 * 2);
+  EXPECT_EQ(KvCache::bytes_per_block_plane(16, 64, DType::F16) * 2, KvCache::bytes_per_block_plane(16, 64, DType::F32));
+  const float key[] = {1.0f, -2.5f, 65504.0f, 1e-8f, 0.1f}, value[] = {3.0f, 70000.0f, -0.0f, 6e-5f, 1.0f / 3};
+  ThreadPool pool(1);
+  orzo::testing::for_each_isa([&] {
+    cpu::store_kv(cache, 1, 2, 3, key, value);
+    for (int64_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(cache.key(1, 2, 3, i), f16_to_f32(f32_to_f16(key[i]))) << i;
+      EXPECT_EQ(cache.value_at(1, 2, 3, i), f16_to_f32(f32_to_f16(value[i]))) << i;
+    }
+  });
+  EXPECT_EQ(cache.key(1, 2, 3, 0), 1.0f);
+  EXPECT_EQ(cache.value_at(1, 2, 3, 1), std::numeric_limits<float>::infinity());  // past f16's range, as llama.cpp's
+  EXPECT_EQ(cache.key(0, 2, 3, 0), 0.0f);  // other planes untouched
+  EXPECT_THROW(KvCache(1, 1, 16, 8, DType::BF16), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,

@@ -4,11 +4,14 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/kv_cache.hpp"
 #include "kernels/cpu/isa/entry_points.hpp"
+#include "kernels/cpu/isa/simd.hpp"
 
 ORZO_TARGET_BEGIN
 #include "kernels/cpu/exp2.hpp"
+#include "kernels/cpu/isa/f16_row.hpp"
 #include "kernels/cpu/tanh.hpp"
 
 namespace orzo::cpu::ORZO_ISA_NS {
@@ -166,8 +169,12 @@ class Tile {
   // (1, kChunk); then sums the chunk's values into o_.
   template <int KeyStride, int LaneStride>
   void weigh(const Chunk& c, float* s, float* m, float* l);
+  // An f16 cache's chunk widened to f32 in kt_/vt_, laid out as the f32 cache lays a
+  // window (keys kChunk apart), so that the arithmetic is the f32 cache's on the same values.
+  Chunk widened(const Chunk& c, const HeadCache& kv, int32_t block, int32_t window);
 
   std::vector<float> qt_, o_;        // [head_dim][Lanes] scaled queries; [Lanes][head_dim] outputs
+  std::vector<float> kt_, vt_;       // [head_dim][kChunk] keys, [kChunk][head_dim] values (an f16 cache's)
   int32_t lo_[Lanes], hi_[Lanes];    // the positions each lane sees
   int32_t last_first_, first_last_;  // the positions every lane sees
 };
@@ -318,6 +325,26 @@ void Tile<Lanes>::weigh(const Chunk& c, float* s, float* m, float* l) {
 }
 
 template <int Lanes>
+typename Tile<Lanes>::Chunk Tile<Lanes>::widened(const Chunk& c, const HeadCache& kv, int32_t block, int32_t window) {
+  const KvCache& cache = *kv.cache;
+  const int64_t hd = c.hd;
+  kt_.resize(static_cast<size_t>(hd * kChunk));
+  vt_.resize(static_cast<size_t>(hd * kChunk));
+  // Only the chunk's keys [begin, end): the rest of the window may hold another sequence's.
+  const int n = c.end - c.begin;
+  const uint16_t* k = cache.keys<uint16_t>(kv.plane, block) + kv.offset * c.bs + window + c.begin;
+  for (int64_t d = 0; d < hd; ++d) f16_row_to_f32(k + d * c.bs, n, kt_.data() + d * kChunk + c.begin);
+  for (int j = c.begin; j < c.end; ++j)
+    f16_row_to_f32(cache.value<uint16_t>(kv.plane, block, window + j) + kv.offset, hd, vt_.data() + j * hd);
+  Chunk w = c;
+  w.k = kt_.data();
+  w.v = vt_.data();
+  w.bs = kChunk;
+  w.ld = hd;
+  return w;
+}
+
+template <int Lanes>
 void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, int64_t hd, float q_scale,
                       float score_cap) {
   qt_.assign(static_cast<size_t>(hd * Lanes), 0.0f);
@@ -342,14 +369,20 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
   }
 
   const KvCache& cache = *kv.cache;
+  const bool f16 = cache.dtype() == DType::F16;
   const int32_t bs = cache.block_size();
   for (int32_t p = first; p <= last;) {
     const int32_t block = kv.block_table[p / bs], slot = p % bs;
     // Windows start at fixed slots of the block, whatever position the tile starts from.
     const int32_t begin = slot % kChunk, window = slot - begin;
     const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
-    const Chunk c{p - begin, begin, begin + n, cache.keys(kv.plane, block) + kv.offset * bs + window,
-                  cache.value(kv.plane, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
+    Chunk c{p - begin, begin, begin + n, nullptr, nullptr, bs, cache.kv_dim(), hd, score_cap, count};
+    if (f16) {
+      c = widened(c, kv, block, window);
+    } else {
+      c.k = cache.keys<float>(kv.plane, block) + kv.offset * bs + window;
+      c.v = cache.value<float>(kv.plane, block, window) + kv.offset;
+    }
     alignas(64) float s[kChunk * Lanes];
     if (scores(c, s))
       weigh<1, kChunk>(c, s, m, l);

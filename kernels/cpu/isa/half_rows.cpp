@@ -10,29 +10,13 @@
 #include "kernels/cpu/isa/simd.hpp"
 
 ORZO_TARGET_BEGIN
+#include "kernels/cpu/isa/f16_row.hpp"
 
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {
 
 // Each converter runs its widest loop first and falls through to narrower ones, so a
 // row whose length is not a multiple of the vector width exercises every path.
-inline void f16_row_to_f32(const uint8_t* src, int64_t n, float* dst) {
-  int64_t i = 0;
-#if ORZO_SIMD_AVX512
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
-  }
-#endif
-#if ORZO_SIMD_AVX2
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
-}
-
 inline void f32_row_to_f16(const float* src, int64_t n, uint8_t* dst) {
   int64_t i = 0;
 #if ORZO_SIMD_AVX512
@@ -108,7 +92,7 @@ inline void f32_row_to_bf16(const float* src, int64_t n, uint8_t* dst) {
 
 void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst) {
   if (t == DType::F16)
-    f16_row_to_f32(src, n, dst);
+    f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), n, dst);
   else
     bf16_row_to_f32(src, n, dst);
 }
