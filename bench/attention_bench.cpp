@@ -5,7 +5,8 @@
 // the tests and the README run: SmolLM2-135M (9 heads of 64 over 3 KV heads) and stories260K
 // (8 heads of 8 over 4), whose narrow heads leave most of a vector empty. A decode step reads
 // each layer's cache once, so the decode runs cycle through layers whose caches together
-// overflow the last-level cache; a prefill reads the K/V it just wrote.
+// overflow the last-level cache; a prefill reads the K/V it just wrote. Each shape runs on an
+// f32 cache and on an f16 one ("/f16"), which halves the bytes read and widens each chunk.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -34,9 +35,9 @@ struct Setup {
 };
 
 // `sequences` sequences of `context` positions each; the batch holds the last `rows` of each.
-Setup make(Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows) {
+Setup make(Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows, orzo::DType dtype) {
   const int32_t bs = orzo::kDefaultBlockSize, blocks_per_seq = (context + bs - 1) / bs;
-  Setup s{orzo::KvCache(layers, sequences * blocks_per_seq, bs, h.kv_heads * h.dim), {}, {}, {}};
+  Setup s{orzo::KvCache(layers, sequences * blocks_per_seq, bs, h.kv_heads * h.dim, dtype), {}, {}, {}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<int32_t> ids(static_cast<size_t>(sequences * blocks_per_seq));
@@ -56,7 +57,7 @@ Setup make(Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t 
           k[i] = uniform(rng);
           v[i] = uniform(rng);
         }
-        s.cache.write(l, b, slot, k.data(), v.data());
+        orzo::cpu::store_kv(s.cache, l, b, slot, k.data(), v.data());
       }
   s.q.resize(static_cast<size_t>(s.batch.rows() * h.heads * h.dim));
   for (auto& x : s.q) x = uniform(rng);
@@ -64,8 +65,9 @@ Setup make(Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t 
   return s;
 }
 
-void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows) {
-  Setup s = make(h, layers, sequences, context, rows);
+void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows,
+         orzo::DType dtype) {
+  Setup s = make(h, layers, sequences, context, rows, dtype);
   const orzo::cpu::AttentionShape shape{h.heads, h.kv_heads, h.dim, std::nullopt};
   int64_t layer = 0;
   for (auto _ : state) {
@@ -82,31 +84,28 @@ void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, in
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Registers the shape twice: on an f32 cache, and on an f16 one.
+void add(const std::string& name, Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows,
+         benchmark::TimeUnit unit) {
+  for (orzo::DType dtype : {orzo::DType::F32, orzo::DType::F16})
+    benchmark::RegisterBenchmark((name + (dtype == orzo::DType::F16 ? "/f16" : "")).c_str(),
+                                 [=](benchmark::State& st) { run(st, h, layers, sequences, context, rows, dtype); })
+        ->Unit(unit)
+        ->UseRealTime();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::RegisterBenchmark("attention/prefill/rows512",
-                               [](benchmark::State& st) { run(st, {16, 4, 64}, 1, 1, 512, 512); })
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
-  for (int64_t kv_heads : {4, 16}) {
-    benchmark::RegisterBenchmark(("attention/decode/seqs32/ctx512/kv_heads" + std::to_string(kv_heads)).c_str(),
-                                 [=](benchmark::State& st) { run(st, {16, kv_heads, 64}, 8, 32, 512, 1); })
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
-  }
-  benchmark::RegisterBenchmark("attention/decode/seqs64/ctx512/smollm2",
-                               [](benchmark::State& st) { run(st, {9, 3, 64}, 8, 64, 512, 1); })
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("attention/decode/seqs64/ctx160/stories260K",
-                               [](benchmark::State& st) { run(st, {8, 4, 8}, 5, 64, 160, 1); })
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("attention/prefill/rows512/stories260K",
-                               [](benchmark::State& st) { run(st, {8, 4, 8}, 1, 1, 512, 512); })
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+  add("attention/prefill/rows512", {16, 4, 64}, 1, 1, 512, 512, benchmark::kMillisecond);
+  for (int64_t kv_heads : {4, 16})
+    add("attention/decode/seqs32/ctx512/kv_heads" + std::to_string(kv_heads), {16, kv_heads, 64}, 8, 32, 512, 1,
+        benchmark::kMicrosecond);
+  add("attention/decode/seqs64/ctx512/smollm2", {9, 3, 64}, 8, 64, 512, 1, benchmark::kMicrosecond);
+  // Long contexts: each step reads 48 MiB of f32 keys and values a layer, far past any cache.
+  add("attention/decode/seqs8/ctx8192/smollm2", {9, 3, 64}, 4, 8, 8192, 1, benchmark::kMicrosecond);
+  add("attention/decode/seqs64/ctx160/stories260K", {8, 4, 8}, 5, 64, 160, 1, benchmark::kMicrosecond);
+  add("attention/prefill/rows512/stories260K", {8, 4, 8}, 1, 1, 512, 512, benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
