@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -34,6 +35,107 @@ struct VecOf {
 template <int N>
 using Vec = typename VecOf<N>::type;
 
+// The helpers below hold a tile's registers in their references: a call, which GCC's
+// inliner makes once the tile is instantiated for both cache types, spills them all.
+#define ORZO_INLINE inline __attribute__((always_inline))
+
+// N consecutive keys or values as the cache stores them, in f32: an f16 cache's are widened
+// as they are loaded (exactly: every f16 is an f32), so the arithmetic after is the same.
+// Out parameters: a vector returned by value changes the ABI in the portable level (-Wpsabi).
+template <int N>
+ORZO_INLINE void load(const float* p, Vec<N>& x) {
+  std::memcpy(&x, p, sizeof x);
+}
+template <int N>
+ORZO_INLINE void load(const uint16_t* p, Vec<N>& x) {
+  auto* f = reinterpret_cast<float*>(&x);
+  int i = 0;
+#if ORZO_SIMD_AVX512
+  for (; i + 16 <= N; i += 16) {
+    const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    std::memcpy(f + i, &w, sizeof w);
+  }
+#endif
+#if ORZO_SIMD_AVX2
+  for (; i + 8 <= N; i += 8) {
+    const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    std::memcpy(f + i, &w, sizeof w);
+  }
+  for (; i + 4 <= N; i += 4) {
+    const __m128 w = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+    std::memcpy(f + i, &w, sizeof w);
+  }
+  for (; i < N; ++i) f[i] = _cvtsh_ss(p[i]);
+#else
+  for (; i < N; ++i) f[i] = f16_to_f32(p[i]);
+#endif
+}
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) {
+  Vec<1> x;
+  load<1>(p, x);
+  return x[0];
+}
+
+// acc = a * b + acc, rounded once where the ISA level has FMA. The tile's products and sums
+// are fused here, by hand, not left to the compiler: which ones GCC fuses varies with what
+// it inlines, so a query's sums could differ by a rounding between tile widths, or between
+// an f32 cache's loads and an f16 cache's, and batch invariance would rest on the optimizer.
+// (Without FMA, as in the portable level, nothing is fused.) Casts between vector types of
+// one size keep everything in registers.
+template <int N>
+ORZO_INLINE void fma_into(Vec<N>& acc, const Vec<N>& a, const Vec<N>& b) {
+#if ORZO_SIMD_AVX512
+  if constexpr (N == 16) {
+    acc = (Vec<16>)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
+    return;
+  }
+#endif
+#if ORZO_SIMD_AVX2
+  if constexpr (N == 16) {
+    Vec<8> x[2], y[2], z[2];
+    std::memcpy(x, &a, sizeof x);
+    std::memcpy(y, &b, sizeof y);
+    std::memcpy(z, &acc, sizeof z);
+    for (int h = 0; h < 2; ++h) fma_into<8>(z[h], x[h], y[h]);
+    std::memcpy(&acc, z, sizeof z);
+  } else if constexpr (N == 8) {
+    acc = (Vec<8>)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+  } else if constexpr (N == 4) {
+    acc = (Vec<4>)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)acc);
+  } else if constexpr (N == 2) {
+    Vec<4> x{a[0], a[1]}, y{b[0], b[1]}, z{acc[0], acc[1]};
+    fma_into<4>(z, x, y);
+    acc = Vec<2>{z[0], z[1]};
+  } else {
+    static_assert(N == 1);
+    acc[0] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a[0]), _mm_set_ss(b[0]), _mm_set_ss(acc[0])));
+  }
+#else
+  acc = a * b + acc;
+#endif
+}
+// A scalar in every lane (a broadcast, which an FMA can take straight from memory).
+template <int N>
+ORZO_INLINE void splat(float s, Vec<N>& x) {
+#if ORZO_SIMD_AVX512
+  if constexpr (N == 16) {
+    x = (Vec<16>)_mm512_set1_ps(s);
+    return;
+  }
+#endif
+#if ORZO_SIMD_AVX2
+  if constexpr (N == 8) {
+    x = (Vec<8>)_mm256_set1_ps(s);
+    return;
+  } else if constexpr (N == 4) {
+    x = (Vec<4>)_mm_set1_ps(s);
+    return;
+  }
+#endif
+  for (int i = 0; i < N; ++i) x[i] = s;
+}
+
 // Independent sums per column vector when a group has one vector a lane: a chunk's 16 keys
 // in one chain would wait on the FMA's latency at every key (stories260K's heads of 8).
 // Chains depend only on the group's width, never on R or the tile, so a lane's sums stay the
@@ -46,8 +148,8 @@ constexpr int kValueChains = Vecs == 1 ? 4 : 1;
 // chunk's window, o_r at o + r * o_stride, the columns held in registers while the values
 // are summed into them. Each value vector is loaded once for all R lanes; key j goes to
 // chain j % C, and the chains are added pairwise at the end.
-template <int W, int Vecs, int R, int KeyStride, int LaneStride>
-void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, const float* v, int64_t ld,
+template <int W, int Vecs, int R, int KeyStride, int LaneStride, typename T>
+ORZO_INLINE void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, const T* v, int64_t ld,
                         int begin, int end) {
   constexpr int C = kValueChains<Vecs>;
   Vec<W> acc[C][R][Vecs];
@@ -59,11 +161,15 @@ void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const fl
       for (int chain = 1; chain < C; ++chain) acc[chain][r][c] = Vec<W>{};
     }
   const auto add_key = [&](int chain, int j) {
-    const float* vj = v + j * ld;
+    const T* vj = v + j * ld;
     for (int c = 0; c < Vecs; ++c) {
       Vec<W> x;
-      std::memcpy(&x, vj + c * W, sizeof x);
-      for (int r = 0; r < R; ++r) acc[chain][r][c] += p[j * KeyStride + r * LaneStride] * x;
+      load<W>(vj + c * W, x);
+      for (int r = 0; r < R; ++r) {
+        Vec<W> pr;
+        splat<W>(p[j * KeyStride + r * LaneStride], pr);
+        fma_into<W>(acc[chain][r][c], pr, x);
+      }
     }
   };
   if (begin == 0 && end == kChunk) {
@@ -91,8 +197,8 @@ void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const fl
 // accumulate_columns over a whole head (o_stride = hd): 64 columns at a time, then the rest
 // in narrower vectors, so that narrow heads (stories260K's 8) run in vectors too. Every
 // column takes the same operations in the same order whichever width holds it.
-template <int R, int KeyStride, int LaneStride>
-void accumulate_values(float* o, const float* alpha, const float* p, const float* v, int64_t ld, int begin, int end,
+template <int R, int KeyStride, int LaneStride, typename T>
+ORZO_INLINE void accumulate_values(float* o, const float* alpha, const float* p, const T* v, int64_t ld, int begin, int end,
                        int64_t hd) {
   int64_t d = 0;
   for (; d + 64 <= hd; d += 64)
@@ -149,32 +255,37 @@ class Tile {
   // A chunk: keys [begin, end) of a window of kChunk slots that starts at position `base`
   // (at a multiple of kChunk within its block), so that a key has the same place in the
   // scores, the chains of the value sums and the tree of the weights' sum whichever tile
-  // reads it; the window's keys (transposed, bs apart) and values in the cache.
+  // reads it; the window's keys (transposed, bs apart) and values in the cache, T its element.
+  template <typename T>
   struct Chunk {
     int32_t base, begin, end;
-    const float* k;
-    const float* v;
+    const T* k;
+    const T* v;
     int32_t bs;
     int64_t ld, hd;
     float score_cap;
     int count;
   };
 
+  // The chunks of positions [first, last], each scored, weighed and summed; T is the cache's element.
+  template <typename T>
+  void walk(const HeadCache& kv, int32_t first, int32_t last, int64_t hd, float score_cap, int count, float* m, float* l);
   // Fills s with the chunk's scores; true when it left them by lane.
-  bool scores(const Chunk& c, float* s) const;
-  template <bool Add>
-  void scores_by_key(const Chunk& c, int64_t from, int64_t to, float* s) const;
+  template <typename T>
+  bool scores(const Chunk<T>& c, float* s) const;
+  template <bool Add, typename T>
+  void scores_by_key(const Chunk<T>& c, int64_t from, int64_t to, float* s) const;
   // Caps, masks and softmaxes the chunk's scores, (key j, lane) at s[j * KeyStride + lane *
   // LaneStride]: a vector per key over the lanes (Lanes, 1) or one per lane over the keys
   // (1, kChunk); then sums the chunk's values into o_.
-  template <int KeyStride, int LaneStride>
-  void weigh(const Chunk& c, float* s, float* m, float* l);
-  // An f16 cache's chunk widened to f32 in kt_/vt_, laid out as the f32 cache lays a
-  // window (keys kChunk apart), so that the arithmetic is the f32 cache's on the same values.
-  Chunk widened(const Chunk& c, const HeadCache& kv, int32_t block, int32_t window);
+  template <int KeyStride, int LaneStride, typename T>
+  void weigh(const Chunk<T>& c, float* s, float* m, float* l);
+  // The chunk's values v (ld apart), weighted by s, into o_.
+  template <int KeyStride, int LaneStride, typename T, typename V>
+  void sum_values(const Chunk<T>& c, const float* s, const float* alpha, const V* v, int64_t ld);
 
   std::vector<float> qt_, o_;        // [head_dim][Lanes] scaled queries; [Lanes][head_dim] outputs
-  std::vector<float> kt_, vt_;       // [head_dim][kChunk] keys, [kChunk][head_dim] values (an f16 cache's)
+  std::vector<float> vt_;            // [kChunk][head_dim]: an f16 chunk's values, widened for a wide tile
   int32_t lo_[Lanes], hi_[Lanes];    // the positions each lane sees
   int32_t last_first_, first_last_;  // the positions every lane sees
 };
@@ -183,25 +294,45 @@ class Tile {
 // outside [begin, end), which weigh masks), key j's dimension d at k[d * bs + j] (the cache keeps keys
 // transposed within a block): each key element multiplied into all lanes at once.
 template <int Lanes>
-template <bool Add>
-void Tile<Lanes>::scores_by_key(const Chunk& c, int64_t from, int64_t to, float* s) const {
+template <bool Add, typename T>
+void Tile<Lanes>::scores_by_key(const Chunk<T>& c, int64_t from, int64_t to, float* s) const {
   Vec<Lanes> acc[kChunk] = {};
   if (c.begin == 0 && c.end == kChunk) {
     // Keys at fixed offsets from one pointer: sixteen pointers of their own spill registers.
     for (int64_t d = from; d < to; ++d) {
       Vec<Lanes> qd;
       std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
-      const float* kd = c.k + d * c.bs;
-      for (int j = 0; j < kChunk; ++j) acc[j] += kd[j] * qd;
+      if constexpr (std::is_same_v<T, float>) {
+        const float* kd = c.k + d * c.bs;
+        for (int j = 0; j < kChunk; ++j) {
+          Vec<Lanes> kj;
+          splat<Lanes>(kd[j], kj);
+          fma_into<Lanes>(acc[j], kj, qd);
+        }
+      } else {
+        alignas(64) float kd[kChunk];  // widened at once, then taken a key at a time
+        Vec<kChunk> wide;
+        load<kChunk>(c.k + d * c.bs, wide);
+        std::memcpy(kd, &wide, sizeof kd);
+        for (int j = 0; j < kChunk; ++j) {
+          Vec<Lanes> kj;
+          splat<Lanes>(kd[j], kj);
+          fma_into<Lanes>(acc[j], kj, qd);
+        }
+      }
     }
   } else {
-    const float* k[kChunk];
+    const T* k[kChunk];
     for (int j = 0; j < kChunk; ++j) k[j] = c.k + std::clamp(j, c.begin, c.end - 1);  // no reads outside the chunk
     for (int64_t d = from; d < to; ++d) {
       Vec<Lanes> qd;
       std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
       const int64_t at = d * c.bs;
-      for (int j = 0; j < kChunk; ++j) acc[j] += k[j][at] * qd;
+      for (int j = 0; j < kChunk; ++j) {
+        Vec<Lanes> kj;
+        splat<Lanes>(load1(k[j] + at), kj);
+        fma_into<Lanes>(acc[j], kj, qd);
+      }
     }
   }
   for (int j = 0; j < kChunk; ++j) {
@@ -221,24 +352,32 @@ void Tile<Lanes>::scores_by_key(const Chunk& c, int64_t from, int64_t to, float*
 // multiplies each key element into all lanes at once and leaves them by key. Either way a
 // score is the same FMAs in the same order, so it does not depend on the way its tile took.
 template <int Lanes>
-bool Tile<Lanes>::scores(const Chunk& c, float* s) const {
+template <typename T>
+bool Tile<Lanes>::scores(const Chunk<T>& c, float* s) const {
   const int64_t half = c.hd / 2;
   if constexpr (Lanes <= 4) {
     if (c.begin == 0 && c.end == kChunk) {
       Vec<kChunk> lo[Lanes] = {}, hi[Lanes] = {};
       for (int64_t d = 0; d < half; ++d) {
         Vec<kChunk> kd, ke;
-        std::memcpy(&kd, c.k + d * c.bs, sizeof kd);
-        std::memcpy(&ke, c.k + (half + d) * c.bs, sizeof ke);
+        load<kChunk>(c.k + d * c.bs, kd);
+        load<kChunk>(c.k + (half + d) * c.bs, ke);
         for (int lane = 0; lane < Lanes; ++lane) {
-          lo[lane] += kd * qt_[static_cast<size_t>(d * Lanes + lane)];
-          hi[lane] += ke * qt_[static_cast<size_t>((half + d) * Lanes + lane)];
+          Vec<kChunk> qd, qe;
+          splat<kChunk>(qt_[static_cast<size_t>(d * Lanes + lane)], qd);
+          splat<kChunk>(qt_[static_cast<size_t>((half + d) * Lanes + lane)], qe);
+          fma_into<kChunk>(lo[lane], kd, qd);
+          fma_into<kChunk>(hi[lane], ke, qe);
         }
       }
       if (c.hd % 2 != 0) {
         Vec<kChunk> ke;
-        std::memcpy(&ke, c.k + (c.hd - 1) * c.bs, sizeof ke);
-        for (int lane = 0; lane < Lanes; ++lane) hi[lane] += ke * qt_[static_cast<size_t>((c.hd - 1) * Lanes + lane)];
+        load<kChunk>(c.k + (c.hd - 1) * c.bs, ke);
+        for (int lane = 0; lane < Lanes; ++lane) {
+          Vec<kChunk> qe;
+          splat<kChunk>(qt_[static_cast<size_t>((c.hd - 1) * Lanes + lane)], qe);
+          fma_into<kChunk>(hi[lane], ke, qe);
+        }
       }
       for (int lane = 0; lane < Lanes; ++lane) {
         const Vec<kChunk> sum = lo[lane] + hi[lane];
@@ -253,8 +392,8 @@ bool Tile<Lanes>::scores(const Chunk& c, float* s) const {
 }
 
 template <int Lanes>
-template <int KeyStride, int LaneStride>
-void Tile<Lanes>::weigh(const Chunk& c, float* s, float* m, float* l) {
+template <int KeyStride, int LaneStride, typename T>
+void Tile<Lanes>::weigh(const Chunk<T>& c, float* s, float* m, float* l) {
   constexpr bool kByLane = KeyStride == 1;
   if (c.score_cap > 0) scaled_tanh_inplace(s, kChunk * Lanes, c.score_cap);
   if (c.begin > 0 || c.end < kChunk || c.base < last_first_ || c.base + kChunk - 1 > first_last_) {
@@ -313,35 +452,55 @@ void Tile<Lanes>::weigh(const Chunk& c, float* s, float* m, float* l) {
       for (int j = 0; j < half; ++j) t[j] += t[j + half];
     std::memcpy(sum, &t[0], sizeof t[0]);
   }
-  for (int lane = 0; lane < Lanes; ++lane) l[lane] = l[lane] * alpha[lane] + sum[lane];
+  for (int lane = 0; lane < Lanes; ++lane) {
+    Vec<1> acc{sum[lane]}, x{l[lane]}, a{alpha[lane]};
+    fma_into<1>(acc, x, a);
+    l[lane] = acc[0];
+  }
+  if constexpr (std::is_same_v<T, uint16_t> && Lanes > kValueLanes) {
+    // Several passes of lanes sum each value: widened once for all of them. Only the chunk's
+    // slots [begin, end), since the rest of the window may be another sequence's.
+    vt_.resize(static_cast<size_t>(c.hd * kChunk));
+    for (int j = c.begin; j < c.end; ++j) f16_row_to_f32(c.v + j * c.ld, c.hd, vt_.data() + j * c.hd);
+    sum_values<KeyStride, LaneStride>(c, s, alpha, vt_.data(), c.hd);
+  } else {
+    sum_values<KeyStride, LaneStride>(c, s, alpha, c.v, c.ld);
+  }
+}
+
+template <int Lanes>
+template <int KeyStride, int LaneStride, typename T, typename V>
+void Tile<Lanes>::sum_values(const Chunk<T>& c, const float* s, const float* alpha, const V* v, int64_t ld) {
   int lane = 0;
   if constexpr (Lanes >= kValueLanes)
     for (; lane + kValueLanes <= c.count; lane += kValueLanes)
       accumulate_values<kValueLanes, KeyStride, LaneStride>(o_.data() + lane * c.hd, alpha + lane,
-                                                            s + lane * LaneStride, c.v, c.ld, c.begin, c.end, c.hd);
+                                                            s + lane * LaneStride, v, ld, c.begin, c.end, c.hd);
   for (; lane < c.count; ++lane)
-    accumulate_values<1, KeyStride, LaneStride>(o_.data() + lane * c.hd, alpha + lane, s + lane * LaneStride, c.v,
-                                                c.ld, c.begin, c.end, c.hd);
+    accumulate_values<1, KeyStride, LaneStride>(o_.data() + lane * c.hd, alpha + lane, s + lane * LaneStride, v, ld,
+                                                c.begin, c.end, c.hd);
 }
 
 template <int Lanes>
-typename Tile<Lanes>::Chunk Tile<Lanes>::widened(const Chunk& c, const HeadCache& kv, int32_t block, int32_t window) {
+template <typename T>
+void Tile<Lanes>::walk(const HeadCache& kv, int32_t first, int32_t last, int64_t hd, float score_cap, int count,
+                       float* m, float* l) {
   const KvCache& cache = *kv.cache;
-  const int64_t hd = c.hd;
-  kt_.resize(static_cast<size_t>(hd * kChunk));
-  vt_.resize(static_cast<size_t>(hd * kChunk));
-  // Only the chunk's keys [begin, end): the rest of the window may hold another sequence's.
-  const int n = c.end - c.begin;
-  const uint16_t* k = cache.keys<uint16_t>(kv.plane, block) + kv.offset * c.bs + window + c.begin;
-  for (int64_t d = 0; d < hd; ++d) f16_row_to_f32(k + d * c.bs, n, kt_.data() + d * kChunk + c.begin);
-  for (int j = c.begin; j < c.end; ++j)
-    f16_row_to_f32(cache.value<uint16_t>(kv.plane, block, window + j) + kv.offset, hd, vt_.data() + j * hd);
-  Chunk w = c;
-  w.k = kt_.data();
-  w.v = vt_.data();
-  w.bs = kChunk;
-  w.ld = hd;
-  return w;
+  const int32_t bs = cache.block_size();
+  for (int32_t p = first; p <= last;) {
+    const int32_t block = kv.block_table[p / bs], slot = p % bs;
+    // Windows start at fixed slots of the block, whatever position the tile starts from.
+    const int32_t begin = slot % kChunk, window = slot - begin;
+    const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
+    const Chunk<T> c{p - begin, begin, begin + n, cache.keys<T>(kv.plane, block) + kv.offset * bs + window,
+                     cache.value<T>(kv.plane, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
+    alignas(64) float s[kChunk * Lanes];
+    if (scores(c, s))
+      weigh<1, kChunk>(c, s, m, l);
+    else
+      weigh<Lanes, 1>(c, s, m, l);
+    p += n;
+  }
 }
 
 template <int Lanes>
@@ -368,28 +527,10 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
     for (int64_t d = 0; d < hd; ++d) qt_[static_cast<size_t>(d * Lanes + lane)] = queries[lane].q[d] * q_scale;
   }
 
-  const KvCache& cache = *kv.cache;
-  const bool f16 = cache.dtype() == DType::F16;
-  const int32_t bs = cache.block_size();
-  for (int32_t p = first; p <= last;) {
-    const int32_t block = kv.block_table[p / bs], slot = p % bs;
-    // Windows start at fixed slots of the block, whatever position the tile starts from.
-    const int32_t begin = slot % kChunk, window = slot - begin;
-    const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
-    Chunk c{p - begin, begin, begin + n, nullptr, nullptr, bs, cache.kv_dim(), hd, score_cap, count};
-    if (f16) {
-      c = widened(c, kv, block, window);
-    } else {
-      c.k = cache.keys<float>(kv.plane, block) + kv.offset * bs + window;
-      c.v = cache.value<float>(kv.plane, block, window) + kv.offset;
-    }
-    alignas(64) float s[kChunk * Lanes];
-    if (scores(c, s))
-      weigh<1, kChunk>(c, s, m, l);
-    else
-      weigh<Lanes, 1>(c, s, m, l);
-    p += n;
-  }
+  if (kv.cache->dtype() == DType::F16)
+    walk<uint16_t>(kv, first, last, hd, score_cap, count, m, l);
+  else
+    walk<float>(kv, first, last, hd, score_cap, count, m, l);
 
   for (int lane = 0; lane < count; ++lane) {
     const float inv = 1.0f / l[lane];
