@@ -37,10 +37,8 @@ def bench(orzo, args, dtype):
 def perplexity(orzo, dtype):
     out = subprocess.run([orzo, "perplexity", "-m", SMOLLM2, "-f", f"{ROOT}/tests/fixtures/text/english.txt", "--ctx",
                           "512", "--kv-cache-dtype", dtype], check=True, capture_output=True, text=True)
-    for line in (out.stdout + out.stderr).splitlines():
-        if "perplexity" in line.lower() and any(c.isdigit() for c in line):
-            last = line
-    return last.strip()
+    lines = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("perplexity ")]
+    return lines[-1].strip() if lines else "(no perplexity line)"
 
 
 def main():
