@@ -17,8 +17,6 @@
 namespace orzo {
 namespace {
 
-int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
-
 // Enough blocks for every sequence at full context, decoding, with room for one prefill
 // chunk beside them, within the byte budget; and never fewer than one full context (a smaller
 // pool could not serve a long request at all).
@@ -48,6 +46,8 @@ CpuBackend::Options cpu_options(const Model& model, const Stage& stage, const St
 }
 
 #ifdef ORZO_HAVE_CUDA
+int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
 cuda::CudaBackend::Options cuda_options(const Model& model, const Stage& stage, const StageTerms& terms,
                                          const StageOptions& options) {
   cuda::CudaBackend::Options o;

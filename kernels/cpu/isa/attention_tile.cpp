@@ -149,8 +149,8 @@ constexpr int kValueChains = Vecs == 1 ? 4 : 1;
 // are summed into them. Each value vector is loaded once for all R lanes; key j goes to
 // chain j % C, and the chains are added pairwise at the end.
 template <int W, int Vecs, int R, int KeyStride, int LaneStride, typename T>
-ORZO_INLINE void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, const T* v, int64_t ld,
-                        int begin, int end) {
+ORZO_INLINE void accumulate_columns(float* o, int64_t o_stride, const float* alpha, const float* p, const T* v,
+                                    int64_t ld, int begin, int end) {
   constexpr int C = kValueChains<Vecs>;
   Vec<W> acc[C][R][Vecs];
   for (int r = 0; r < R; ++r)
@@ -198,8 +198,8 @@ ORZO_INLINE void accumulate_columns(float* o, int64_t o_stride, const float* alp
 // in narrower vectors, so that narrow heads (stories260K's 8) run in vectors too. Every
 // column takes the same operations in the same order whichever width holds it.
 template <int R, int KeyStride, int LaneStride, typename T>
-ORZO_INLINE void accumulate_values(float* o, const float* alpha, const float* p, const T* v, int64_t ld, int begin, int end,
-                       int64_t hd) {
+ORZO_INLINE void accumulate_values(float* o, const float* alpha, const float* p, const T* v, int64_t ld, int begin,
+                                   int end, int64_t hd) {
   int64_t d = 0;
   for (; d + 64 <= hd; d += 64)
     accumulate_columns<kTileLanes, 64 / kTileLanes, R, KeyStride, LaneStride>(o + d, hd, alpha, p, v + d, ld, begin, end);
@@ -302,23 +302,20 @@ void Tile<Lanes>::scores_by_key(const Chunk<T>& c, int64_t from, int64_t to, flo
     for (int64_t d = from; d < to; ++d) {
       Vec<Lanes> qd;
       std::memcpy(&qd, qt_.data() + d * Lanes, sizeof qd);
+      const float* kd;
+      alignas(64) float widened[kChunk];  // an f16 cache's keys, widened at once, taken one at a time
       if constexpr (std::is_same_v<T, float>) {
-        const float* kd = c.k + d * c.bs;
-        for (int j = 0; j < kChunk; ++j) {
-          Vec<Lanes> kj;
-          splat<Lanes>(kd[j], kj);
-          fma_into<Lanes>(acc[j], kj, qd);
-        }
+        kd = c.k + d * c.bs;
       } else {
-        alignas(64) float kd[kChunk];  // widened at once, then taken a key at a time
         Vec<kChunk> wide;
         load<kChunk>(c.k + d * c.bs, wide);
-        std::memcpy(kd, &wide, sizeof kd);
-        for (int j = 0; j < kChunk; ++j) {
-          Vec<Lanes> kj;
-          splat<Lanes>(kd[j], kj);
-          fma_into<Lanes>(acc[j], kj, qd);
-        }
+        std::memcpy(widened, &wide, sizeof widened);
+        kd = widened;
+      }
+      for (int j = 0; j < kChunk; ++j) {
+        Vec<Lanes> kj;
+        splat<Lanes>(kd[j], kj);
+        fma_into<Lanes>(acc[j], kj, qd);
       }
     }
   } else {
