@@ -86,7 +86,8 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"weight_bytes_per_token", model.weight_bytes_per_token()},
                         {"layer_parameters", model.layer_parameters()},
                         {"lm_head_parameters", model.lm_head().numel()},
-                        {"kv_bytes_per_token_per_position", cfg.num_layers * cfg.kv_dim() * 2 * static_cast<int64_t>(dtype_block_bytes(o.kv_cache_dtype))},
+                        {"kv_bytes_per_token_per_position",
+                         cfg.num_layers * cfg.kv_dim() * 2 * static_cast<int64_t>(dtype_block_bytes(o.kv_cache_dtype))},
                         {"kv_cache_dtype", dtype_name(o.kv_cache_dtype)},
                         {"weight_read_bytes_per_s", weight_bw},
                         // What each kind of weight's products round the activations to (kernels/cpu/matmul.hpp).

@@ -40,6 +40,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/protocol ${PROJECT_SOURCE_DIR}/actors
         DESTINATION ${ORZO_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 foreach(_header IN ITEMS
         core/draw_plan.hpp
+        core/dtype.hpp
         core/forward_batch.hpp
         core/kv_layout.hpp
         core/layer_range.hpp

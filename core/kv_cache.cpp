@@ -21,7 +21,11 @@ void scatter(const void* src, int64_t n, size_t stride, unsigned char* dst) {
 }  // namespace
 
 KvCache::KvCache(int64_t planes, int32_t num_blocks, int32_t block_size, int64_t kv_dim, DType dtype)
-    : num_blocks_(num_blocks), block_size_(block_size), kv_dim_(kv_dim), dtype_(dtype), elem_bytes_(dtype_block_bytes(dtype)) {
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      kv_dim_(kv_dim),
+      dtype_(dtype),
+      elem_bytes_(dtype_block_bytes(dtype)) {
   if (planes < 0 || num_blocks <= 0 || block_size <= 0 || kv_dim <= 0)
     throw std::invalid_argument("KvCache: planes, blocks, block size and kv_dim must be positive (blocks " +
                                 std::to_string(num_blocks) + ", block size " + std::to_string(block_size) + ")");
