@@ -8,9 +8,9 @@
 // block whatever the tile, so a key takes the same place in the sums in every tile; a chunk
 // it sees none of leaves its state exactly unchanged; and its arithmetic, the same sequence
 // of operations in every lane and either layout of the scores, never mixes with another's.
-// Its fused multiply-adds are written out, the compiler's own contraction off, so none of
-// this rests on which products the optimizer fuses in which instantiation; and an f16
-// cache's keys and values, widened exactly, take the same operations as an f32 cache's.
+// Its fused multiply-adds are written out by hand, so none of this rests on which products
+// the optimizer would fuse in which instantiation; and an f16 cache's keys and values,
+// widened exactly, take the same operations as an f32 cache's.
 #include <cstdint>
 
 #include "core/kv_cache.hpp"

@@ -48,27 +48,7 @@ ORZO_INLINE void load(const float* p, Vec<N>& x) {
 }
 template <int N>
 ORZO_INLINE void load(const uint16_t* p, Vec<N>& x) {
-  auto* f = reinterpret_cast<float*>(&x);
-  int i = 0;
-#if ORZO_SIMD_AVX512
-  for (; i + 16 <= N; i += 16) {
-    const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
-    std::memcpy(f + i, &w, sizeof w);
-  }
-#endif
-#if ORZO_SIMD_AVX2
-  for (; i + 8 <= N; i += 8) {
-    const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
-    std::memcpy(f + i, &w, sizeof w);
-  }
-  for (; i + 4 <= N; i += 4) {
-    const __m128 w = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
-    std::memcpy(f + i, &w, sizeof w);
-  }
-  for (; i < N; ++i) f[i] = _cvtsh_ss(p[i]);
-#else
-  for (; i < N; ++i) f[i] = f16_to_f32(p[i]);
-#endif
+  f16_row_to_f32(p, N, reinterpret_cast<float*>(&x));
 }
 inline float load1(const float* p) { return *p; }
 inline float load1(const uint16_t* p) {

@@ -22,11 +22,17 @@ inline void f16_row_to_f32(const uint16_t* src, int64_t n, float* dst) {
 #if ORZO_SIMD_AVX2
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(dst + i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))));
 #endif
   for (; i < n; ++i) {
     uint16_t h;  // a weight row's bytes need not be 2-aligned
     std::memcpy(&h, src + i, sizeof h);
+#if ORZO_SIMD_AVX2
+    dst[i] = _cvtsh_ss(h);
+#else
     dst[i] = f16_to_f32(h);
+#endif
   }
 }
 
