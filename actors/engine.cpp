@@ -84,10 +84,14 @@ std::unique_ptr<Engine> Engine::start(caf::actor_system& sys, const EngineOption
   auto made = make_replica_backends(engine->model_, replicas, terms, options.backend);
   b.kv_blocks = made.front().kv_blocks;
   b.kv_windows = made.front().kv_windows;
-  engine->kv_pool_ = KvPool{b.kv_blocks, b.block_size, b.max_model_len, b.kv_windows, 0};
+  engine->kv_pool_ = KvPool{b.kv_blocks, b.block_size, b.max_model_len, b.kv_windows, 0, {}};
   for (const auto& replica : made)
     for (const auto& backend : replica.backends)
-      if (backend) engine->kv_pool_.bytes += backend->kv_bytes();
+      if (backend) {
+        engine->kv_pool_.bytes += backend->kv_bytes();
+        auto& dtypes = engine->kv_pool_.dtypes;
+        if (std::find(dtypes.begin(), dtypes.end(), backend->kv_dtype()) == dtypes.end()) dtypes.push_back(backend->kv_dtype());
+      }
   const auto constraints =
       engine->tokenizer_ ? output_constraints(*engine->tokenizer_, engine->model_->config()) : nullptr;
   std::vector<Pipeline> pipelines;

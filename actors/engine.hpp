@@ -58,6 +58,7 @@ struct KvPool {
   int32_t blocks = 0, block_size = 0, max_model_len = 0;
   std::vector<int32_t> windows;  // its groups of block tables (core/kv_layout.hpp)
   size_t bytes = 0;              // of the stages in this process, every replica's
+  std::vector<DType> dtypes;     // their elements, each type once (CUDA stages keep their compute type)
   // How many sequences of max_model_len tokens it holds at once, decoding.
   double full_contexts() const;
 };

@@ -40,7 +40,7 @@ def long_prompt(words):
 
 
 STATS = re.compile(r"prompt (\d+) tokens in [\d.]+ ms \(([\d.]+) tokens/s\); generated \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s\)")
-POOL = re.compile(r"KV cache: ([\d.]+) MiB in (\d+) blocks .*; ([\d.]+) sequences of (\d+) tokens at once")
+POOL = re.compile(r"KV cache: ([\d.]+) MiB(?: of [\w/]+)? in (\d+) blocks .*; ([\d.]+) sequences of (\d+) tokens at once")
 
 
 def run_once(orzo, model, prompt, hybrid):

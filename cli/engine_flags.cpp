@@ -68,6 +68,12 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"auto", "own", "shared"}))
       ->capture_default_str();
   cmd.add_option("--kv-blocks", engine.kv_blocks, "KV cache blocks (0: automatic)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_option("--kv-cache-memory", engine.backend.kv_budget_bytes,
+                 "CPU: memory for the KV cache of each replica, as bytes or with a unit (8GiB, 512MB; default 1GiB): "
+                 "the pool holds --max-num-seqs full contexts where this affords them, and fewer where not")
+      ->transform(CLI::AsSizeValue(true))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
+      ->excludes("--kv-blocks");
   add_kv_cache_dtype_flag(cmd, engine.backend.kv_cache_dtype);
   cmd.add_flag("!--no-hybrid-kv", engine.hybrid_kv,
                "Keep every layer's KV for every position, in one block table; by default sliding-window layers "
@@ -140,8 +146,10 @@ std::string kv_pool_text(const KvPool& pool) {
   const std::string layout = pool.windows.size() > 1
                                  ? ", sliding layers apart (" + std::to_string(pool.windows.size()) + " tables a sequence)"
                                  : "";
-  std::snprintf(text, sizeof text, "KV cache: %.1f MiB in %d blocks of %d tokens%s; %.1f sequences of %d tokens at once",
-                static_cast<double>(pool.bytes) / (1 << 20), pool.blocks, pool.block_size, layout.c_str(),
+  std::string elements;
+  for (DType t : pool.dtypes) elements += (elements.empty() ? " of " : "/") + dtype_lower_name(t);
+  std::snprintf(text, sizeof text, "KV cache: %.1f MiB%s in %d blocks of %d tokens%s; %.1f sequences of %d tokens at once",
+                static_cast<double>(pool.bytes) / (1 << 20), elements.c_str(), pool.blocks, pool.block_size, layout.c_str(),
                 pool.full_contexts(), pool.max_model_len);
   return text;
 }

@@ -1,7 +1,6 @@
 #include "cli/model_info.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -61,9 +60,7 @@ void summarize_tensors(const std::vector<TensorView>& tensors, ModelInfo& info) 
   }
   info.tensors = static_cast<int64_t>(tensors.size());
   for (auto& [dtype, use] : by_type) {
-    use.type = dtype_name(dtype);
-    std::transform(use.type.begin(), use.type.end(), use.type.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    use.type = dtype_lower_name(dtype);
     info.tensor_types.push_back(use);
   }
   std::stable_sort(info.tensor_types.begin(), info.tensor_types.end(),

@@ -1,5 +1,6 @@
 #include "core/dtype.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,12 @@ const Traits& traits(DType t) {
 const char* dtype_name(DType t) {
   const Traits* tr = find(t);
   return tr ? tr->name : "?";
+}
+
+std::string dtype_lower_name(DType t) {
+  std::string name = dtype_name(t);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 bool dtype_is_quantized(DType t) { return traits(t).block_elems > 1; }

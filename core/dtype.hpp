@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace orzo {
 
@@ -19,6 +20,8 @@ inline constexpr int64_t kQuantBlock = 32;   // weights per block of the _0/_1/I
 inline constexpr int64_t kSuperBlock = 256;  // weights per block of the K-quants and IQ4_XS
 
 const char* dtype_name(DType t);
+// The name in lower case, as users write types on the command line ("f16", "q4_k").
+std::string dtype_lower_name(DType t);
 bool dtype_is_quantized(DType t);
 // Weights that share one block: 1 for the float types.
 int64_t dtype_block_elems(DType t);

@@ -38,6 +38,7 @@ class CpuBackend final : public LayerBackend {
   int32_t kv_blocks() const override { return kv_.num_blocks(); }
   std::vector<int32_t> kv_windows() const override { return kv_layout_.windows; }
   size_t kv_bytes() const override { return kv_.bytes(); }
+  DType kv_dtype() const override { return kv_.dtype(); }
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
 
   // How the experts were used, summed over every MoE layer of every step so far: how often a

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/draw_plan.hpp"
+#include "core/dtype.hpp"
 #include "core/forward_batch.hpp"
 #include "core/layer_range.hpp"
 #include "runtime/sampler.hpp"
@@ -24,6 +25,7 @@ class LayerBackend {
   // The groups of block tables its steps carry (core/kv_layout.hpp's windows).
   virtual std::vector<int32_t> kv_windows() const { return {0}; }
   virtual size_t kv_bytes() const { return 0; }  // what its KV pool takes (on the device it runs on)
+  virtual DType kv_dtype() const { return DType::F32; }  // what its KV pool's elements are
 
   // hidden: [rows, hidden_size] f32, read unless this range embeds, then overwritten with
   // this range's output. logits: resized to [logit_rows, vocab] when this range produces them.

@@ -17,9 +17,12 @@
 namespace orzo {
 namespace {
 
+constexpr int64_t kDefaultKvBudget = int64_t{1} << 30;
+
 // Enough blocks for every sequence at full context, decoding, with room for one prefill
 // chunk beside them, within the byte budget; and never fewer than one full context (a smaller
-// pool could not serve a long request at all).
+// pool could not serve a long request at all): the default budget grows to it, a budget the
+// user set is refused, as vLLM refuses a KV cache that cannot hold max_model_len.
 int32_t auto_kv_blocks(const ModelConfig& cfg, const StageTerms& terms, const StageOptions& o) {
   const KvLayout layout = kv_layout_for(cfg, terms);
   const auto bytes_per_block = layout.planes_for(0, cfg.num_layers) *
@@ -27,7 +30,14 @@ int32_t auto_kv_blocks(const ModelConfig& cfg, const StageTerms& terms, const St
   const int64_t decoding = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, 1);
   const int64_t prefilling = blocks_for_tokens(layout.windows, terms.max_model_len, terms.block_size, terms.max_rows);
   const int64_t wanted = decoding * terms.max_seqs + (prefilling - decoding);
-  const int64_t affordable = o.kv_budget_bytes / bytes_per_block;
+  const int64_t budget = o.kv_budget_bytes > 0 ? o.kv_budget_bytes : kDefaultKvBudget;
+  const int64_t affordable = budget / bytes_per_block;
+  if (o.kv_budget_bytes > 0 && affordable <= prefilling)
+    throw std::invalid_argument("KV cache memory: " + std::to_string(o.kv_budget_bytes) + " bytes hold " +
+                                std::to_string(affordable) + " blocks, and one context of " +
+                                std::to_string(terms.max_model_len) + " tokens needs " + std::to_string(prefilling + 1) +
+                                " (" + std::to_string((prefilling + 1) * bytes_per_block) +
+                                " bytes): give it more memory or the model a shorter context");
   return static_cast<int32_t>(std::max<int64_t>(std::min(wanted, affordable), prefilling + 1));
 }
 

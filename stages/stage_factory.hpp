@@ -20,7 +20,9 @@ struct ModelConfig;
 // The knobs of a stage's backend that neither the placement nor the batcher's terms say.
 struct StageOptions {
   int threads = 0;                              // CPU threads per CPU stage; 0: all hardware threads
-  int64_t kv_budget_bytes = int64_t{1} << 30;   // host memory for the KV of CPU stages
+  // Host memory for the KV of a replica's CPU stages. 0: 1 GiB, or one full context where that
+  // takes more; a budget the caller gave that cannot hold one full context is refused instead.
+  int64_t kv_budget_bytes = 0;
   double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
   bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
   bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)

@@ -74,6 +74,7 @@ class CudaBackend final : public LayerBackend {
   int32_t kv_blocks() const override { return kv_blocks_; }
   std::vector<int32_t> kv_windows() const override { return kv_layout_.windows; }
   size_t kv_bytes() const override { return static_cast<size_t>(kv_blocks_) * kv_bytes_per_block(); }
+  DType kv_dtype() const override { return storage() == Elem::bf16 ? DType::BF16 : DType::F16; }
   void forward(const ForwardBatch& batch, std::vector<float>& hidden, std::vector<float>& logits) override;
   bool samples() const override { return produces_logits(); }
   void forward_and_sample(const ForwardBatch& batch, std::vector<float>& hidden, const std::vector<DrawPlan>& plans,

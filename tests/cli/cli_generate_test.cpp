@@ -43,7 +43,7 @@ TEST(CliGenerate, ReportsTimingAndStopsAtAStopString) {
   EXPECT_NE(r.out.find("finish: stop"), std::string::npos) << r.out;
   // The KV pool it made: stories260K has no sliding layers, so one table; 32768 blocks of 16
   // at its 2048-token context are 256 contexts.
-  EXPECT_NE(r.out.find("orzo: KV cache: 640.0 MiB in 32768 blocks of 16 tokens; 256.0 sequences of 2048 tokens at once"),
+  EXPECT_NE(r.out.find("orzo: KV cache: 640.0 MiB of f32 in 32768 blocks of 16 tokens; 256.0 sequences of 2048 tokens at once"),
             std::string::npos)
       << r.out;
 }
@@ -56,11 +56,35 @@ TEST(CliGenerate, AnF16KvCacheHoldsTwiceTheTokensInTheSameMemory) {
   const CliRun f16 = orzo(args + " --max-num-seqs 1024 --kv-cache-dtype f16");
   ASSERT_EQ(f32.status, 0) << f32.out;
   ASSERT_EQ(f16.status, 0) << f16.out;
-  EXPECT_NE(f32.out.find("KV cache: 1024.0 MiB in 52428 blocks of 16 tokens; 409.6 sequences"), std::string::npos) << f32.out;
-  EXPECT_NE(f16.out.find("KV cache: 1024.0 MiB in 104857 blocks of 16 tokens; 819.2 sequences"), std::string::npos) << f16.out;
+  EXPECT_NE(f32.out.find("KV cache: 1024.0 MiB of f32 in 52428 blocks of 16 tokens; 409.6 sequences"), std::string::npos) << f32.out;
+  EXPECT_NE(f16.out.find("KV cache: 1024.0 MiB of f16 in 104857 blocks of 16 tokens; 819.2 sequences"), std::string::npos) << f16.out;
   EXPECT_EQ(f16.out.find(", there was a little girl named Lily. She loved to play"), 0u) << f16.out;
   const CliRun small = orzo(args + " --kv-cache-dtype f16");
-  EXPECT_NE(small.out.find("KV cache: 320.0 MiB in 32768 blocks"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("KV cache: 320.0 MiB of f16 in 32768 blocks"), std::string::npos) << small.out;
+}
+
+// The CPU's KV memory is the user's to give: the pool takes what it affords (20 KiB a block
+// of stories260K's f32 KV: 5 layers x 2 planes x 16 tokens x 64 floats), or what every
+// --max-num-seqs context wants where that is less; one that cannot hold a context is refused.
+TEST(CliGenerate, TheKvCacheTakesTheMemoryItIsGiven) {
+  const std::string args = "generate -m '" + kStories + "/stories260K.gguf' -p 'Once upon a time' --temperature 0 -n 16 -t 1";
+  const CliRun given = orzo(args + " --kv-cache-memory 64MiB");
+  ASSERT_EQ(given.status, 0) << given.out;
+  EXPECT_NE(given.out.find("KV cache: 64.0 MiB of f32 in 3276 blocks of 16 tokens; 25.6 sequences"), std::string::npos) << given.out;
+  EXPECT_EQ(given.out.find(", there was a little girl named Lily. She loved to play"), 0u) << given.out;
+  const CliRun metric = orzo(args + " --kv-cache-memory 10MB --kv-cache-dtype f16");
+  ASSERT_EQ(metric.status, 0) << metric.out;
+  EXPECT_NE(metric.out.find("KV cache: 9.5 MiB of f16 in 976 blocks"), std::string::npos) << metric.out;
+  const CliRun plenty = orzo(args + " --kv-cache-memory 8GiB --max-num-seqs 4");
+  ASSERT_EQ(plenty.status, 0) << plenty.out;
+  EXPECT_NE(plenty.out.find("KV cache: 10.0 MiB of f32 in 512 blocks of 16 tokens; 4.0 sequences"), std::string::npos)
+      << plenty.out;
+  testing::expect_refused(args + " --kv-cache-memory 1MB", "one context of 2048 tokens needs 129");
+  const CliRun shorter = orzo(args + " --kv-cache-memory 1MB --max-model-len 256");
+  ASSERT_EQ(shorter.status, 0) << shorter.out;
+  EXPECT_NE(shorter.out.find("KV cache: 0.9 MiB of f32 in 48 blocks of 16 tokens; 3.0 sequences of 256 tokens"),
+            std::string::npos)
+      << shorter.out;
 }
 
 TEST(CliGenerate, TheDefaultModelIsStories260KAndWritesItsGreedyStory) {
@@ -101,6 +125,9 @@ TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
       {"generate -m '" + kStories + "/stories260K.gguf' --kv-cache-dtype bf16", "--kv-cache-dtype"},
       {"bench -m '" + kStories + "/stories260K.gguf' --kv-cache-dtype q8_0", "--kv-cache-dtype"},
       {"generate -m '" + kStories + "/stories260K.gguf' --gpu-memory-utilization 1.5", "--gpu-memory-utilization"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --kv-cache-memory lots", "--kv-cache-memory"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --kv-cache-memory 0", "--kv-cache-memory"},
+      {"generate -m '" + kStories + "/stories260K.gguf' --kv-cache-memory 1GiB --kv-blocks 64", "--kv-blocks"},
       {"bench --backend gpu --batch 2", "--backend"},
       {"bench --actors -m '" + kStories + "/stories260K.gguf' --worker-thread x", "--worker-thread"},
       {"worker --connect 127.0.0.1:1 --layers 0-2 --device tpu -m '" + kStories + "/stories260K.gguf'",
