@@ -7,7 +7,7 @@ the English test text under each (what f16's rounding costs).
 
 Workloads: SmolLM2-135M-Instruct Q4_1 (the real file in ../shared) decoding 8 sequences at
 a 2048-token prompt, where each step reads 4x more KV than weights, and 32 sequences at 128;
-its prefill of 512; stories260K decoding 64 sequences at 32 (the serving test's shape).
+its prefill of 512 and of 2048 (chunks that attend to up to 2048 positions); stories260K decoding 64 sequences at 32 (the serving test's shape).
 Prints a markdown table of the medians, f16 / f32, and the CPU.
 """
 import argparse
@@ -23,6 +23,7 @@ WORKLOADS = [
     ("SmolLM2 Q4_1: decode 8 seqs at 2048", ["-m", SMOLLM2, "--batch", "8", "--prompt", "2048", "--gen", "32"], "decode_tps"),
     ("SmolLM2 Q4_1: decode 32 seqs at 128", ["-m", SMOLLM2, "--batch", "32", "--prompt", "128", "--gen", "32"], "decode_tps"),
     ("SmolLM2 Q4_1: prefill 512", ["-m", SMOLLM2, "--batch", "1", "--prompt", "512", "--gen", "0"], "prefill_tps"),
+    ("SmolLM2 Q4_1: prefill 2048", ["-m", SMOLLM2, "--batch", "1", "--prompt", "2048", "--gen", "0"], "prefill_tps"),
     ("stories260K: decode 64 seqs at 32", ["-m", STORIES, "--batch", "64", "--prompt", "32", "--gen", "128"], "decode_tps"),
 ]
 DTYPES = ["f32", "f16"]

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "core/dtype.hpp"
 
@@ -54,6 +55,16 @@ class KvCache {
   template <typename T>
   const T* value(int64_t plane, int32_t block, int32_t slot) const {
     return element<T>(values_.get(), offset(plane, block, slot));
+  }
+  // The same, writable, for filling a whole block at once (its keys and its values each
+  // take block_size() * kv_dim() elements in a row): a copy of other blocks in another dtype.
+  template <typename T>
+  T* keys(int64_t plane, int32_t block) {
+    return const_cast<T*>(std::as_const(*this).keys<T>(plane, block));
+  }
+  template <typename T>
+  T* value(int64_t plane, int32_t block, int32_t slot) {
+    return const_cast<T*>(std::as_const(*this).value<T>(plane, block, slot));
   }
   // One key or value element as f32, whatever the dtype.
   float key(int64_t plane, int32_t block, int32_t slot, int64_t i) const;

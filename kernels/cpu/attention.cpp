@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention_tile.hpp"
@@ -18,34 +20,114 @@ int32_t first_seen(int32_t pos, const AttentionShape& shape) {
   return std::max<int32_t>(0, pos - static_cast<int32_t>(*shape.sliding_window) + 1);
 }
 
-// Up to a tile's lanes of query vectors of one run: a run is a sequence's rows at consecutive positions
-// (a prefill chunk, or a lone decode row), and its queries are numbered row by row, the
-// `group` heads sharing a KV head side by side.
-struct TileItem {
-  int64_t run_row;  // the run's first row
-  int64_t query;    // the tile's first query within the run
-  int count;
-  int32_t cost;  // positions its queries span: their keys are read once per tile
+// A sequence's rows at consecutive positions: a prefill chunk, or a lone decode row.
+struct Run {
+  int64_t start, end;  // rows [start, end) of the batch
 };
 
-std::vector<TileItem> make_tiles(const ForwardBatch& batch, int64_t group, const AttentionShape& shape, int lanes) {
-  std::vector<TileItem> tiles;
+std::vector<Run> make_runs(const ForwardBatch& batch) {
+  std::vector<Run> runs;
   const auto pos = [&](int64_t row) { return batch.positions[static_cast<size_t>(row)]; };
   const auto seq = [&](int64_t row) { return batch.seq_index[static_cast<size_t>(row)]; };
   for (int64_t start = 0, end = 0; start < batch.rows(); start = end) {
     end = start + 1;
     while (end < batch.rows() && seq(end) == seq(start) && pos(end) == pos(end - 1) + 1) ++end;
-    const int64_t queries = (end - start) * group;
+    runs.push_back({start, end});
+  }
+  return runs;
+}
+
+// Up to a tile's lanes of query vectors of one run, whose queries are numbered row by row,
+// the `group` heads sharing a KV head side by side.
+struct TileItem {
+  int32_t run;
+  int64_t query;  // the tile's first query within the run
+  int count;
+  int32_t cost;  // positions its queries span: their keys are read once per tile
+};
+
+std::vector<TileItem> make_tiles(const ForwardBatch& batch, const std::vector<Run>& runs, int64_t group,
+                                 const AttentionShape& shape, int lanes) {
+  std::vector<TileItem> tiles;
+  const auto pos = [&](int64_t row) { return batch.positions[static_cast<size_t>(row)]; };
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const Run& run = runs[r];
+    const int64_t queries = (run.end - run.start) * group;
     for (int64_t first = 0; first < queries; first += lanes) {
       const int count = static_cast<int>(std::min<int64_t>(lanes, queries - first));
-      const int32_t top = pos(start + (first + count - 1) / group);
-      tiles.push_back({start, first, count, top - first_seen(pos(start + first / group), shape) + 1});
+      const int32_t top = pos(run.start + (first + count - 1) / group);
+      tiles.push_back({static_cast<int32_t>(r), first, count, top - first_seen(pos(run.start + first / group), shape) + 1});
     }
   }
   // Longest first, so the dynamic schedule ends on short tiles and threads finish together.
   std::stable_sort(tiles.begin(), tiles.end(), [](const TileItem& a, const TileItem& b) { return a.cost > b.cost; });
   return tiles;
 }
+
+// An f16 cache's keys and values are widened to f32 as a tile reads them, so a run that
+// takes several tiles a KV head (a 512-row prefill chunk of 4 query heads a KV head: 128)
+// would widen its prefix once per tile, and its attention took 1.3-1.5x the f32 cache's.
+// Such runs' blocks are widened once a call into an f32 copy, which their tiles read
+// instead: the same values, so the same results bit for bit. The copy belongs to the calling
+// thread and is kept for its next call; runs past kWidenedBytes keep widening in their tiles.
+constexpr size_t kWidenedBytes = size_t{64} << 20;
+
+class WidenedRuns {
+ public:
+  // Widens the blocks of each run in `runs` with more queries than a tile holds.
+  WidenedRuns(const ForwardBatch& batch, const std::vector<Run>& runs, const KvCache& cache, KvPlace at,
+              int64_t group, const AttentionShape& shape, int lanes, ThreadPool& pool)
+      : tables_(runs.size()) {
+    if (cache.dtype() != DType::F16) return;
+    const int32_t bs = cache.block_size();
+    const size_t block_bytes = KvCache::bytes_per_block_plane(bs, cache.kv_dim(), DType::F32);
+    std::vector<std::pair<int32_t, int32_t>> copies;  // (block of the cache, block of the copy)
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const Run& run = runs[r];
+      if ((run.end - run.start) * group <= lanes) continue;
+      const int32_t seq = batch.seq_index[static_cast<size_t>(run.start)];
+      const int32_t first = first_seen(batch.positions[static_cast<size_t>(run.start)], shape) / bs;
+      const int32_t last = batch.positions[static_cast<size_t>(run.end - 1)] / bs;
+      if ((copies.size() + static_cast<size_t>(last - first + 1)) * block_bytes > kWidenedBytes) continue;
+      const std::vector<int32_t>& table = batch.table(at.group, seq);
+      tables_[r].assign(table.size(), 0);  // blocks before `first` are never read
+      for (int32_t b = first; b <= last; ++b) {
+        tables_[r][static_cast<size_t>(b)] = static_cast<int32_t>(copies.size());
+        copies.emplace_back(table[static_cast<size_t>(b)], static_cast<int32_t>(copies.size()));
+      }
+    }
+    if (copies.empty()) return;
+    thread_local std::unique_ptr<KvCache> copy;
+    if (!copy || copy->num_blocks() < static_cast<int32_t>(copies.size()) || copy->block_size() != bs ||
+        copy->kv_dim() != cache.kv_dim())
+      copy = std::make_unique<KvCache>(1, static_cast<int32_t>(kWidenedBytes / block_bytes), bs, cache.kv_dim());
+    KvCache& into = *copy;
+    copy_ = &into;
+    const int64_t n = bs * cache.kv_dim();
+    const KernelTable& k = kernels();
+    pool.parallel_for(static_cast<int64_t>(copies.size()), [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        const auto [from, to] = copies[static_cast<size_t>(i)];
+        k.half_row_to_f32(DType::F16, reinterpret_cast<const uint8_t*>(cache.keys<uint16_t>(at.plane, from)), n,
+                          into.keys<float>(0, to));
+        k.half_row_to_f32(DType::F16, reinterpret_cast<const uint8_t*>(cache.value<uint16_t>(at.plane, from, 0)), n,
+                          into.value<float>(0, to, 0));
+      }
+    });
+  }
+
+  // Where run r's tiles read the KV head at `offset`.
+  HeadCache head(const ForwardBatch& batch, const std::vector<Run>& runs, const KvCache& cache, KvPlace at, size_t r,
+                 int64_t offset) const {
+    if (!tables_[r].empty()) return {copy_, 0, tables_[r].data(), offset};
+    const int32_t seq = batch.seq_index[static_cast<size_t>(runs[r].start)];
+    return {&cache, at.plane, batch.table(at.group, seq).data(), offset};
+  }
+
+ private:
+  std::vector<std::vector<int32_t>> tables_;  // per run: block ids in the copy, empty where it reads the cache
+  const KvCache* copy_ = nullptr;
+};
 
 }  // namespace
 
@@ -74,21 +156,23 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
   const auto q_scale = static_cast<float>(shape.softcap > 0 ? scale / shape.softcap : kLog2e * scale);
   const auto score_cap = static_cast<float>(shape.softcap > 0 ? kLog2e * shape.softcap : 0.0);
   const KernelTable& k = kernels();
-  const std::vector<TileItem> tiles = make_tiles(batch, group, shape, k.tile_lanes);
+  const std::vector<Run> runs = make_runs(batch);
+  const std::vector<TileItem> tiles = make_tiles(batch, runs, group, shape, k.tile_lanes);
+  const WidenedRuns widened(batch, runs, cache, at, group, shape, k.tile_lanes, pool);
   const int64_t items = static_cast<int64_t>(tiles.size()) * kv_heads;
   pool.parallel_for_dynamic(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const TileItem& t = tiles[static_cast<size_t>(item / kv_heads)];
       const int64_t kvh = item % kv_heads;
-      const int32_t seq = batch.seq_index[static_cast<size_t>(t.run_row)];
+      const int64_t run_row = runs[static_cast<size_t>(t.run)].start;
       TileQuery queries[kMaxTileLanes];
       for (int i = 0; i < t.count; ++i) {
-        const int64_t row = t.run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
+        const int64_t row = run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
         const int32_t pos = batch.positions[static_cast<size_t>(row)];
         queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
       }
-      const HeadCache kv{&cache, at.plane, batch.table(at.group, seq).data(), kvh * hd};
-      k.attend_tile(queries, t.count, kv, hd, q_scale, score_cap);
+      k.attend_tile(queries, t.count, widened.head(batch, runs, cache, at, static_cast<size_t>(t.run), kvh * hd), hd,
+                    q_scale, score_cap);
     }
   });
 }
