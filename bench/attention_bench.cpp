@@ -6,7 +6,8 @@
 // (8 heads of 8 over 4), whose narrow heads leave most of a vector empty. A decode step reads
 // each layer's cache once, so the decode runs cycle through layers whose caches together
 // overflow the last-level cache; a prefill reads the K/V it just wrote. Each shape runs on an
-// f32 cache and on an f16 one ("/f16"), which halves the bytes read and widens each chunk.
+// f32 cache and on an f16 one ("/f16"), which halves the bytes read and widens each chunk; the
+// long decode contexts also split across the threads ("/split"), as CPU stages run them.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -66,12 +67,12 @@ Setup make(Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t 
 }
 
 void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows,
-         orzo::DType dtype) {
+         orzo::DType dtype, bool split) {
   Setup s = make(h, layers, sequences, context, rows, dtype);
   const orzo::cpu::AttentionShape shape{h.heads, h.kv_heads, h.dim, std::nullopt};
   int64_t layer = 0;
   for (auto _ : state) {
-    orzo::cpu::paged_attention(s.q.data(), s.batch, s.cache, orzo::cpu::KvPlace{layer, 0}, shape, s.out.data(), pool());
+    orzo::cpu::paged_attention(s.q.data(), s.batch, s.cache, orzo::cpu::KvPlace{layer, 0}, shape, s.out.data(), pool(), split);
     layer = (layer + 1) % layers;
     benchmark::ClobberMemory();
   }
@@ -84,14 +85,19 @@ void run(benchmark::State& state, Heads h, int64_t layers, int32_t sequences, in
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Registers the shape twice: on an f32 cache, and on an f16 one.
+// Registers the shape twice: on an f32 cache, and on an f16 one; with `split`, twice more with
+// long decode contexts split across the threads ("/split", what CPU stages do unless batch-invariant).
 void add(const std::string& name, Heads h, int64_t layers, int32_t sequences, int32_t context, int32_t rows,
-         benchmark::TimeUnit unit) {
-  for (orzo::DType dtype : {orzo::DType::F32, orzo::DType::F16})
-    benchmark::RegisterBenchmark((name + (dtype == orzo::DType::F16 ? "/f16" : "")).c_str(),
-                                 [=](benchmark::State& st) { run(st, h, layers, sequences, context, rows, dtype); })
-        ->Unit(unit)
-        ->UseRealTime();
+         benchmark::TimeUnit unit, bool split = false) {
+  for (bool split_contexts : {false, true}) {
+    if (split_contexts && !split) continue;
+    for (orzo::DType dtype : {orzo::DType::F32, orzo::DType::F16})
+      benchmark::RegisterBenchmark(
+          (name + (dtype == orzo::DType::F16 ? "/f16" : "") + (split_contexts ? "/split" : "")).c_str(),
+          [=](benchmark::State& st) { run(st, h, layers, sequences, context, rows, dtype, split_contexts); })
+          ->Unit(unit)
+          ->UseRealTime();
+  }
 }
 
 }  // namespace
@@ -103,7 +109,9 @@ int main(int argc, char** argv) {
         benchmark::kMicrosecond);
   add("attention/decode/seqs64/ctx512/smollm2", {9, 3, 64}, 8, 64, 512, 1, benchmark::kMicrosecond);
   // Long contexts: each step reads 48 MiB of f32 keys and values a layer, far past any cache.
-  add("attention/decode/seqs8/ctx8192/smollm2", {9, 3, 64}, 4, 8, 8192, 1, benchmark::kMicrosecond);
+  add("attention/decode/seqs8/ctx8192/smollm2", {9, 3, 64}, 4, 8, 8192, 1, benchmark::kMicrosecond, true);
+  // One long sequence: one tile a KV head, three for SmolLM2, whatever the threads.
+  add("attention/decode/seqs1/ctx16384/smollm2", {9, 3, 64}, 8, 1, 16384, 1, benchmark::kMicrosecond, true);
   add("attention/decode/seqs64/ctx160/stories260K", {8, 4, 8}, 5, 64, 160, 1, benchmark::kMicrosecond);
   add("attention/prefill/rows512/stories260K", {8, 4, 8}, 1, 1, 512, 512, benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);

@@ -9,7 +9,7 @@ median for A and B and the ratio B / A, with the CPU it ran on.
 --also adds the three small-shape workloads for each further file (other dtypes of the small
 shape); --a-flags / --b-flags are extra `orzo bench` flags for one side, so one binary can be
 compared with itself (one ISA level against another). The small shape is `orzo-make-model --shape small --dtype f16 --format gguf` (dim 1024, 8 layers,
-vocab 32000); stories260K comes from ../shared/models.
+vocab 32000); stories260K and SmolLM2-135M-Instruct Q4_1 come from ../shared/models.
 """
 import argparse
 import json
@@ -18,6 +18,7 @@ import statistics
 import subprocess
 
 from bench_models import STORIES
+from run_scoring import SMOLLM2
 
 
 
@@ -41,6 +42,9 @@ def workloads(small, also):
          ["-m", STORIES, "--actors", "--batch", 64, "--prompt", 32, "--gen", 128], "tokens_delivered_per_s"),
         ("null backend: actors, 64 sessions",
          ["--backend", "null", "--batch", 64, "--prompt", 16, "--gen", 2048], "tokens_delivered_per_s"),
+        # A real file: one sequence at a long context, where attention outweighs the weights.
+        ("SmolLM2 Q4_1: decode 1 seq at 4096", ["-m", SMOLLM2, "--batch", 1, "--prompt", 4096, "--gen", 64], "decode_tps"),
+        ("SmolLM2 Q4_1: decode 32 seqs at 128", ["-m", SMOLLM2, "--batch", 32, "--prompt", 128, "--gen", 32], "decode_tps"),
     ]
 
 

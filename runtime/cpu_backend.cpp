@@ -181,7 +181,7 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
 
   const cpu::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.window_of(l), cfg_.attention_scale(),
                                   cfg_.attn_softcap.value_or(0.0)};
-  cpu::paged_attention(q_.data(), b, kv_, place, shape, attn_.data(), pool_);
+  cpu::paged_attention(q_.data(), b, kv_, place, shape, attn_.data(), pool_, !matmul_.batch_invariant);
   cpu::matmul(attn_.data(), rows, w.wo, proj_.data(), pool_, w.bo, matmul_);
   add_residual(x, rows, w.post_attn_norm);
 }

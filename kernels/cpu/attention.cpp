@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -129,6 +130,65 @@ class WidenedRuns {
   const KvCache* copy_ = nullptr;
 };
 
+// What the threads take: a tile's positions whole, or one piece of them. With split_contexts
+// a decode row whose context outweighs its share of the call (a few long sequences: one tile
+// a KV head each, fewer tiles than threads) is split into pieces that run at once; each
+// writes its result and softmax stats to the partials, which are merged after.
+struct Piece {
+  int32_t tile;
+  int32_t lo, hi;    // the positions it reads, within its queries' [first, last]
+  int64_t partial;   // -1: the whole tile, writing its outputs; else its first slot in the partials
+  int32_t cost;
+};
+
+// A split tile: its `parts` pieces' results start at slot `partial`, a piece's kv_heads * count
+// queries apart, KV head by KV head, lane by lane within.
+struct Split {
+  int32_t tile, parts;
+  int64_t partial;
+};
+
+// Below this many positions a piece's fixed cost (its queries, its share of the merge) is
+// more than the parallelism it brings.
+constexpr int32_t kMinPiece = 512;
+
+std::vector<Piece> whole_tiles(const std::vector<TileItem>& tiles) {
+  std::vector<Piece> pieces;
+  for (size_t t = 0; t < tiles.size(); ++t) pieces.push_back({static_cast<int32_t>(t), 0, 0, -1, tiles[t].cost});
+  return pieces;
+}
+
+// Pieces of about a quarter of each thread's share of the positions, so that the dynamic
+// schedule can even the threads out; only decode rows split (every lane of their tile sees the
+// same positions). Pieces end on multiples of 16, where the tile's chunks do.
+std::vector<Piece> make_pieces(const ForwardBatch& batch, const std::vector<TileItem>& tiles, const std::vector<Run>& runs,
+                               int64_t kv_heads, int threads, std::vector<Split>& splits) {
+  int64_t total = 0;
+  for (const TileItem& t : tiles) total += t.cost;
+  const auto piece = static_cast<int32_t>(std::max<int64_t>(kMinPiece, (total * kv_heads + 4 * threads - 1) / (4 * threads)));
+  std::vector<Piece> pieces;
+  int64_t partial = 0;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const TileItem& t = tiles[i];
+    const Run& run = runs[static_cast<size_t>(t.run)];
+    if (threads < 2 || run.end - run.start != 1 || t.cost < 2 * piece) {
+      pieces.push_back({static_cast<int32_t>(i), 0, 0, -1, t.cost});
+      continue;
+    }
+    const int32_t parts = (t.cost + piece - 1) / piece;
+    const int32_t length = (t.cost / parts + 15) / 16 * 16;
+    const int32_t last = batch.positions[static_cast<size_t>(run.start)], first = last - t.cost + 1;
+    splits.push_back({static_cast<int32_t>(i), parts, partial});
+    for (int32_t p = 0; p < parts; ++p) {
+      const int32_t lo = first + p * length, hi = p + 1 == parts ? last : std::min(last, first + (p + 1) * length - 1);
+      pieces.push_back({static_cast<int32_t>(i), lo, hi, partial + p * kv_heads * t.count, hi - lo + 1});
+    }
+    partial += parts * kv_heads * t.count;
+  }
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.cost > b.cost; });
+  return pieces;
+}
+
 }  // namespace
 
 void store_kv(KvCache& cache, int64_t plane, int32_t block, int32_t slot, const float* key, const float* value) {
@@ -146,7 +206,7 @@ void store_kv(KvCache& cache, int64_t plane, int32_t block, int32_t slot, const 
 }
 
 void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,
-                     const AttentionShape& shape, float* out, ThreadPool& pool) {
+                     const AttentionShape& shape, float* out, ThreadPool& pool, bool split_contexts) {
   const int64_t hd = shape.head_dim, kv_heads = shape.num_kv_heads, group = shape.num_heads / kv_heads;
   const int64_t q_stride = shape.num_heads * hd;
   // Scores go to a base-2 softmax: exp(x / sqrt(d)) = 2^(x * log2(e) / sqrt(d)). A capped
@@ -159,20 +219,67 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
   const std::vector<Run> runs = make_runs(batch);
   const std::vector<TileItem> tiles = make_tiles(batch, runs, group, shape, k.tile_lanes);
   const WidenedRuns widened(batch, runs, cache, at, group, shape, k.tile_lanes, pool);
-  const int64_t items = static_cast<int64_t>(tiles.size()) * kv_heads;
+  std::vector<Split> splits;
+  const std::vector<Piece> pieces =
+      split_contexts ? make_pieces(batch, tiles, runs, kv_heads, pool.size(), splits) : whole_tiles(tiles);
+  int64_t partials = 0;
+  for (const Split& split : splits) partials += split.parts * kv_heads * tiles[static_cast<size_t>(split.tile)].count;
+  std::vector<float> partial_out(static_cast<size_t>(partials * hd)), partial_stats(static_cast<size_t>(partials * 2));
+
+  // Where lane i of tile t writes its result for KV head kvh.
+  const auto output = [&](const TileItem& t, int64_t kvh, int i) {
+    const int64_t row = runs[static_cast<size_t>(t.run)].start + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
+    return out + row * q_stride + head * hd;
+  };
+  const int64_t items = static_cast<int64_t>(pieces.size()) * kv_heads;
   pool.parallel_for_dynamic(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
-      const TileItem& t = tiles[static_cast<size_t>(item / kv_heads)];
+      const Piece& piece = pieces[static_cast<size_t>(item / kv_heads)];
+      const TileItem& t = tiles[static_cast<size_t>(piece.tile)];
       const int64_t kvh = item % kv_heads;
       const int64_t run_row = runs[static_cast<size_t>(t.run)].start;
       TileQuery queries[kMaxTileLanes];
       for (int i = 0; i < t.count; ++i) {
         const int64_t row = run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
         const int32_t pos = batch.positions[static_cast<size_t>(row)];
-        queries[i] = {q + row * q_stride + head * hd, out + row * q_stride + head * hd, first_seen(pos, shape), pos};
+        queries[i] = {q + row * q_stride + head * hd, output(t, kvh, i), first_seen(pos, shape), pos, nullptr};
+        if (piece.partial >= 0) {
+          const int64_t slot = piece.partial + kvh * t.count + i;
+          queries[i].out = partial_out.data() + slot * hd;
+          queries[i].stats = partial_stats.data() + slot * 2;
+          queries[i].first = piece.lo;
+          queries[i].last = piece.hi;
+        }
       }
       k.attend_tile(queries, t.count, widened.head(batch, runs, cache, at, static_cast<size_t>(t.run), kvh * hd), hd,
                     q_scale, score_cap);
+    }
+  });
+  if (splits.empty()) return;
+
+  // Each piece's result is its positions' softmax-weighted values, o_p = sum_j 2^(s_j - m_p) v_j / l_p:
+  // weighted by l_p 2^(m_p - M) over the pieces' largest max M, they add up to the whole's.
+  pool.parallel_for(static_cast<int64_t>(splits.size()) * kv_heads, [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const Split& split = splits[static_cast<size_t>(item / kv_heads)];
+      const TileItem& t = tiles[static_cast<size_t>(split.tile)];
+      const int64_t kvh = item % kv_heads, stride = kv_heads * t.count;
+      for (int i = 0; i < t.count; ++i) {
+        const int64_t first = split.partial + kvh * t.count + i;
+        float top = -std::numeric_limits<float>::infinity();
+        for (int32_t p = 0; p < split.parts; ++p) top = std::max(top, partial_stats[static_cast<size_t>((first + p * stride) * 2)]);
+        float* o = output(t, kvh, i);
+        std::fill(o, o + hd, 0.0f);
+        float total = 0.0f;
+        for (int32_t p = 0; p < split.parts; ++p) {
+          const int64_t slot = first + p * stride;
+          const float w = partial_stats[static_cast<size_t>(slot * 2 + 1)] * std::exp2(partial_stats[static_cast<size_t>(slot * 2)] - top);
+          const float* op = partial_out.data() + slot * hd;
+          for (int64_t d = 0; d < hd; ++d) o[d] += w * op[d];
+          total += w;
+        }
+        for (int64_t d = 0; d < hd; ++d) o[d] /= total;
+      }
     }
   });
 }

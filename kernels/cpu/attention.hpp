@@ -3,7 +3,8 @@
 // positions of its own sequence up to its own, read through that sequence's block table.
 // Rows of a sequence at consecutive positions (a prefill chunk) are taken together, so
 // that each K/V element read serves several rows and query heads. A row's result never
-// depends on the other sequences in the batch, nor on how its own sequence is chunked.
+// depends on the other sequences in the batch, nor on how its own sequence is chunked,
+// unless long contexts are split across threads (split_contexts below).
 #include <cstdint>
 #include <optional>
 
@@ -32,7 +33,12 @@ void store_kv(KvCache& cache, int64_t plane, int32_t block, int32_t slot, const 
 
 // q: [rows, num_heads * head_dim]; out: same shape. K/V of every visible position,
 // including the rows of this batch, must already be in `cache` at `at`.
+//
+// With `split_contexts`, a decode row whose context outweighs its share of the call's work
+// is split into pieces of its positions that run on several threads and are merged after
+// (flash-decoding), so that a few long sequences use every thread; its result then differs
+// by rounding with the batch around it. Without, a row's result never does.
 void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, KvPlace at,
-                     const AttentionShape& shape, float* out, ThreadPool& pool);
+                     const AttentionShape& shape, float* out, ThreadPool& pool, bool split_contexts = false);
 
 }  // namespace orzo::cpu

@@ -25,6 +25,9 @@ struct TileQuery {
   const float* q;  // head_dim values
   float* out;      // head_dim values
   int32_t first, last;  // the positions it sees, [first, last]
+  // When set, the softmax's running max and sum once [first, last] is seen (base 2, of the
+  // scaled scores): what merging results over parts of a query's positions takes.
+  float* stats;
 };
 
 // One KV head of one sequence in the cache.

@@ -151,10 +151,16 @@ std::vector<double> reference(const std::vector<float>& q, const ForwardBatch& b
 }
 
 std::vector<float> attend(const std::vector<float>& q, const ForwardBatch& b, KvCache& cache,
-                          const AttentionShape& shape, ThreadPool& pool) {
+                          const AttentionShape& shape, ThreadPool& pool, bool split_contexts = false) {
   std::vector<float> out(q.size(), std::nanf(""));
-  cpu::paged_attention(q.data(), b, cache, cpu::KvPlace{kLayer, 0}, shape, out.data(), pool);
+  cpu::paged_attention(q.data(), b, cache, cpu::KvPlace{kLayer, 0}, shape, out.data(), pool, split_contexts);
   return out;
+}
+
+double worst_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+  return worst;
 }
 
 // The rows of sequence `seq` in batch `b`, in batch order, each num_heads * head_dim wide.
@@ -296,6 +302,36 @@ TEST_P(PagedAttention, HalfCacheGivesTheF32CacheResultsOfItsValues) {
     const ForwardBatch decode = half.batch({6, 2}, 1);
     const auto qd = random_queries(decode, s, 8);
     EXPECT_EQ(attend(qd, decode, half.kv(), s, pool_), attend(qd, decode, full.kv(), s, pool_));
+  });
+}
+
+// A few decode rows at long contexts leave most threads idle, one tile a KV head each: with
+// split_contexts their positions are split into pieces that run on every thread and are
+// merged. The merged results match the reference as the whole pass does; they differ from the
+// whole pass only by rounding (at least one bit somewhere, or nothing was split); prefill
+// rows and short rows never split, so theirs stay bit for bit; and sliding windows, an f16
+// cache and every ISA level take the same path.
+TEST(PagedAttentionSplit, LongDecodeRowsSplitAcrossThreadsAndMergeToTheWholeResult) {
+  orzo::testing::for_each_isa([&] {
+    ThreadPool pool(4);
+    for (int32_t window : {0, 1100})
+      for (DType dtype : {DType::F32, DType::F16}) {
+        const AttentionShape s{4 * kKvHeads, kKvHeads, 64, window > 0 ? std::optional<int64_t>(window) : std::nullopt};
+        const std::vector<Sequence> seqs = {{3000, 1}, {1700, 1}, {40, 1}, {300, 8}};
+        Cache cache(seqs, 16, s.head_dim, 11, dtype, true);
+        const ForwardBatch b = cache.batch({0, 1, 2, 3});
+        const auto q = random_queries(b, s, 12);
+        const auto whole = attend(q, b, cache.kv(), s, pool);
+        const auto split = attend(q, b, cache.kv(), s, pool, true);
+        const auto want = reference(q, b, cache.kv(), s);
+        EXPECT_LT(worst_error(whole, want), 1e-5);
+        EXPECT_LT(worst_error(split, want), 1e-5) << "window " << window;
+        EXPECT_NE(rows_of(split, b, 0, s), rows_of(whole, b, 0, s)) << "window " << window;
+        for (int32_t seq : {2, 3}) EXPECT_EQ(rows_of(split, b, seq, s), rows_of(whole, b, seq, s)) << "sequence " << seq;
+        // One thread has nothing to spread the pieces over.
+        ThreadPool alone(1);
+        EXPECT_EQ(attend(q, b, cache.kv(), s, alone, true), whole);
+      }
   });
 }
 

@@ -513,6 +513,10 @@ void Tile<Lanes>::run(const TileQuery* queries, int count, const HeadCache& kv, 
     const float inv = 1.0f / l[lane];
     const float* ol = o_.data() + lane * hd;
     for (int64_t d = 0; d < hd; ++d) queries[lane].out[d] = ol[d] * inv;
+    if (float* stats = queries[lane].stats) {
+      stats[0] = m[lane];
+      stats[1] = l[lane];
+    }
   }
 }
 
