@@ -175,12 +175,14 @@ std::vector<Piece> make_pieces(const ForwardBatch& batch, const std::vector<Tile
       pieces.push_back({static_cast<int32_t>(i), 0, 0, -1, t.cost});
       continue;
     }
-    const int32_t parts = (t.cost + piece - 1) / piece;
-    const int32_t length = (t.cost / parts + 15) / 16 * 16;
+    // Equal pieces rounded up to 16 positions: that may take fewer pieces than asked, never an empty one.
+    const int32_t asked = (t.cost + piece - 1) / piece;
+    const int32_t length = ((t.cost + asked - 1) / asked + 15) / 16 * 16;
+    const int32_t parts = (t.cost + length - 1) / length;
     const int32_t last = batch.positions[static_cast<size_t>(run.start)], first = last - t.cost + 1;
     splits.push_back({static_cast<int32_t>(i), parts, partial});
     for (int32_t p = 0; p < parts; ++p) {
-      const int32_t lo = first + p * length, hi = p + 1 == parts ? last : std::min(last, first + (p + 1) * length - 1);
+      const int32_t lo = first + p * length, hi = std::min(last, lo + length - 1);
       pieces.push_back({static_cast<int32_t>(i), lo, hi, partial + p * kv_heads * t.count, hi - lo + 1});
     }
     partial += parts * kv_heads * t.count;
