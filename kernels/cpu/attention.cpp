@@ -82,7 +82,7 @@ class WidenedRuns {
     if (cache.dtype() != DType::F16) return;
     const int32_t bs = cache.block_size();
     const size_t block_bytes = KvCache::bytes_per_block_plane(bs, cache.kv_dim(), DType::F32);
-    std::vector<std::pair<int32_t, int32_t>> copies;  // (block of the cache, block of the copy)
+    std::vector<int32_t> copies;  // block i of the copy: the cache's block copies[i]
     for (size_t r = 0; r < runs.size(); ++r) {
       const Run& run = runs[r];
       if ((run.end - run.start) * group <= lanes) continue;
@@ -94,7 +94,7 @@ class WidenedRuns {
       tables_[r].assign(table.size(), 0);  // blocks before `first` are never read
       for (int32_t b = first; b <= last; ++b) {
         tables_[r][static_cast<size_t>(b)] = static_cast<int32_t>(copies.size());
-        copies.emplace_back(table[static_cast<size_t>(b)], static_cast<int32_t>(copies.size()));
+        copies.push_back(table[static_cast<size_t>(b)]);
       }
     }
     if (copies.empty()) return;
@@ -108,7 +108,7 @@ class WidenedRuns {
     const KernelTable& k = kernels();
     pool.parallel_for(static_cast<int64_t>(copies.size()), [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) {
-        const auto [from, to] = copies[static_cast<size_t>(i)];
+        const int32_t from = copies[static_cast<size_t>(i)], to = static_cast<int32_t>(i);
         k.half_row_to_f32(DType::F16, reinterpret_cast<const uint8_t*>(cache.keys<uint16_t>(at.plane, from)), n,
                           into.keys<float>(0, to));
         k.half_row_to_f32(DType::F16, reinterpret_cast<const uint8_t*>(cache.value<uint16_t>(at.plane, from, 0)), n,
@@ -160,7 +160,8 @@ std::vector<Piece> whole_tiles(const std::vector<TileItem>& tiles) {
 
 // Pieces of about a quarter of each thread's share of the positions, so that the dynamic
 // schedule can even the threads out; only decode rows split (every lane of their tile sees the
-// same positions). Pieces end on multiples of 16, where the tile's chunks do.
+// same positions). Pieces are multiples of 16 positions long: without a sliding window they
+// start where the tile's chunks do.
 std::vector<Piece> make_pieces(const ForwardBatch& batch, const std::vector<TileItem>& tiles, const std::vector<Run>& runs,
                                int64_t kv_heads, int threads, std::vector<Split>& splits) {
   int64_t total = 0;
@@ -228,10 +229,10 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
   for (const Split& split : splits) partials += split.parts * kv_heads * tiles[static_cast<size_t>(split.tile)].count;
   std::vector<float> partial_out(static_cast<size_t>(partials * hd)), partial_stats(static_cast<size_t>(partials * 2));
 
-  // Where lane i of tile t writes its result for KV head kvh.
-  const auto output = [&](const TileItem& t, int64_t kvh, int i) {
-    const int64_t row = runs[static_cast<size_t>(t.run)].start + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
-    return out + row * q_stride + head * hd;
+  // The row of lane i of tile t, and where its query for KV head kvh lies in q and in out.
+  const auto locate = [&](const TileItem& t, int64_t kvh, int i) {
+    const int64_t row = runs[static_cast<size_t>(t.run)].start + (t.query + i) / group;
+    return std::pair<int64_t, int64_t>{row, row * q_stride + (kvh * group + (t.query + i) % group) * hd};
   };
   const int64_t items = static_cast<int64_t>(pieces.size()) * kv_heads;
   pool.parallel_for_dynamic(items, [&](int64_t begin, int64_t end, int) {
@@ -239,12 +240,11 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
       const Piece& piece = pieces[static_cast<size_t>(item / kv_heads)];
       const TileItem& t = tiles[static_cast<size_t>(piece.tile)];
       const int64_t kvh = item % kv_heads;
-      const int64_t run_row = runs[static_cast<size_t>(t.run)].start;
       TileQuery queries[kMaxTileLanes];
       for (int i = 0; i < t.count; ++i) {
-        const int64_t row = run_row + (t.query + i) / group, head = kvh * group + (t.query + i) % group;
+        const auto [row, offset] = locate(t, kvh, i);
         const int32_t pos = batch.positions[static_cast<size_t>(row)];
-        queries[i] = {q + row * q_stride + head * hd, output(t, kvh, i), first_seen(pos, shape), pos, nullptr};
+        queries[i] = {q + offset, out + offset, first_seen(pos, shape), pos, nullptr};
         if (piece.partial >= 0) {
           const int64_t slot = piece.partial + kvh * t.count + i;
           queries[i].out = partial_out.data() + slot * hd;
@@ -270,7 +270,7 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
         const int64_t first = split.partial + kvh * t.count + i;
         float top = -std::numeric_limits<float>::infinity();
         for (int32_t p = 0; p < split.parts; ++p) top = std::max(top, partial_stats[static_cast<size_t>((first + p * stride) * 2)]);
-        float* o = output(t, kvh, i);
+        float* o = out + locate(t, kvh, i).second;
         std::fill(o, o + hd, 0.0f);
         float total = 0.0f;
         for (int32_t p = 0; p < split.parts; ++p) {
