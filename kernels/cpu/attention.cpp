@@ -77,9 +77,9 @@ class WidenedRuns {
  public:
   // Widens the blocks of each run in `runs` with more queries than a tile holds.
   WidenedRuns(const ForwardBatch& batch, const std::vector<Run>& runs, const KvCache& cache, KvPlace at,
-              int64_t group, const AttentionShape& shape, int lanes, ThreadPool& pool)
-      : tables_(runs.size()) {
-    if (cache.dtype() != DType::F16) return;
+              int64_t group, const AttentionShape& shape, int lanes, ThreadPool& pool) {
+    if (cache.dtype() != DType::F16) return;  // nothing to widen, and nothing allocated on the f32 path
+    tables_.resize(runs.size());
     const int32_t bs = cache.block_size();
     const size_t block_bytes = KvCache::bytes_per_block_plane(bs, cache.kv_dim(), DType::F32);
     std::vector<int32_t> copies;  // block i of the copy: the cache's block copies[i]
@@ -120,13 +120,14 @@ class WidenedRuns {
   // Where run r's tiles read the KV head at `offset`.
   HeadCache head(const ForwardBatch& batch, const std::vector<Run>& runs, const KvCache& cache, KvPlace at, size_t r,
                  int64_t offset) const {
-    if (!tables_[r].empty()) return {copy_, 0, tables_[r].data(), offset};
+    if (!tables_.empty() && !tables_[r].empty()) return {copy_, 0, tables_[r].data(), offset};
     const int32_t seq = batch.seq_index[static_cast<size_t>(runs[r].start)];
     return {&cache, at.plane, batch.table(at.group, seq).data(), offset};
   }
 
  private:
-  std::vector<std::vector<int32_t>> tables_;  // per run: block ids in the copy, empty where it reads the cache
+  // Per run (none for an f32 cache): block ids in the copy, empty where it reads the cache.
+  std::vector<std::vector<int32_t>> tables_;
   const KvCache* copy_ = nullptr;
 };
 
