@@ -4,6 +4,7 @@
 #include "actors/system_config.hpp"
 #include "cli/engine_flags.hpp"
 #include "cli/stream_to_stdout.hpp"
+#include "core/read_file.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -21,12 +22,21 @@ using Clock = std::chrono::steady_clock;
 struct GenerateFlags {
   EngineFlags engine;
   std::string prompt = "Once upon a time";
+  std::string prompt_file;
   bool no_special = false;
 };
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// A prompt file as llama.cpp's -f reads it: the whole text but the newline an editor ends it with.
+std::string prompt_from_file(const std::string& path) {
+  std::string text = read_file(path);
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 int run_generate(GenerateFlags& flags) {
+  if (!flags.prompt_file.empty()) flags.prompt = prompt_from_file(flags.prompt_file);
   caf::actor_system_config cfg;
   configure_actor_system(cfg);
   caf::actor_system sys{cfg};
@@ -60,7 +70,10 @@ void add_generate_command(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   auto* cmd = app.add_subcommand("generate", "Complete a prompt, streaming the text to stdout");
   flags->engine.add_to(*cmd);
-  cmd->add_option("-p,--prompt", flags->prompt, "Prompt text")->capture_default_str();
+  auto* prompt = cmd->add_option("-p,--prompt", flags->prompt, "Prompt text")->capture_default_str();
+  cmd->add_option("-f,--file", flags->prompt_file,
+                  "Prompt read from a file (UTF-8; a newline that ends the file is dropped, as llama.cpp's -f does)")
+      ->excludes(prompt);
   cmd->add_flag("--no-special", flags->no_special, "Do not add BOS or other special tokens to the prompt");
   cmd->callback([flags] {
     if (const int rc = run_generate(*flags); rc != 0) throw CLI::RuntimeError(rc);

@@ -111,6 +111,25 @@ TEST(CliGenerate, TheDefaultModelStopsWhereItsStoryEnds) {
   EXPECT_NE(on.out.find("finish: length"), std::string::npos) << on.out;
 }
 
+class CliGenerateFile : public testing::TempDirTest {};
+
+// -f reads the prompt from a file, as llama.cpp's does: its text, but the newline that ends it.
+TEST_F(CliGenerateFile, APromptFileIsThePromptItHolds) {
+  const std::string args = "generate -m '" + kStories + "/stories260K.gguf' --temperature 0 -n 24 -t 1";
+  std::ofstream(path("ended.txt")) << "The little dog\n";
+  std::ofstream(path("two.txt")) << "The little dog\n\n";
+  const CliRun given = orzo(args + " -p 'The little dog'", false);
+  const CliRun ended = orzo(args + " -f '" + path("ended.txt") + "'", false);
+  const CliRun kept = orzo(args + " --file '" + path("two.txt") + "'", false);
+  ASSERT_EQ(given.status, 0) << given.out;
+  ASSERT_EQ(ended.status, 0) << ended.out;
+  ASSERT_EQ(kept.status, 0) << kept.out;
+  EXPECT_EQ(ended.out, given.out);
+  EXPECT_NE(kept.out, given.out);  // only the last newline is the editor's: the one before it is prompt
+  testing::expect_refused(args + " -f '" + path("absent.txt") + "'", path("absent.txt"));
+  testing::expect_refused(args + " -f '" + path("ended.txt") + "' -p 'Once'", "excludes");
+}
+
 TEST(CliGenerate, BadInputIsOneLineAndNonZero) {
   struct Case {
     std::string args, expect;
