@@ -40,8 +40,12 @@ std::string select_cpu_kernels(const std::string& isa) {
   else
     cpu::use_isa(*cpu::parse_isa(isa));
   const cpu::BlasCore& blas = cpu::blas_core();
-  return "CPU " + cpu::cpu_model_name() + ", kernels " + cpu::isa_name(cpu::kernels().isa) + ", OpenBLAS " + blas.name +
-         (blas.suited ? std::string(" (short of this CPU: sgemm unused; OPENBLAS_CORETYPE=") + blas.suited + " fixes it)" : "");
+  const cpu::Isa level = cpu::kernels().isa;
+  const char* suited = blas.suited(level);
+  return "CPU " + cpu::cpu_model_name() + ", kernels " + cpu::isa_name(level) + ", OpenBLAS " + blas.name +
+         (suited ? std::string(" (not the ") + cpu::isa_name(level) + " level's: sgemm unused; OPENBLAS_CORETYPE=" + suited +
+                       " fixes it)"
+                 : "");
 }
 
 }  // namespace orzo::cli

@@ -29,11 +29,11 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
     kernel.matmul_tiles(x, m, w, y, pool, bias);
   else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));
            kernel.matmul_q16 && kernel.matmul_q8_supports(w.dtype) &&
-           (options.batch_invariant || blas_core().suited || x_bytes <= kernel.q16_max_bytes))
+           (options.batch_invariant || blas_core().suited(kernel.isa) || x_bytes <= kernel.q16_max_bytes))
     (m >= kStripsFromRows || options.batch_invariant ? kernel.matmul_q16 : kernel.matmul_q16_gemv)(x, m, w, y, pool, bias);
   else if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16)
     kernel.matmul_bf16(x, m, w, y, pool, bias);
-  else if (options.batch_invariant || blas_core().suited || x_bytes <= kernel.direct_l2_bytes ||
+  else if (options.batch_invariant || blas_core().suited(kernel.isa) || x_bytes <= kernel.direct_l2_bytes ||
            (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     kernel.matmul_direct(x, m, w, y, pool, bias);
   else

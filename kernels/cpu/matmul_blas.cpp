@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,25 +50,43 @@ void sgemm_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t ro
               static_cast<blasint>(ldy));
 }
 
+// The level a command will run: `--cpu-isa NAME` on its command line, else ORZO_CPU_ISA,
+// else the CPU's best. A name that is no runnable level counts as the best: the command's
+// parser or kernels() refuses it after.
+Isa requested_level(char** argv) {
+  std::optional<Isa> level;
+  for (char** arg = argv + 1; *arg && !level; ++arg) {
+    const std::string_view a = *arg;
+    if (a == "--cpu-isa" && arg[1]) level = parse_isa(arg[1]);
+    else if (a.rfind("--cpu-isa=", 0) == 0) level = parse_isa(a.substr(std::string_view("--cpu-isa=").size()));
+  }
+  if (const char* env = std::getenv("ORZO_CPU_ISA"); !level && env) level = parse_isa(env);
+  const std::vector<Isa> runnable = runnable_isas();
+  return level && std::find(runnable.begin(), runnable.end(), *level) != runnable.end() ? *level : runnable.back();
+}
+
 }  // namespace
 
-const char* blas_core_for(std::string_view core, Isa cpu, CoreKind kind) {
+const char* blas_core_for(std::string_view core, Isa level, CoreKind kind) {
   // OpenBLAS's x86 cores whose kernels use AVX2 and FMA, and those that use AVX-512.
   constexpr std::array<std::string_view, 4> kAvx2Cores = {"Haswell", "Zen", "Excavator", "Steamroller"};
   constexpr std::array<std::string_view, 3> kAvx512Cores = {"SkylakeX", "Cooperlake", "SapphireRapids"};
   const auto among = [&](const auto& cores) { return std::find(cores.begin(), cores.end(), core) != cores.end(); };
-  const bool avx512 = cpu != Isa::Portable && cpu != Isa::Avx2;
-  if (cpu == Isa::Portable || among(kAvx512Cores) || (among(kAvx2Cores) && (!avx512 || kind == CoreKind::Other)))
-    return nullptr;
-  return cpu == Isa::Avx2 ? "Haswell" : cpu == Isa::Avx512Vnni ? "SkylakeX" : "Cooperlake";
+  switch (level) {
+    case Isa::Portable: return nullptr;
+    case Isa::Avx2: return among(kAvx2Cores) ? nullptr : "Haswell";
+    default:
+      if (among(kAvx512Cores) || (among(kAvx2Cores) && kind == CoreKind::Other)) return nullptr;
+      return level == Isa::Avx512Vnni ? "SkylakeX" : "Cooperlake";
+  }
 }
 
 const BlasCore& blas_core() {
   static const BlasCore core = [] {
-    std::string name = openblas_get_corename();
-    while (!name.empty() && name.back() == ' ') name.pop_back();
-    const char* suited = blas_core_for(name, runnable_isas().back(), core_kind());
-    return BlasCore{std::move(name), suited};
+    BlasCore out{openblas_get_corename(), {}};
+    while (!out.name.empty() && out.name.back() == ' ') out.name.pop_back();
+    for (Isa level : kAllIsas) out.short_of[static_cast<size_t>(level)] = blas_core_for(out.name, level, core_kind());
+    return out;
   }();
   return core;
 }
@@ -81,9 +101,9 @@ void stop_blas_server_threads() {
 }
 
 void rerun_with_suited_blas(char** argv) {
-  const char* suited = blas_core().suited;
-  if (!suited || std::getenv("OPENBLAS_CORETYPE")) return;
-  if (setenv("OPENBLAS_CORETYPE", suited, 1) != 0) return;
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  const char* suited = blas_core().suited(requested_level(argv));
+  if (!suited || setenv("OPENBLAS_CORETYPE", suited, 1) != 0) return;
   execv("/proc/self/exe", argv);
 }
 

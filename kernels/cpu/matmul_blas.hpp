@@ -2,7 +2,9 @@
 // The prefill-sized product: compute bound, so it runs on OpenBLAS. Each pool thread owns
 // a slice of the weight rows, widens it to f32 a tile at a time into its own scratch, and
 // multiplies the tile with a single-threaded sgemm.
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -20,22 +22,28 @@ namespace orzo::cpu {
 // 0x1A) made to run the Haswell kernels (OPENBLAS_CORETYPE=Haswell, as one workplace's
 // environment sets it) multiplies at 190 GFLOP/s where the Cooperlake kernels, 0.3.21's
 // own choice there, reach 350 ("A gemv for decode, on a Zen 5").
-// The OPENBLAS_CORETYPE that suits a CPU whose best level is `cpu` and whose cores are of
+// The OPENBLAS_CORETYPE that suits orzo's kernels at `level` on a CPU whose cores are of
 // kind `kind` (isa.hpp), or null where `core` (openblas_get_corename()) already uses the
-// vector units that level has: AVX2 kernels serve an AVX-512 CPU only where it splits each
-// 512-bit operation in two (CoreKind::Other).
-const char* blas_core_for(std::string_view core, Isa cpu, CoreKind kind);
+// vector units that level has: AVX2 kernels serve an AVX-512 level only where the CPU splits
+// each 512-bit operation in two (CoreKind::Other). The AVX2 level is served by AVX2 kernels
+// only, so that `--cpu-isa avx2` on an AVX-512 CPU runs every product as an AVX2 machine runs
+// it (its prompts included, which sgemm takes), the way its benchmarks are read. The portable
+// level runs whatever OpenBLAS chose: it is there to check the kernels, not to time them.
+const char* blas_core_for(std::string_view core, Isa level, CoreKind kind);
 
 struct BlasCore {
-  std::string name;   // the kernels OpenBLAS runs here
-  const char* suited;  // blas_core_for(name, this CPU): non-null when they fall short
+  std::string name;  // the kernels OpenBLAS runs here
+  std::array<const char*, std::size(kAllIsas)> short_of;  // blas_core_for(name, level, this CPU) by level
+  // Non-null where OpenBLAS's kernels fall short of (or, for AVX2, go beyond) `level`.
+  const char* suited(Isa level) const { return short_of[static_cast<size_t>(level)]; }
 };
 const BlasCore& blas_core();
 
-// For a program's main(): where blas_core().suited is set and OPENBLAS_CORETYPE is not, sets
-// it and executes this program again with the same arguments, since OpenBLAS reads it only
-// when it loads. Returns where that is not needed or the exec fails (matmul() then keeps
-// off sgemm).
+// For a program's main(): where blas_core().suited(level) is set for the level the command
+// line (`--cpu-isa`), ORZO_CPU_ISA or the CPU chooses, and OPENBLAS_CORETYPE is not, sets it
+// and executes this program again with the same arguments, since OpenBLAS reads it only when
+// it loads. Returns where that is not needed or the exec fails (matmul() then keeps off
+// sgemm).
 void rerun_with_suited_blas(char** argv);
 
 // For a program's main() that leaves sgemm to orzo: OpenBLAS's pthread build starts a server
@@ -46,7 +54,7 @@ void rerun_with_suited_blas(char** argv);
 void stop_blas_server_threads();
 
 // matmul() for any m >= 1; the caller has validated the shapes. matmul() leaves it alone
-// while blas_core().suited is set: the direct kernel is faster than sgemm's fallback.
+// while blas_core().suited(level) is set: the direct kernel is faster than sgemm's fallback.
 void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                  const float* bias);
 

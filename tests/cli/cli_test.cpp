@@ -89,6 +89,23 @@ TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
   EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back(), cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
 }
 
+// --cpu-isa avx2 runs every product as an AVX2 machine would, prompts' sgemm included: on an
+// AVX-512 CPU orzo runs itself again with OpenBLAS's AVX2 kernels.
+TEST(Cli, TheAvx2LevelRunsOpenBlasAvx2Kernels) {
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set: OpenBLAS runs what it names";
+  const std::vector<cpu::Isa> levels = cpu::runnable_isas();
+  if (std::find(levels.begin(), levels.end(), cpu::Isa::Avx2) == levels.end()) GTEST_SKIP() << "this CPU runs no AVX2";
+  for (const std::string flag : {"--cpu-isa avx2", "--cpu-isa=avx2"}) {
+    const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --json " + flag);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::string core = nlohmann::json::parse(r.out)["blas_core"];
+    EXPECT_EQ(cpu::blas_core_for(core, cpu::Isa::Avx2, cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
+  }
+  const CliRun text = orzo("bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --cpu-isa avx2");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_EQ(text.out.find("sgemm unused"), std::string::npos) << text.out;
+}
+
 // --rounds runs the batch again in one process and reports the median round with every round
 // listed; --beside-bare runs the bare forward pass before each, for actors / bare.
 TEST(Cli, BenchRunsRoundsBesideTheBarePass) {

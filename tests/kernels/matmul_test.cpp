@@ -423,10 +423,11 @@ TEST(Matmul, StopsOpenBlasServerThreads) {
   check_shapes(matmul_blas, pool, kRows, kSmallDepths, kOddOutputs);
 }
 
-// OpenBLAS's fallback for a CPU it does not know is named for what suits the CPU's best
-// level; a core with AVX2 kernels or wider is left alone, but for AVX2 kernels on a CPU
-// that runs 512-bit operations at full width.
-TEST(Matmul, NamesTheBlasCoreThatSuitsTheCpu) {
+// OpenBLAS's fallback for a CPU it does not know is named for what suits the level orzo
+// runs; a core with that level's vector width or wider is left alone, but for AVX2 kernels
+// on a CPU that runs 512-bit operations at full width, and for AVX-512 kernels under the
+// AVX2 level, which runs as an AVX2 machine does.
+TEST(Matmul, NamesTheBlasCoreThatSuitsTheLevel) {
   for (CoreKind kind : {CoreKind::Other, CoreKind::Intel, CoreKind::Zen5}) {
     EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Bf16, kind), "Cooperlake");
     EXPECT_STREQ(blas_core_for("Prescott", Isa::Avx512Vnni, kind), "SkylakeX");
@@ -435,6 +436,10 @@ TEST(Matmul, NamesTheBlasCoreThatSuitsTheCpu) {
     for (const char* fine : {"SkylakeX", "Cooperlake", "SapphireRapids"})
       EXPECT_EQ(blas_core_for(fine, Isa::Avx512Bf16, kind), nullptr) << fine;
     for (const char* avx2 : {"Haswell", "Zen"}) EXPECT_EQ(blas_core_for(avx2, Isa::Avx2, kind), nullptr) << avx2;
+    for (const char* avx512 : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+      EXPECT_STREQ(blas_core_for(avx512, Isa::Avx2, kind), "Haswell") << avx512;
+      EXPECT_EQ(blas_core_for(avx512, Isa::Portable, kind), nullptr) << avx512;
+    }
   }
   for (const char* avx2 : {"Haswell", "Zen"}) {
     EXPECT_EQ(blas_core_for(avx2, Isa::Avx512Bf16, CoreKind::Other), nullptr) << avx2 << " on a Zen 4";
