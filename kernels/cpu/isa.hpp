@@ -72,6 +72,11 @@ struct KernelTable {
   // level that does. Every kernel of every level takes packed rows (the others unpack
   // them), so that no product reads the stored ones.
   bool reads_packed_rows;
+  // Packed Q4_K rows against activations rounded to two digits as matmul_q16 rounds them,
+  // kept as one 16-bit word each, at any m: the gemv's arithmetic for every row, bit for
+  // bit. Null where the level has none: AVX2's alone, whose two digits on bytes cost twice
+  // the words' integer operations (DESIGN.md).
+  MatmulKernel matmul_packed_words;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

@@ -25,6 +25,8 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
                      k % kBf16TileDepth == 0;
   if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
+  else if (w.packed && kernel.matmul_packed_words)
+    kernel.matmul_packed_words(x, m, w, y, pool, bias);
   else if (tiles)
     kernel.matmul_tiles(x, m, w, y, pool, bias);
   else if (const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));

@@ -17,7 +17,11 @@ namespace orzo::cpu {
 // x to bf16. On AVX-512 VNNI that ran 2-2.5x the f32 kernel's speed at 32 rows, 1.7-1.9x
 // at 512 and 1.0-2.3x at one (matmul_q16_gemv; Emerald Rapids and Zen 5); on AVX2 (Zen 3)
 // 1.0-2.1x at 32 rows and 0.8-1.9x at one, and past the level's q16_max_bytes (isa.hpp)
-// sgemm leads, as for float weights. The portable level takes the f32 path.
+// sgemm leads, as for float weights. There Q4_K rows the backend packed meet the two
+// digits as one 16-bit word at every m (matmul_packed_words): the gemv's arithmetic for
+// every row, 1.2-1.3x the strips at 4 rows, 1.05x at 32 and 1.04-1.1x at 512, where it
+// is 1.18x sgemm (Emerald Rapids at the avx2 level, one thread). The portable level takes
+// the f32 path.
 // Two opt-in roundings of the activations trade precision for the CPU's narrow dot products:
 // - int8: for block-type weights, each activation row rounded to one int8 digit per block,
 //   about twice as fast again for batches of prompt rows. On SmolLM2-135M Q4_1 it moves
@@ -37,11 +41,11 @@ namespace orzo::cpu {
 // The int8 path is batch-invariant: a row's result never depends on m. The default is not,
 // by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
 // sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at
-// kStripsFromRows, and bf16 products to AMX tiles at the level's tiles_from_rows, each
-// summing in another order.
+// kStripsFromRows (but AVX2's packed Q4_K rows, on words at every m), and bf16 products to
+// AMX tiles at the level's tiles_from_rows, each summing in another order.
 // batch_invariant keeps one arithmetic at every m (vLLM's batch-invariant mode;
 // `--batch-invariant`): strips for block types where the level has two digits, even for
-// one row, vdpbf16ps for bf16 products, and the direct kernel for the rest, at the
+// one row (AVX2's packed Q4_K rows: words), vdpbf16ps for bf16 products, and the direct kernel for the rest, at the
 // advantage of sgemm and the tiles for large prompt chunks.
 struct MatmulOptions {
   bool int8_activations = false;

@@ -130,6 +130,17 @@ void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, Thr
   matmul_gemv(x, m, v, y, pool, bias);
 }
 
+// matmul() on the rows packed where they pack and the level reads them, at any m, as the
+// CPU backend calls it: on AVX2 the words (matmul_packed_words), elsewhere the gemv or strips.
+void matmul_packed_batch(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (!kernels().reads_packed_rows || !packs_rows(w)) return matmul_f32(x, m, w, y, pool, bias);
+  std::vector<uint8_t> packed(packed_rows_bytes(w));
+  pack_rows(w, packed.data());
+  TensorView v = w;
+  v.packed = packed.data();
+  matmul_f32(x, m, v, y, pool, bias);
+}
+
 // Whether matmul_bf16_acts hands m rows of weights of type t to the AMX tiles.
 bool bf16_takes_tiles(DType t, int64_t m) {
   return tiles_take(t) && m >= kernels().tiles_from_rows(t);
@@ -151,8 +162,8 @@ int activation_digits(Kernel kernel, DType t, int64_t m) {
   if (!matmul_q8_supports(t) || bf16_operands(kernel, t, m) > 0) return 0;
   if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
   if (!has_matmul_q16()) return 0;
-  if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed || kernel == matmul_invariant ||
-      kernel == matmul_f32 || kernel == matmul_bf16_acts)
+  if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed || kernel == matmul_packed_batch ||
+      kernel == matmul_invariant || kernel == matmul_f32 || kernel == matmul_bf16_acts)
     return 2;
   return 0;
 }
@@ -206,7 +217,8 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
   std::mt19937 rng(42);
   for (DType t : kAllDTypes) {
     if (!only.empty() && std::find(only.begin(), only.end(), t) == only.end()) continue;
-    if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed) &&
+    if ((kernel == matmul_q8 || kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed ||
+         kernel == matmul_packed_batch) &&
         !matmul_q8_supports(t))
       continue;
     if (kernel == matmul_tiles_any && !tiles_take(t)) continue;
@@ -300,6 +312,8 @@ TEST(Matmul, Q8KernelMatchesReference) {
     check_shapes(matmul_gemv, pool, {1, 2, 3}, {2816}, {21, 64});
     check_shapes(matmul_packed, pool, {1, 2, 3}, kSmallDepths, {16, 48, 256});
     check_shapes(matmul_packed, pool, {1, 2}, {2816}, {32});
+    check_shapes(matmul_packed_batch, pool, {3, 4, 5, 9, 130}, kSmallDepths, {16, 48}, {DType::Q4_K});
+    check_shapes(matmul_packed_batch, pool, {3, 7, 67}, {2816}, {32}, {DType::Q4_K});
   });
 }
 
@@ -314,7 +328,7 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
     std::mt19937 rng(5);
     const int64_t m = 16, n = 64, k = 1024;
     for (DType t : kAllDTypes) {
-      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed}) {
+      for (Kernel kernel : {matmul_q8, matmul_q16, matmul_gemv, matmul_packed, matmul_packed_batch}) {
         const int digits = activation_digits(kernel, t, m);
         if (digits == 0) continue;
         const Weight w = make_weight(t, n, k, rng);
@@ -340,9 +354,10 @@ TEST(Matmul, Q8ErrorIsThatOfRoundingActivations) {
           }
         }
         const double ratio = std::sqrt(err2 / expected2);
-        const std::string what = std::string(dtype_name(t)) + (kernel == matmul_gemv     ? ", gemv"
-                                                               : kernel == matmul_packed ? ", packed gemv"
-                                                                                         : ", strips");
+        const std::string what = std::string(dtype_name(t)) + (kernel == matmul_gemv           ? ", gemv"
+                                                               : kernel == matmul_packed       ? ", packed gemv"
+                                                               : kernel == matmul_packed_batch ? ", packed batch"
+                                                                                               : ", strips");
         EXPECT_GT(ratio, 0.8) << what << ", " << digits << " digits";
         EXPECT_LT(ratio, 1.25) << what << ", " << digits << " digits";
       }
@@ -528,6 +543,35 @@ TEST(Matmul, PackedRowsGiveTheBatchedKernelsTheSameBits) {
                                              : kernel == matmul_blas ? ", sgemm"
                                                                      : ", tiles")
                                          << ", m=" << m;
+        }
+      }
+    }
+  });
+}
+
+// A prompt's rows against packed rows get the bits the gemv gives each row alone, bias
+// included, at every row count and remainder of the words' blocks (on AVX2; elsewhere the
+// batch takes the strips, whose sums run in another order).
+TEST(Matmul, PackedWordsGiveEachRowTheGemvBits) {
+  orzo::testing::for_each_isa([&] {
+    if (!kernels().matmul_packed_words) return;
+    ThreadPool pool(3);
+    std::mt19937 rng(12);
+    for (int64_t k : {256, 2816}) {
+      const Weight w = make_weight(DType::Q4_K, 48, k, rng);
+      std::vector<uint8_t> packed(packed_rows_bytes(w.view));
+      pack_rows(w.view, packed.data());
+      TensorView v = w.view;
+      v.packed = packed.data();
+      const auto bias = random_vector(48, rng);
+      for (int64_t m : {3, 4, 5, 6, 7, 8, 9, 131}) {
+        const auto x = random_vector(m * k, rng);
+        std::vector<float> batch(static_cast<size_t>(m * 48)), alone(48);
+        matmul_f32(x.data(), m, v, batch.data(), pool, bias.data());
+        for (int64_t i = 0; i < m; ++i) {
+          matmul_q16_gemv(x.data() + i * k, 1, v, alone.data(), pool, bias.data());
+          ASSERT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + i * 48))
+              << "row " << i << " of " << m << ", k=" << k;
         }
       }
     }

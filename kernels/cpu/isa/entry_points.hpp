@@ -20,6 +20,9 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #endif
+#if ORZO_SIMD_AVX2 && !ORZO_SIMD_VNNI
+void matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+#endif
 #if ORZO_SIMD_BF16_DOT
 void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #endif

@@ -61,6 +61,11 @@ const KernelTable& kernel_table() {
       nullptr, nullptr, 0,
 #endif
       ORZO_SIMD_AVX2 != 0,  // reads_packed_rows: the word gemvs'
+#if ORZO_SIMD_AVX2 && !ORZO_SIMD_VNNI
+      matmul_packed_words,
+#else
+      nullptr,
+#endif
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       nullptr, nullptr,  // matmul_tiles: kernel_table_amx's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,

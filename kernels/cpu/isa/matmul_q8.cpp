@@ -657,10 +657,9 @@ using GemvActivationOf = ActivationPair<Digits>;
 // m meet the activation sums once per super-block, in one FMA. On a Zen 4 (matmul_bench
 // q8/gemv, alternating with the pairs) it ran 1.1-1.2x at one row and 1.05-1.09x at two.
 // Q6_K, whose halves scale apart (two scales a vector), ran 0.6-0.7x and keeps the pairs.
-inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
+inline void quantize_words(const float* x, int64_t begin, int64_t end, int64_t k, WordRows& out) {
   const size_t count = static_cast<size_t>(k / 32);
-  out.resize(m, k);
-  for (int64_t i = 0; i < m; ++i)
+  for (int64_t i = begin; i < end; ++i)
     for (size_t b = 0; b < count; ++b) {
       const RoundedBlock<2> r = round_block<2>(x + i * k + 32 * static_cast<int64_t>(b));
       int16_t* q = out.q.data() + i * k + 32 * static_cast<int64_t>(b);
@@ -775,7 +774,7 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
 }
 
 template <int M>
-void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
+void packed_gemv(const Job<WordRows>& job, int64_t begin, int64_t end) {
   const int64_t units = job.k / kSuperBlock;
   const PackedQ4_KTile* tiles = job.packed;
   for (int64_t j = begin; j < end; j += kPackedRows) {
@@ -784,6 +783,13 @@ void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
     const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
     for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
   }
+}
+
+// The packed gemv on AVX-512; batches there take the strips or the tiles.
+void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
+  if (job.m > kGemvMaxRows) throw std::logic_error("packed_rows: the AVX-512 packed gemv takes at most two rows");
+  if (job.m == 2) packed_gemv<2>(job, begin, end); else packed_gemv<1>(job, begin, end);
 }
 
 #else  // AVX2
@@ -1276,11 +1282,11 @@ void gemv_rows(const Job<ActivationGroup<Digits>>& job, int64_t begin, int64_t e
   for (; j < end; ++j) gemv_rows_into<F, Digits, 1, M>(job, j, end);
 }
 
-// Words for the packed gemv, rounded as quantize_row rounds two digits.
-inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) {
+// Words for the packed products, rounded as quantize_row rounds two digits: rows
+// [begin, end) of x into `out`, which resize() has made room for.
+inline void quantize_words(const float* x, int64_t begin, int64_t end, int64_t k, WordRows& out) {
   const int64_t count = k / 32;
-  out.resize(m, k);
-  for (int64_t i = 0; i < m; ++i)
+  for (int64_t i = begin; i < end; ++i)
     for (int64_t b = 0; b < count; ++b) {
       const RoundedBlock<2> r = round_block<2>(x + i * k + 32 * b);
       __m256i value[4];
@@ -1297,41 +1303,43 @@ inline void quantize_words(const float* x, int64_t m, int64_t k, WordRows& out) 
     }
 }
 
-// Q4_K's gemv on rows packed side by side (packed_rows.hpp), as AVX-512's but in two
-// vectors of eight rows: vpmaddwd meets a row's two codes with the broadcast activation
-// pair, and a sub-block's sums are scaled once per eight rows.
+// Q4_K on rows packed side by side (packed_rows.hpp) against activation rows i0 .. i0 + M - 1
+// as words, in two vectors of eight rows: vpmaddwd meets a row's two codes with the broadcast
+// activation pair, and a sub-block's sums are scaled once per eight rows. Each output runs
+// the same operations in the same order whatever M and i0 are, so a prompt's rows get the
+// bits the gemv gives them alone. Two digits as one word cost one vpmaddwd and one add per
+// 16 products, where two digits on bytes cost two vpmaddubsw, their widening and the
+// digits' merge per 32 (the panel below).
 template <int M>
-void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, __m256 (&out)[M][2]) {
+void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x, int64_t i0, __m256 (&out)[M][2]) {
   const int64_t blocks = x.k / 32;
   for (int i = 0; i < M; ++i) out[i][0] = out[i][1] = fzero();
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ4_KTile& t = tiles[u];
     prefetch_tile(tiles, u);
-    const __m256 d[2] = {rows_f16(t.d), rows_f16(t.d + 8)}, dmin[2] = {rows_f16(t.dmin), rows_f16(t.dmin + 8)};
-    for (int p = 0; p < 4; ++p) {
-      __m256i sums[2][M][2];
-      for (int h = 0; h < 2; ++h)
-        for (int i = 0; i < M; ++i) sums[h][i][0] = sums[h][i][1] = izero();
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        for (int half = 0; half < 2; ++half) {
+    for (int half = 0; half < 2; ++half) {  // rows 8 half .. 8 half + 7
+      const __m256 d = rows_f16(t.d + 8 * half), dmin = rows_f16(t.dmin + 8 * half);
+      for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+        __m256i sums[2][M];
+        for (int h = 0; h < 2; ++h)
+          for (int i = 0; i < M; ++i) sums[h][i] = izero();
+#pragma GCC unroll 4
+        for (int j = 0; j < 16; ++j) {
           const __m256i words = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.codes[p][j] + 16 * half)));
           const __m256i codes[2] = {_mm256_and_si256(words, _mm256_set1_epi16(0x0f)), _mm256_srli_epi16(words, 4)};
           for (int i = 0; i < M; ++i)
             for (int h = 0; h < 2; ++h) {
-              const __m256i pair = _mm256_set1_epi32(word_pair(x, i, u * kSuperBlock + 64 * p + 32 * h + 2 * j));
-              sums[h][i][half] = _mm256_add_epi32(sums[h][i][half], _mm256_madd_epi16(codes[h], pair));
+              const __m256i pair = _mm256_set1_epi32(word_pair(x, i0 + i, u * kSuperBlock + 64 * p + 32 * h + 2 * j));
+              sums[h][i] = _mm256_add_epi32(_mm256_madd_epi16(codes[h], pair), sums[h][i]);
             }
         }
-      }
-      for (int h = 0; h < 2; ++h) {
-        const int s = 2 * p + h;
-        for (int half = 0; half < 2; ++half) {
-          const __m256 scale = _mm256_mul_ps(d[half], rows_u8(t.sc[s] + 8 * half));
-          const __m256 min = _mm256_mul_ps(dmin[half], rows_u8(t.mn[s] + 8 * half));
+        for (int h = 0; h < 2; ++h) {
+          const int s = 2 * p + h;
+          const __m256 scale = _mm256_mul_ps(d, rows_u8(t.sc[s] + 8 * half));
+          const __m256 min = _mm256_mul_ps(dmin, rows_u8(t.mn[s] + 8 * half));
           for (int i = 0; i < M; ++i) {
-            const int64_t b = i * blocks + 8 * u + s;
-            out[i][half] = _mm256_fmadd_ps(to_float(sums[h][i][half]), _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[b])), out[i][half]);
+            const int64_t b = (i0 + i) * blocks + 8 * u + s;
+            out[i][half] = _mm256_fmadd_ps(to_float(sums[h][i]), _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[b])), out[i][half]);
             out[i][half] = _mm256_fnmadd_ps(min, _mm256_set1_ps(x.sum[b]), out[i][half]);
           }
         }
@@ -1341,14 +1349,37 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
 }
 
 template <int M>
+void packed_into(const Job<WordRows>& job, int64_t j, int64_t i0) {
+  __m256 out[M][2];
+  packed_group<M>(job.packed + (j / kPackedRows) * (job.k / kSuperBlock), job.k / kSuperBlock, *job.x, i0, out);
+  for (int half = 0; half < 2; ++half) {
+    const __m256 bias = job.bias ? _mm256_loadu_ps(job.bias + j + 8 * half) : fzero();
+    for (int i = 0; i < M; ++i) _mm256_storeu_ps(job.y + (i0 + i) * job.n + j + 8 * half, _mm256_add_ps(out[i][half], bias));
+  }
+}
+
+// Activation rows a packed group meets at once: 2M accumulators, two code vectors, the
+// mask and the broadcast pairs within AVX2's 16 registers. At four GCC spilled an
+// accumulator and copied each result a step, 2-7 % slower (matmul_bench, one thread).
+constexpr int64_t kWordRows = 3;
+// Activation rows' words a thread's groups pass over before the next rows: at 512 rows
+// 64 KiB ran level with 256 KiB and 1 MiB, and steadiest.
+constexpr int64_t kWordBlockBytes = int64_t{64} << 10;
+
 void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
-  const int64_t units = job.k / kSuperBlock;
-  for (int64_t j = begin; j < end; j += kPackedRows) {
-    __m256 out[M][2];
-    packed_group<M>(job.packed + (j / kPackedRows) * units, units, *job.x, out);
-    for (int half = 0; half < 2; ++half) {
-      const __m256 bias = job.bias ? _mm256_loadu_ps(job.bias + j + 8 * half) : fzero();
-      for (int i = 0; i < M; ++i) _mm256_storeu_ps(job.y + i * job.n + j + 8 * half, _mm256_add_ps(out[i][half], bias));
+  static_assert(kWordRows == 3, "one case per remainder");
+  const int64_t block = std::max(kWordRows, kWordBlockBytes / (job.k * 2) / kWordRows * kWordRows);
+  for (int64_t b0 = 0; b0 < job.m; b0 += block) {
+    const int64_t b1 = std::min(job.m, b0 + block);
+    for (int64_t j = begin; j < end; j += kPackedRows) {
+      int64_t i = b0;
+      for (; i + kWordRows <= b1; i += kWordRows) packed_into<kWordRows>(job, j, i);
+      switch (b1 - i) {
+        case 3: packed_into<3>(job, j, i); break;
+        case 2: packed_into<2>(job, j, i); break;
+        case 1: packed_into<1>(job, j, i); break;
+        default: break;
+      }
     }
   }
 }
@@ -1422,23 +1453,23 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 }
 
-// A few activation rows against Q4_K weights: packed_group where packed, else on AVX-512
-// word_tile on the rows as stored.
+// Activation rows against Q4_K weights as words: packed_group where packed (AVX2, at any
+// m), else on AVX-512 word_tile on the rows as stored (at most kGemvMaxRows).
 void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  static_assert(kGemvMaxRows == 2, "one case per row count");
   const int64_t k = w.cols();
-  thread_local WordRows words;
-  quantize_words(x, m, k, words);
+  thread_local WordRows kept;
+  WordRows& words = kept;  // the caller's: a pool thread naming `kept` would get its own
+  words.resize(m, k);
+  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, words); });
   const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
                           static_cast<const PackedQ4_KTile*>(w.packed)};
   if (job.packed) {
     static_assert(kGrain % kPackedRows == 0, "a thread's range is whole groups");
-    pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
-      if (m == 2) packed_rows<2>(job, begin, end); else packed_rows<1>(job, begin, end);
-    }, kGrain);
+    pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { packed_rows(job, begin, end); }, kGrain);
     return;
   }
 #if defined(ORZO_Q8_VNNI)
+  static_assert(kGemvMaxRows == 2, "one case per row count");
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
     if (m == 2) word_rows<Q4_KFormat, 2>(job, begin, end); else word_rows<Q4_KFormat, 1>(job, begin, end);
   }, kGrain);
@@ -1483,6 +1514,13 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
   if (w.packed) return word_product(x, m, w, y, pool, bias);
 #endif
   product<GemvActivationOf<2>, true>(x, m, w, y, pool, bias);
+}
+#endif
+
+#if defined(ORZO_Q8_AVX2)
+void matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (!w.packed) throw std::logic_error("matmul_packed_words: " + w.name + " is not packed");
+  word_product(x, m, w, y, pool, bias);
 }
 #endif
 
