@@ -119,26 +119,28 @@ void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, Threa
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
     matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
 }
-// matmul_gemv on the rows packed (packed_rows.hpp) where they pack and the active level
-// reads them, as the CPU backend gives them; as stored elsewhere.
-void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  if (!kernels().reads_packed_rows || !packs_rows(w)) return matmul_gemv(x, m, w, y, pool, bias);
-  std::vector<uint8_t> packed(packed_rows_bytes(w));
-  pack_rows(w, packed.data());
+// w with its rows packed (packed_rows.hpp) into `storage` where they pack and the active
+// level reads them, as the CPU backend gives them; w as stored elsewhere.
+TensorView packed_where_read(const TensorView& w, std::vector<uint8_t>& storage) {
+  if (!kernels().reads_packed_rows || !packs_rows(w)) return w;
+  storage.resize(packed_rows_bytes(w));
+  pack_rows(w, storage.data());
   TensorView v = w;
-  v.packed = packed.data();
-  matmul_gemv(x, m, v, y, pool, bias);
+  v.packed = storage.data();
+  return v;
 }
 
-// matmul() on the rows packed where they pack and the level reads them, at any m, as the
-// CPU backend calls it: on AVX2 the words (matmul_packed_words), elsewhere the gemv or strips.
+// matmul_gemv on packed_where_read(w).
+void matmul_packed(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  std::vector<uint8_t> storage;
+  matmul_gemv(x, m, packed_where_read(w, storage), y, pool, bias);
+}
+
+// matmul() on packed_where_read(w) at any m, as the CPU backend calls it: on AVX2 the words
+// (matmul_packed_words), elsewhere the gemv or strips.
 void matmul_packed_batch(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  if (!kernels().reads_packed_rows || !packs_rows(w)) return matmul_f32(x, m, w, y, pool, bias);
-  std::vector<uint8_t> packed(packed_rows_bytes(w));
-  pack_rows(w, packed.data());
-  TensorView v = w;
-  v.packed = packed.data();
-  matmul_f32(x, m, v, y, pool, bias);
+  std::vector<uint8_t> storage;
+  matmul_f32(x, m, packed_where_read(w, storage), y, pool, bias);
 }
 
 // Whether matmul_bf16_acts hands m rows of weights of type t to the AMX tiles.
