@@ -1460,7 +1460,9 @@ void word_product(const float* x, int64_t m, const TensorView& w, float* y, Thre
   thread_local WordRows kept;
   WordRows& words = kept;  // the caller's: a pool thread naming `kept` would get its own
   words.resize(m, k);
-  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, words); });
+  // A decode's few rows are rounded where the call runs, without waking the pool.
+  constexpr int64_t kRoundedAlone = 4;
+  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, words); }, kRoundedAlone);
   const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
                           static_cast<const PackedQ4_KTile*>(w.packed)};
   if (job.packed) {
