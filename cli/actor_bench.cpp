@@ -158,7 +158,6 @@ BenchEngine start_null_engine(caf::actor_system& sys, const BenchOptions& o, int
 }
 
 BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, int32_t context) {
-  if (o.model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
   EngineOptions e;
   e.model = o.model;
   e.placement = o.placement;

@@ -1,4 +1,5 @@
 #include "cli/bench_command.hpp"
+#include "cli/engine_flags.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -142,7 +143,8 @@ void run_bench(const BenchOptions& o) {
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Offline throughput: B sequences of P prompt tokens, then G decode steps");
-  cmd->add_option("-m,--model", o->model, "HF model directory or .gguf file (not with --backend null)");
+  cmd->add_option("-m,--model", o->model,
+                  "HF model directory or .gguf file (default: the built-in stories260K; not with --backend null)");
   cmd->add_option("--backend", o->backend, "cpu, or null: no math, to measure the runtime alone (implies --actors)")
       ->check(CLI::IsMember({"cpu", "null"}))
       ->capture_default_str();
@@ -177,9 +179,9 @@ void add_bench_command(CLI::App& app) {
   add_cpu_isa_flag(*cmd, o->cpu_isa);
   cmd->callback([o] {
     select_cpu_kernels(o->cpu_isa);
+    if (o->backend != "null" && o->model.empty()) o->model = default_model();
     if (o->backend == "null" || o->actors) return run_actor_bench(*o);
     if (o->rounds > 1 || o->beside_bare) throw std::invalid_argument("bench: --rounds and --beside-bare need --actors");
-    if (o->model.empty()) throw std::invalid_argument("bench: --model is required with --backend cpu");
     run_bench(*o);
   });
 }

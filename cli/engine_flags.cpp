@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 namespace orzo::cli {
-namespace {
 
 // An installed orzo takes the copy installed beside it (share/orzo), so that it does not depend
 // on the source tree it was built from; a build's orzo takes the one in that source tree.
@@ -26,8 +25,6 @@ std::string default_model() {
   throw std::runtime_error("no model given (-m) and the default model was not found at " +
                            std::string(ORZO_DEFAULT_MODEL));
 }
-
-}  // namespace
 
 void EngineFlags::add_to(CLI::App& cmd) {
   add_engine_to(cmd);

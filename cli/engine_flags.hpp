@@ -13,6 +13,9 @@ class App;
 
 namespace orzo::cli {
 
+// The built-in stories260K's path, for a command given no -m; throws where it is missing.
+std::string default_model();
+
 struct EngineFlags {
   std::string model;  // empty: the built-in default model
   EngineOptions engine;

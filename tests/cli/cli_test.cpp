@@ -89,6 +89,16 @@ TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
   EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back(), cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
 }
 
+// With no -m, bench runs the built-in stories260K, as generate, chat and serve do.
+TEST(Cli, BenchWithoutAModelRunsTheBuiltInOne) {
+  for (const std::string mode : {"", " --actors"}) {
+    const CliRun r = orzo("bench --batch 2 --prompt 4 --gen 2 --json" + mode);
+    ASSERT_EQ(r.status, 0) << mode << ": " << r.out;
+    const std::string model = nlohmann::json::parse(r.out)["model"];
+    EXPECT_NE(model.find("stories260K.gguf"), std::string::npos) << mode << ": " << model;
+  }
+}
+
 // --cpu-isa avx2 runs every product as an AVX2 machine would, prompts' sgemm included: on an
 // AVX-512 CPU orzo runs itself again with OpenBLAS's AVX2 kernels.
 TEST(Cli, TheAvx2LevelRunsOpenBlasAvx2Kernels) {
