@@ -7,7 +7,8 @@ bench/serve_bench (a C++ client in the style of `vllm bench serve`).
 1. Concurrency sweep: 1, 4, 16 and 64 streams in flight, 4 requests per stream, each a
    prompt of 32 random token ids (distinct, so the prefix cache has nothing to reuse) and
    128 generated tokens (ignore_eos, greedy). Output-token throughput and TTFT p50 against
-   concurrency are plotted to bench/results/serve_throughput.png.
+   concurrency are plotted to bench/results/serve_throughput.png (beside --out where --out
+   names another record).
 2. The server against the actor path on the same job, alternately (a fresh server for each
    run, nothing else running): `orzo bench --actors` with 64 sessions of 32 prompt ids and
    128 tokens, and the server with 64 concurrent streams of the same. The server runs with
@@ -226,10 +227,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serve.json"))
-    ap.add_argument("--png", default=os.path.join(ROOT, "bench", "results", "serve_throughput.png"))
+    ap.add_argument("--png", help="the plot (default: bench/results/serve_throughput.png with the default --out, "
+                                   "else beside --out, so that a check run leaves the plot of record alone)")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("-t", "--threads", type=int, default=1, help="compute threads, both sides (0: one per core)")
     a = ap.parse_args()
+    if a.png is None:
+        record = os.path.abspath(a.out) == os.path.join(ROOT, "bench", "results", "serve.json")
+        a.png = (os.path.join(ROOT, "bench", "results", "serve_throughput.png") if record
+                 else os.path.splitext(a.out)[0] + "_throughput.png")
 
     rows = sweep(a.build, a.threads)
     paired = pairs(a.build, a.threads, a.pairs)
