@@ -176,7 +176,6 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"bench -m '" + kStoriesGguf + "' --batch 0", "--batch"},
       {"bench -m '" + kStoriesGguf + "' --prompt 100000000", "--prompt"},
       {"bench -m '" + kStoriesGguf + "' --prompt 2000 --gen 100", "exceeds the model's context of 2048"},
-      {"bench --batch 2", "--model"},
       {"bench -m '" + kStoriesGguf + "' --cpu-isa avx9", "--cpu-isa"},
       {"frobnicate", "frobnicate"},
       {"serve -m '" + kStoriesGguf + "' --log-format xml", "--log-format"},
