@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/isa.hpp"
@@ -10,12 +11,26 @@
 
 namespace orzo::cli {
 
+namespace {
+constexpr std::string_view kCpuIsaFlag = "--cpu-isa";
+}  // namespace
+
 void add_cpu_isa_flag(CLI::App& cmd, std::string& isa) {
   std::vector<std::string> names;
   for (cpu::Isa level : cpu::kAllIsas) names.emplace_back(cpu::isa_name(level));
-  cmd.add_option("--cpu-isa", isa,
+  cmd.add_option(std::string(kCpuIsaFlag), isa,
                  "CPU kernels: " + cpu::isa_names() + " (default: the best this CPU runs, or $ORZO_CPU_ISA)")
       ->check(CLI::IsMember(names));
+}
+
+std::optional<cpu::Isa> cpu_isa_in(char** argv) {
+  for (char** arg = argv + 1; *arg; ++arg) {
+    const std::string_view a = *arg;
+    if (a == kCpuIsaFlag && arg[1]) return cpu::parse_isa(arg[1]);
+    if (a.size() > kCpuIsaFlag.size() && a.substr(0, kCpuIsaFlag.size()) == kCpuIsaFlag && a[kCpuIsaFlag.size()] == '=')
+      return cpu::parse_isa(a.substr(kCpuIsaFlag.size() + 1));
+  }
+  return std::nullopt;
 }
 
 void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations) {

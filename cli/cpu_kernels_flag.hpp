@@ -3,9 +3,11 @@
 // ISA level of the kernels (kernels/cpu/isa.hpp), the best this CPU runs unless named, and
 // how activations are rounded, and what the KV cache stores.
 
+#include <optional>
 #include <string>
 
 #include "core/dtype.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace CLI {
 class App;
@@ -14,6 +16,10 @@ class App;
 namespace orzo::cli {
 
 void add_cpu_isa_flag(CLI::App& cmd, std::string& isa);
+
+// The level --cpu-isa names in a command line not yet parsed (main(), before OpenBLAS's
+// kernels are settled), or none where it names none or no level.
+std::optional<cpu::Isa> cpu_isa_in(char** argv);
 
 // --bf16-activations / --f32-activations (MatmulOptions::bf16_activations), on by default.
 void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations);

@@ -6,6 +6,7 @@
 
 #include "cli/bench_command.hpp"
 #include "cli/chat_command.hpp"
+#include "cli/cpu_kernels_flag.hpp"
 #include "cli/generate_command.hpp"
 #include "cli/info_command.hpp"
 #include "cli/perplexity_command.hpp"
@@ -15,7 +16,7 @@
 #include "kernels/cpu/matmul_blas.hpp"
 
 int main(int argc, char** argv) {
-  orzo::cpu::rerun_with_suited_blas(argv);
+  orzo::cpu::rerun_with_suited_blas(argv, orzo::cli::cpu_isa_in(argv));
   orzo::cpu::stop_blas_server_threads();
   CLI::App app{"orzo: an LLM inference runtime where every moving part is an actor"};
   orzo::cli::add_generate_command(app);

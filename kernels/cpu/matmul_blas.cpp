@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <optional>
-#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,19 +48,13 @@ void sgemm_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t ro
               static_cast<blasint>(ldy));
 }
 
-// The level a command will run: `--cpu-isa NAME` on its command line, else ORZO_CPU_ISA,
-// else the CPU's best. A name that is no runnable level counts as the best: the command's
-// parser or kernels() refuses it after.
-Isa requested_level(char** argv) {
-  std::optional<Isa> level;
-  for (char** arg = argv + 1; *arg && !level; ++arg) {
-    const std::string_view a = *arg;
-    if (a == "--cpu-isa" && arg[1]) level = parse_isa(arg[1]);
-    else if (a.rfind("--cpu-isa=", 0) == 0) level = parse_isa(a.substr(std::string_view("--cpu-isa=").size()));
-  }
-  if (const char* env = std::getenv("ORZO_CPU_ISA"); !level && env) level = parse_isa(env);
+// The level a program will run: `asked` (its command line's), else ORZO_CPU_ISA's, else the
+// CPU's best. A level this CPU does not run counts as the best: the command's parser or
+// kernels() refuses it after.
+Isa requested_level(std::optional<Isa> asked) {
+  if (const char* env = std::getenv("ORZO_CPU_ISA"); !asked && env) asked = parse_isa(env);
   const std::vector<Isa> runnable = runnable_isas();
-  return level && std::find(runnable.begin(), runnable.end(), *level) != runnable.end() ? *level : runnable.back();
+  return asked && std::find(runnable.begin(), runnable.end(), *asked) != runnable.end() ? *asked : runnable.back();
 }
 
 }  // namespace
@@ -100,9 +92,9 @@ void stop_blas_server_threads() {
   if (blas_thread_shutdown_) blas_thread_shutdown_();
 }
 
-void rerun_with_suited_blas(char** argv) {
+void rerun_with_suited_blas(char** argv, std::optional<Isa> level) {
   if (std::getenv("OPENBLAS_CORETYPE")) return;
-  const char* suited = blas_core().suited(requested_level(argv));
+  const char* suited = blas_core().suited(requested_level(level));
   if (!suited || setenv("OPENBLAS_CORETYPE", suited, 1) != 0) return;
   execv("/proc/self/exe", argv);
 }

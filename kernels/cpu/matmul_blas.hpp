@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,12 +40,12 @@ struct BlasCore {
 };
 const BlasCore& blas_core();
 
-// For a program's main(): where blas_core().suited(level) is set for the level the command
-// line (`--cpu-isa`), ORZO_CPU_ISA or the CPU chooses, and OPENBLAS_CORETYPE is not, sets it
-// and executes this program again with the same arguments, since OpenBLAS reads it only when
-// it loads. Returns where that is not needed or the exec fails (matmul() then keeps off
-// sgemm).
-void rerun_with_suited_blas(char** argv);
+// For a program's main(): where blas_core().suited(level) is set for the level it will run
+// (`level`, the one its command line names, else ORZO_CPU_ISA's, else the CPU's best) and
+// OPENBLAS_CORETYPE is not, sets it and executes this program again with the same arguments,
+// since OpenBLAS reads it only when it loads. Returns where that is not needed or the exec
+// fails (matmul() then keeps off sgemm).
+void rerun_with_suited_blas(char** argv, std::optional<Isa> level = std::nullopt);
 
 // For a program's main() that leaves sgemm to orzo: OpenBLAS's pthread build starts a server
 // thread per core when it loads, and each spins on sched_yield for about 2^28 cycles (0.1 s)
