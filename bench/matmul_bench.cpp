@@ -182,7 +182,7 @@ void register_all() {
   // --benchmark_enable_random_interleaving so that they alternate on a shared machine.
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (Shape s : {Shape{1024, 1024}, Shape{2816, 1024}, Shape{1024, 2816}}) {
-      for (int64_t m : {1, 2, 4, 8, 16, 32, 512}) {
+      for (int64_t m : {1, 2, 4, 8, 16, 32, 128, 512}) {
         const std::string tail = std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s);
         const std::pair<const char*, Kernel> kernels[] = {{"direct", &orzo::cpu::matmul_direct},
                                                           {"blas", &orzo::cpu::matmul_blas},

@@ -165,6 +165,7 @@ BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, in
   e.backend.int8_activations = o.int8_activations;
   e.backend.bf16_activations = o.bf16_activations;
   e.backend.batch_invariant = o.batch_invariant;
+  e.backend.int8_batches = o.int8_batches;
   e.backend.kv_cache_dtype = o.kv_cache_dtype;
   e.scheduler.max_num_seqs = o.batch + 1;
   e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);

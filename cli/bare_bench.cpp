@@ -23,7 +23,7 @@ CpuBackend::Options backend_options(const BenchOptions& o, int threads, int32_t 
   opt.kv_blocks = blocks_per_seq * o.batch;
   opt.threads = threads;
   opt.max_rows = std::max(o.chunk, o.batch);
-  opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant};
+  opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant, o.int8_batches};
   opt.kv_dtype = o.kv_cache_dtype;
   return opt;
 }

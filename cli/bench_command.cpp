@@ -96,6 +96,11 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"block_type_activations", o.int8_activations     ? "int8"
                                                    : cpu::has_matmul_q16() ? "int8x2"
                                                                            : "f32"},
+                        // From how many rows block types take one int8 digit instead.
+                        {"one_digit_from_rows", o.int8_batches && !o.batch_invariant && !o.int8_activations &&
+                                                        cpu::kernels().one_digit_from_rows > 0
+                                                    ? nlohmann::json(cpu::kernels().one_digit_from_rows)
+                                                    : nlohmann::json()},
                         // From how many rows products take AMX tiles: BF16 weights, and F16 and block types.
                         {"tiles_from_rows", o.bf16_activations && !o.batch_invariant && cpu::kernels().matmul_tiles
                                                 ? nlohmann::json{{"bf16", cpu::kernels().tiles_from_rows(DType::BF16)},
@@ -170,6 +175,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
   add_bf16_activations_flag(*cmd, o->bf16_activations);
+  add_int8_batches_flag(*cmd, o->int8_batches);
   cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
   add_kv_cache_dtype_flag(*cmd, o->kv_cache_dtype);
   cmd->add_option("--publish", o->publish,

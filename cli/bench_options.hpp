@@ -23,6 +23,7 @@ struct BenchOptions {
   bool int8_activations = false;  // cpu::MatmulOptions (kernels/cpu/matmul.hpp)
   bool bf16_activations = StageOptions{}.bf16_activations;
   bool batch_invariant = false;
+  bool int8_batches = StageOptions{}.int8_batches;
   DType kv_cache_dtype = StageOptions{}.kv_cache_dtype;
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;

@@ -40,6 +40,13 @@ void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations) {
                "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
 }
 
+void add_int8_batches_flag(CLI::App& cmd, bool& int8_batches) {
+  cmd.add_flag("--int8-batches,!--no-int8-batches", int8_batches,
+               "CPU without AMX tiles: products of quantized weights over many rows (prompts, large batches) round "
+               "activations to one int8 digit per 32 where two would take twice the time: llama.cpp's precision "
+               "(the default, but for perplexity, which keeps two digits to score the model)");
+}
+
 void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype) {
   cmd.add_option_function<std::string>(
          "--kv-cache-dtype", [&dtype](const std::string& name) { dtype = name == "f16" ? DType::F16 : DType::F32; },

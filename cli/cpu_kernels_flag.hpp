@@ -24,6 +24,9 @@ std::optional<cpu::Isa> cpu_isa_in(char** argv);
 // --bf16-activations / --f32-activations (MatmulOptions::bf16_activations), on by default.
 void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations);
 
+// --int8-batches / --no-int8-batches (MatmulOptions::int8_batches); the default is the caller's.
+void add_int8_batches_flag(CLI::App& cmd, bool& int8_batches);
+
 // --kv-cache-dtype auto|f32|f16 (StageOptions::kv_cache_dtype); auto is f32, the activations'.
 void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype);
 

@@ -47,6 +47,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_flag("--int8-activations", engine.backend.int8_activations,
                "CPU: round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
   add_bf16_activations_flag(cmd, engine.backend.bf16_activations);
+  add_int8_batches_flag(cmd, engine.backend.int8_batches);
   cmd.add_flag("--batch-invariant", engine.backend.batch_invariant,
                "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
   add_cpu_isa_flag(cmd, cpu_isa);

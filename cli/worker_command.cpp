@@ -213,6 +213,7 @@ void add_worker_command(CLI::App& app) {
   cmd->add_flag("--int8-activations", flags->knobs.int8_activations,
                 "Round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
   add_bf16_activations_flag(*cmd, flags->knobs.bf16_activations);
+  add_int8_batches_flag(*cmd, flags->knobs.int8_batches);
   add_kv_cache_dtype_flag(*cmd, flags->knobs.kv_cache_dtype);
   cmd->add_flag("--batch-invariant", flags->knobs.batch_invariant,
                 "One arithmetic at every batch size: a sequence's logits never depend on its batch");

@@ -28,6 +28,7 @@ struct StageOptions {
   bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)
   bool bf16_activations = true;                 // CPU stages: the same (the product's default, as PyTorch runs bf16)
   bool batch_invariant = false;                 // CPU stages: the same
+  bool int8_batches = true;                     // CPU stages: the same (llama.cpp's precision for prompts)
   DType kv_cache_dtype = DType::F32;            // CPU stages: the KV cache's elements, F32 or F16 (core/kv_cache.hpp)
 };
 

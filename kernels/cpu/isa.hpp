@@ -77,6 +77,10 @@ struct KernelTable {
   // bit. Null where the level has none: AVX2's alone, whose two digits on bytes cost twice
   // the words' integer operations (DESIGN.md).
   MatmulKernel matmul_packed_words;
+  // Under MatmulOptions::int8_batches, from how many rows block types round activations to
+  // one int8 digit (matmul_q8): where the level has no AMX tiles to take their batches, two
+  // digits cost twice one digit's integer operations (kernel_table.cpp). 0: never.
+  int64_t one_digit_from_rows;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
   MatmulKernel matmul_bf16;

@@ -18,12 +18,15 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   // The opt-in integer path is taken at every m or at none, decode included: one arithmetic
   // for a row whatever batch it rides in. The default two digits and bf16 products are too
   // under batch_invariant; otherwise bf16 products of many rows run on AMX tiles where the
-  // level has them, their sums in another order.
+  // level has them, their sums in another order, and int8 batches take one digit where it
+  // has none.
   const KernelTable& kernel = kernels();
   const int64_t tiles_from = kernel.matmul_tiles ? kernel.tiles_from_rows(w.dtype) : 0;
   const bool tiles = options.bf16_activations && !options.batch_invariant && tiles_from > 0 && m >= tiles_from &&
                      k % kBf16TileDepth == 0;
-  if (options.int8_activations && kernel.matmul_q8_supports(w.dtype))
+  const bool one_digit = options.int8_activations || (options.int8_batches && !options.batch_invariant &&
+                                                      kernel.one_digit_from_rows > 0 && m >= kernel.one_digit_from_rows);
+  if (one_digit && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
   else if (w.packed && kernel.matmul_packed_words)
     kernel.matmul_packed_words(x, m, w, y, pool, bias);

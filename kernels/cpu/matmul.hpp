@@ -38,11 +38,18 @@ namespace orzo::cpu {
 //   bf16: 2^-9 of each weight, far below a 4- or 6-bit code's step, and the precision at
 //   which GPU engines run such files for prompts. On an Emerald Rapids that is 1.9-2.8x two
 //   digits' speed at 512 rows and 1.25-1.65x at 32 (isa/kernel_table.cpp).
-// The int8 path is batch-invariant: a row's result never depends on m. The default is not,
-// by rounding only: past the level's crossover (isa.hpp) the f32 path hands the product to
-// sgemm, whose blocking depends on m, block types move from matmul_q16_gemv to strips at
-// kStripsFromRows (but AVX2's packed Q4_K rows, on words at every m), and bf16 products to
-// AMX tiles at the level's tiles_from_rows, each summing in another order.
+// - int8 batches: without AMX tiles, block types' products of many rows (the level's
+//   one_digit_from_rows) take the int8 path: 1.15-2x two digits' speed, the precision
+//   llama.cpp runs them at (a little finer: its digit spans 256 weights, orzo's 32), which
+//   moved SmolLM2-135M Q4_1's perplexity by 0.34% (two digits: 0.00%). The engine's stages
+//   take it by default (StageOptions), but for `orzo perplexity`, whose figure must be the
+//   model's (`--int8-batches` opts in there, `--no-int8-batches` out elsewhere).
+// The int8 path is batch-invariant: a row's result never depends on m. The default is not:
+// past the level's crossover (isa.hpp) the f32 path hands the product to sgemm, whose
+// blocking depends on m, block types move from matmul_q16_gemv to strips at
+// kStripsFromRows (but AVX2's packed Q4_K rows, on words at every m), each summing in
+// another order, and bf16 activations on AMX tiles and int8 batches round another way from
+// the level's tiles_from_rows and one_digit_from_rows.
 // batch_invariant keeps one arithmetic at every m (vLLM's batch-invariant mode;
 // `--batch-invariant`): strips for block types where the level has two digits, even for
 // one row (AVX2's packed Q4_K rows: words), vdpbf16ps for bf16 products, and the direct kernel for the rest, at the
@@ -51,6 +58,7 @@ struct MatmulOptions {
   bool int8_activations = false;
   bool bf16_activations = false;
   bool batch_invariant = false;
+  bool int8_batches = false;
 };
 
 // From this many rows two digits run on strips (matmul_q16), whose decode and transpose

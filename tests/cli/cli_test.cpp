@@ -53,6 +53,10 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
     EXPECT_EQ(j0["tiles_from_rows"]["decoded"], cpu::kernels().tiles_from_rows(DType::Q4_K));
   else
     EXPECT_TRUE(j0["tiles_from_rows"].is_null());
+  if (cpu::kernels().one_digit_from_rows > 0)
+    EXPECT_EQ(j0["one_digit_from_rows"], cpu::kernels().one_digit_from_rows);
+  else
+    EXPECT_TRUE(j0["one_digit_from_rows"].is_null());
   const CliRun r = orzo("bench -m '" + kStoriesGguf +
                         "' --batch 2 --prompt 4 --gen 2 --json --f32-activations --batch-invariant");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -60,6 +64,7 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   EXPECT_EQ(j["bf16_weight_activations"], "f32");
   EXPECT_EQ(j["batch_invariant"], true);
   EXPECT_TRUE(j["tiles_from_rows"].is_null());
+  EXPECT_TRUE(j["one_digit_from_rows"].is_null());
   const auto both = nlohmann::json::parse(
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
   EXPECT_EQ(both["bf16_weight_activations"], bf16_default);
@@ -86,7 +91,8 @@ TEST(Cli, BenchRunsOpenBlasKernelsThatSuitTheCpu) {
   const CliRun r = orzo("bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string core = nlohmann::json::parse(r.out)["blas_core"];
-  EXPECT_EQ(cpu::blas_core_for(core, cpu::runnable_isas().back(), cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
+  // The level bench runs: ORZO_CPU_ISA's where set, as kernels() gives it here.
+  EXPECT_EQ(cpu::blas_core_for(core, cpu::kernels().isa, cpu::core_kind()), nullptr) << "OpenBLAS runs " << core;
 }
 
 // With no -m, bench runs the built-in stories260K, as generate, chat and serve do.

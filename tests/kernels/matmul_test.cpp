@@ -102,6 +102,14 @@ void matmul_int8(const float* x, int64_t m, const TensorView& w, float* y, Threa
 void matmul_bf16_acts(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, false});
 }
+// The engine's default: bf16 activations and int8 batches.
+void matmul_engine(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, false, true});
+}
+void matmul_engine_invariant(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                             const float* bias) {
+  matmul(x, m, w, y, pool, bias, MatmulOptions{false, true, true, true});
+}
 void matmul_invariant(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
   matmul(x, m, w, y, pool, bias, MatmulOptions{false, false, true});
 }
@@ -152,20 +160,29 @@ bool bf16_takes_tiles(DType t, int64_t m) {
 // activations for BF16 weights where the level has the BF16 dot product, and for the
 // types the tiles decode the block types' weights too.
 int bf16_operands(Kernel kernel, DType t, int64_t m) {
-  const bool tiles = kernel == matmul_tiles_any || (kernel == matmul_bf16_acts && bf16_takes_tiles(t, m));
+  const bool tiles =
+      kernel == matmul_tiles_any || ((kernel == matmul_bf16_acts || kernel == matmul_engine) && bf16_takes_tiles(t, m));
   if (tiles) return t == DType::BF16 || t == DType::F16 ? 1 : 2;  // F16 as two exact bf16 terms
-  return t == DType::BF16 && kernel == matmul_bf16_acts && kernels().matmul_bf16 != nullptr ? 1 : 0;
+  return t == DType::BF16 && (kernel == matmul_bf16_acts || kernel == matmul_engine) && kernels().matmul_bf16 != nullptr
+             ? 1
+             : 0;
+}
+
+// Whether matmul_engine rounds m rows' activations to one int8 digit for weights of type t.
+bool engine_takes_one_digit(DType t, int64_t m) {
+  return matmul_q8_supports(t) && kernels().one_digit_from_rows > 0 && m >= kernels().one_digit_from_rows;
 }
 
 // The int8 digits `kernel` rounds activations to for m rows of weights of type t (0: none):
 // matmul_f32 takes matmul_q16_gemv below kStripsFromRows rows and strips from there, and
-// so does matmul_bf16_acts below the tiles.
+// so do matmul_bf16_acts below the tiles and matmul_engine below the tiles and one digit.
 int activation_digits(Kernel kernel, DType t, int64_t m) {
   if (!matmul_q8_supports(t) || bf16_operands(kernel, t, m) > 0) return 0;
-  if (kernel == matmul_q8 || kernel == matmul_int8) return 1;
+  if (kernel == matmul_q8 || kernel == matmul_int8 || (kernel == matmul_engine && engine_takes_one_digit(t, m)))
+    return 1;
   if (!has_matmul_q16()) return 0;
   if (kernel == matmul_q16 || kernel == matmul_gemv || kernel == matmul_packed || kernel == matmul_packed_batch ||
-      kernel == matmul_invariant || kernel == matmul_f32 || kernel == matmul_bf16_acts)
+      kernel == matmul_invariant || kernel == matmul_f32 || kernel == matmul_bf16_acts || kernel == matmul_engine)
     return 2;
   return 0;
 }
@@ -224,8 +241,10 @@ void check_shapes(Kernel kernel, ThreadPool& pool, const std::vector<int64_t>& m
         !matmul_q8_supports(t))
       continue;
     if (kernel == matmul_tiles_any && !tiles_take(t)) continue;
-    // bf16 activations change other types' products only where the tiles take them.
+    // bf16 activations change other types' products only where the tiles take them, and
+    // int8 batches only where one digit does.
     if (kernel == matmul_bf16_acts && t != DType::BF16 && !tiles_take(t)) continue;
+    if (kernel == matmul_engine && t != DType::BF16 && !tiles_take(t) && !engine_takes_one_digit(t, 1 << 20)) continue;
     for (int64_t depth : ks) {
       // The depths are given in 32-weight blocks; 256-weight types take as many of theirs.
       const int64_t k = dtype_block_elems(t) > kQuantBlock ? depth / kQuantBlock * kSuperBlock : depth;
@@ -257,6 +276,7 @@ TEST(Matmul, MatchesReferenceSingleThread) {
     check_shapes(matmul_f32, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_int8, pool, kRows, kSmallDepths, kOddOutputs);
     check_shapes(matmul_bf16_acts, pool, kRows, kSmallDepths, kOddOutputs);
+    check_shapes(matmul_engine, pool, kRows, kSmallDepths, kOddOutputs);
   });
 }
 
@@ -282,6 +302,39 @@ TEST(Matmul, MatchesReferenceAtModelDepth) { check_model_depth(matmul_f32); }
 TEST(Matmul, Int8MatchesReferenceAtModelDepth) { check_model_depth(matmul_int8); }
 // The block types' tiles at depth: TilesMatchReference.
 TEST(Matmul, Bf16ActivationsMatchReferenceAtModelDepth) { check_model_depth(matmul_bf16_acts, {DType::BF16}); }
+
+// Without AMX tiles, int8 batches take block types' products to one int8 digit from the
+// level's one_digit_from_rows, bit for bit the int8 path, and fewer rows (or
+// batch_invariant) keep two digits, bit for bit the default's.
+TEST(Matmul, Int8BatchesTakeOneDigitWithoutTiles) {
+  bool ran = false;
+  orzo::testing::for_each_isa([&] {
+    const int64_t from = kernels().one_digit_from_rows;
+    if (from == 0) return;  // the tiles take the batches, or the level has no integer path
+    ran = true;
+    ThreadPool pool(2);
+    std::mt19937 rng(23);
+    const int64_t n = 48, k = 512;
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
+      const Weight w = make_weight(t, n, k, rng);
+      std::vector<uint8_t> storage;
+      for (const TensorView& view : {w.view, packed_where_read(w.view, storage)}) {
+        for (int64_t m : {from - 1, from, from + 7}) {
+          const auto x = random_vector(m * k, rng);
+          std::vector<float> reduced(static_cast<size_t>(m * n)), invariant(reduced.size()), expected(reduced.size());
+          matmul_engine(x.data(), m, view, reduced.data(), pool, nullptr);
+          matmul_engine_invariant(x.data(), m, view, invariant.data(), pool, nullptr);
+          (m >= from ? matmul_int8 : matmul_f32)(x.data(), m, view, expected.data(), pool, nullptr);
+          EXPECT_EQ(reduced, expected) << dtype_name(t) << " m=" << m << (view.packed ? " packed" : "");
+          std::vector<float> two_digits(reduced.size());
+          matmul_invariant(x.data(), m, view, two_digits.data(), pool, nullptr);
+          EXPECT_EQ(invariant, two_digits) << dtype_name(t) << " m=" << m << (view.packed ? " packed" : "");
+        }
+      }
+    }
+  });
+  if (!ran) GTEST_SKIP() << "every ISA level here takes batches on AMX tiles or has no integer path";
+}
 
 // The tiles alone at every m, padded passes and rows included: BF16 as stored, the block
 // types decoded (kernels/cpu/isa/matmul_amx.cpp).

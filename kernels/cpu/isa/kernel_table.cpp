@@ -47,6 +47,19 @@ constexpr int64_t kQ16MaxBytes = INT64_MAX;
 constexpr int64_t kQ16MaxBytes = int64_t{1} << 20;
 #endif
 
+// Without AMX tiles two digits cost twice one digit's integer operations (AVX2's
+// vpmaddubsw, AVX-512's vpdpbusd), so a batch of many rows, which they bind, runs at half
+// the rate llama.cpp's one digit (per 256 weights) gives it. As int8 batches (matmul.hpp)
+// such batches take one digit per 32 (matmul_bench q8/q8 against what ran,
+// 2 threads, 2816 x 1024 and 1024 x 2816, Emerald Rapids, medians of 3 interleaved). At the
+// avx2 level: Q4_K 1.25-2x its words at 32 rows, 1.5-1.9x at 128, 1.1-1.65x at 512; Q6_K
+// 1.5-1.7x two digits at 32 and 1.45x at 128, 1.75-2.1x sgemm at 512; Q8_0 1.5-1.6x two
+// digits at 32, 1.15-1.7x at 128, 1.15-1.2x sgemm at 512 (0.9x on one thread). At
+// avx512-bf16 against two digits: at 32 rows Q4_K 1.15x, Q6_K 1.9x, Q8_0 1.4x; at 512 1.7x,
+// 1.25x, 1.5x. At 16 rows one digit led by 0.9-1.9x, where the products are a small share
+// of a decode step and two digits keep their precision.
+constexpr int64_t kOneDigitFromRows = 32;
+
 }  // namespace
 
 const KernelTable& kernel_table() {
@@ -66,6 +79,7 @@ const KernelTable& kernel_table() {
 #else
       nullptr,
 #endif
+      ORZO_SIMD_AVX2 ? kOneDigitFromRows : 0,
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       nullptr, nullptr,  // matmul_tiles: kernel_table_amx's alone
       kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
@@ -109,6 +123,7 @@ const KernelTable& kernel_table_amx() {
     t.isa = Isa::Avx512Amx;
     t.matmul_tiles = matmul_tiles;
     t.tiles_from_rows = amx_tiles_from_rows;
+    t.one_digit_from_rows = 0;  // the tiles take block types' batches: 1.6x one digit's at 512 rows
     return t;
   }();
   return table;
