@@ -44,7 +44,7 @@ void add_int8_batches_flag(CLI::App& cmd, bool& int8_batches) {
   cmd.add_flag("--int8-batches,!--no-int8-batches", int8_batches,
                "CPU without AMX tiles: products of quantized weights over many rows (prompts, large batches) round "
                "activations to one int8 digit per 32 where two would take twice the time: llama.cpp's precision "
-               "(the default, but for perplexity, which keeps two digits to score the model)");
+               "(the default; steps that score a prompt, as perplexity and echoed logprobs do, keep two digits)");
 }
 
 void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype) {

@@ -151,8 +151,6 @@ void add_perplexity_command(CLI::App& app) {
       "windows, whose first tokens go unscored; a smaller stride gives every token but the text's first at least\n"
       "ctx - stride tokens of context, for ctx/stride times the compute. The windows run together through the\n"
       "batcher, as concurrent requests.");
-  // The figure is the model's: prompts keep two int8 digits, within 0.1% of transformers.
-  flags->engine.engine.backend.int8_batches = false;
   flags->engine.add_engine_to(*cmd);
   cmd->add_option("-f,--file", flags->file, "The text to score (UTF-8)")->required();
   cmd->add_option("--ctx", flags->ctx, "Tokens per window (default: the model's context length)")

@@ -72,7 +72,8 @@ class CpuBackend final : public LayerBackend {
   std::vector<int32_t> kv_planes_;  // per layer of the range: its plane of the cache's blocks
   KvCache kv_;
   ThreadPool pool_;
-  cpu::MatmulOptions matmul_;
+  cpu::MatmulOptions options_matmul_;  // Options::matmul
+  cpu::MatmulOptions matmul_;          // this step's: options_matmul_, or two digits for a scoring step
   // The model's views of this range's weights and the LM head, each matrix that the active
   // CPU level reads packed pointing at the process's packed copy (runtime/packed_weights.hpp),
   // held in packed_.

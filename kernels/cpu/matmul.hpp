@@ -42,8 +42,8 @@ namespace orzo::cpu {
 //   one_digit_from_rows) take the int8 path: 1.15-2x two digits' speed, the precision
 //   llama.cpp runs them at (a little finer: its digit spans 256 weights, orzo's 32), which
 //   moved SmolLM2-135M Q4_1's perplexity by 0.34% (two digits: 0.00%). The engine's stages
-//   take it by default (StageOptions), but for `orzo perplexity`, whose figure must be the
-//   model's (`--int8-batches` opts in there, `--no-int8-batches` out elsewhere).
+//   take it by default (StageOptions; `--no-int8-batches` opts out), but for steps that
+//   score a prompt (CpuBackend::forward), whose log-probabilities must be the model's.
 // The int8 path is batch-invariant: a row's result never depends on m. The default is not:
 // past the level's crossover (isa.hpp) the f32 path hands the product to sgemm, whose
 // blocking depends on m, block types move from matmul_q16_gemv to strips at

@@ -284,6 +284,37 @@ TEST_P(QuantizedGguf, Int8ActivationsStayWithinTheirRounding) {
   });
 }
 
+// Int8 batches take a prompt's products to one int8 digit where the level has no AMX tiles
+// (kernels/cpu/matmul.hpp), but a step that scores the prompt (the logits of its rows before
+// the last) keeps two digits on every level: its log-probabilities are the model's.
+TEST(QuantizedGguf, ScoringStepsKeepTwoDigitsUnderInt8Batches) {
+  auto model = Model::load(std::string(ORZO_FIXTURES_DIR) + "/llama/model-q4_0.gguf");
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((7 * i + 3) % static_cast<size_t>(model->config().vocab_size));
+  orzo::testing::for_each_isa([&] {
+    const auto logits = [&](bool int8_batches, bool score) {
+      CpuBackend::Options o;
+      o.matmul = cpu::MatmulOptions{false, true, false, int8_batches};
+      o.kv_blocks = kBlocksPerSeq;
+      o.threads = 2;
+      CpuBackend backend(model, o);
+      Pipeline p({&backend}, kBlocksPerSeq);
+      if (score) return p.prefill_all(0, prompt);
+      ForwardBatch b;
+      b.block_tables.push_back(p.table(0));
+      b.add_chunk(0, prompt.data(), static_cast<int32_t>(prompt.size()), 0, true);
+      return p.run(b);
+    };
+    EXPECT_EQ(logits(true, true), logits(false, true)) << "a scoring step";
+    const int64_t from = cpu::kernels().one_digit_from_rows;
+    if (from > 0 && from <= static_cast<int64_t>(prompt.size()))
+      EXPECT_NE(logits(true, false), logits(false, false)) << "a prompt's last logits, one digit against two";
+    else
+      EXPECT_EQ(logits(true, false), logits(false, false)) << "a level without int8 batches";
+  });
+}
+
 // The same with activations rounded to bf16 for BF16 weights, where the level has the BF16
 // dot product (kernels/cpu/matmul.hpp).
 TEST(Bf16Gguf, Bf16ActivationsStayWithinTheirRounding) {
