@@ -65,6 +65,9 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
   EXPECT_EQ(j["batch_invariant"], true);
   EXPECT_TRUE(j["tiles_from_rows"].is_null());
   EXPECT_TRUE(j["one_digit_from_rows"].is_null());
+  const auto two_digits =
+      nlohmann::json::parse(orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --no-int8-batches").out);
+  EXPECT_TRUE(two_digits["one_digit_from_rows"].is_null());
   const auto both = nlohmann::json::parse(
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
   EXPECT_EQ(both["bf16_weight_activations"], bf16_default);
