@@ -118,6 +118,12 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
     std::printf("CPU %s, kernels %s, OpenBLAS %s\n", cpu::cpu_model_name().c_str(), cpu::isa_name(cpu::kernels().isa),
                 cpu::blas_core().name.c_str());
+    StageOptions arithmetic;
+    arithmetic.int8_activations = o.int8_activations;
+    arithmetic.bf16_activations = o.bf16_activations;
+    arithmetic.int8_batches = o.int8_batches;
+    arithmetic.batch_invariant = o.batch_invariant;
+    std::printf("%s\n", quantized_arithmetic(arithmetic).c_str());
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
     if (experts)

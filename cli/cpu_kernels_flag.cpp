@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 
 namespace orzo::cli {
 
@@ -68,6 +69,18 @@ std::string select_cpu_kernels(const std::string& isa) {
          (suited ? std::string(" (not the ") + cpu::isa_name(level) + " level's: sgemm unused; OPENBLAS_CORETYPE=" + suited +
                        " fixes it)"
                  : "");
+}
+
+std::string quantized_arithmetic(const StageOptions& o) {
+  const cpu::KernelTable& k = cpu::kernels();
+  if (o.int8_activations && k.matmul_q8_supports(DType::Q4_K)) return "quantized weights on one int8 digit";
+  std::string line = cpu::has_matmul_q16() ? "quantized weights on two int8 digits" : "quantized weights on f32";
+  if (o.batch_invariant) return line;
+  if (o.bf16_activations && k.matmul_tiles)
+    line += ", bf16 AMX tiles from " + std::to_string(k.tiles_from_rows(DType::Q4_K)) + " rows";
+  if (o.int8_batches && k.one_digit_from_rows > 0)
+    line += ", one digit from " + std::to_string(k.one_digit_from_rows) + " rows (not in scoring steps)";
+  return line;
 }
 
 }  // namespace orzo::cli

@@ -8,6 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "stages/stage_factory.hpp"
 
 namespace CLI {
 class App;
@@ -34,5 +35,9 @@ void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype);
 // kernel runs, so a level this CPU lacks is refused here, in one line, not in a worker.
 // Returns a line for the log: the CPU's model and the level that runs.
 std::string select_cpu_kernels(const std::string& isa);
+
+// How the active level multiplies quantized weights under `o`, for the log: "quantized weights
+// on two int8 digits, one digit from 32 rows (not in scoring steps)".
+std::string quantized_arithmetic(const StageOptions& o);
 
 }  // namespace orzo::cli

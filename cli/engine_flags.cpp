@@ -106,7 +106,8 @@ EngineOptions EngineFlags::engine_options() {
   EngineOptions o = engine;
   o.worker_thread = parse_worker_thread(worker_thread);
   o.backend.cuda_graphs = !enforce_eager;
-  cpu_kernels_ = select_cpu_kernels(cpu_isa);
+  cpu_kernels_ = select_cpu_kernels(cpu_isa);  // first: it picks the level the next line describes
+  cpu_kernels_ += "; " + quantized_arithmetic(o.backend);
   runs_default_model_ = model.empty();
   if (runs_default_model_) {
     o.model = default_model();

@@ -118,7 +118,8 @@ Reply ask(caf::scoped_actor& self, const batcher_actor& batcher, const std::stri
 int run_worker(const WorkerFlags& flags) {
   const Endpoint where = parse_endpoint(flags.connect);
   const std::string at = where.host + ":" + std::to_string(where.port);
-  const std::string cpu_kernels = select_cpu_kernels(flags.cpu_isa);
+  std::string cpu_kernels = select_cpu_kernels(flags.cpu_isa);  // first: it picks the level the next line describes
+  cpu_kernels += "; " + quantized_arithmetic(flags.knobs);
   auto model = Model::load(flags.model, flags.quantize);
   const Stage stage = parse_worker_stage(flags.device, flags.layers, static_cast<int32_t>(model->config().num_layers));
   const LayerRange range = stage.layers;
