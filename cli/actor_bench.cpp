@@ -161,12 +161,7 @@ BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, in
   EngineOptions e;
   e.model = o.model;
   e.placement = o.placement;
-  e.backend.threads = o.threads;
-  e.backend.int8_activations = o.int8_activations;
-  e.backend.bf16_activations = o.bf16_activations;
-  e.backend.batch_invariant = o.batch_invariant;
-  e.backend.int8_batches = o.int8_batches;
-  e.backend.kv_cache_dtype = o.kv_cache_dtype;
+  e.backend = o.stage;
   e.scheduler.max_num_seqs = o.batch + 1;
   e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
   e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);

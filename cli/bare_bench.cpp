@@ -23,8 +23,8 @@ CpuBackend::Options backend_options(const BenchOptions& o, int threads, int32_t 
   opt.kv_blocks = blocks_per_seq * o.batch;
   opt.threads = threads;
   opt.max_rows = std::max(o.chunk, o.batch);
-  opt.matmul = {o.int8_activations, o.bf16_activations, o.batch_invariant, o.int8_batches};
-  opt.kv_dtype = o.kv_cache_dtype;
+  opt.matmul = o.stage.matmul;
+  opt.kv_dtype = o.stage.kv_cache_dtype;
   return opt;
 }
 
@@ -44,7 +44,7 @@ int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
                                 std::to_string(cfg.max_position) + " tokens");
   const auto blocks_per_seq = static_cast<int32_t>((context + bs - 1) / bs);
   const double kv_bytes = static_cast<double>(blocks_per_seq) * o.batch * static_cast<double>(cfg.num_layers) *
-                          static_cast<double>(KvCache::bytes_per_block_plane(bs, cfg.kv_dim(), o.kv_cache_dtype));
+                          static_cast<double>(KvCache::bytes_per_block_plane(bs, cfg.kv_dim(), o.stage.kv_cache_dtype));
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (kv_bytes > 0.8 * memory)
     throw std::invalid_argument("the KV cache for " + std::to_string(o.batch) + " x " + std::to_string(context) +
@@ -57,7 +57,7 @@ int32_t blocks_per_sequence(const BenchOptions& o, const ModelConfig& cfg) {
 
 BareBench::BareBench(std::shared_ptr<const Model> model, const BenchOptions& o)
     : o_(o), vocab_(static_cast<int32_t>(model->config().vocab_size)),
-      threads_(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      threads_(o.stage.threads > 0 ? o.stage.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       blocks_per_seq_(blocks_per_sequence(o, model->config())),
       backend_(std::move(model), backend_options(o, threads_, blocks_per_seq_)),
       tables_(static_cast<size_t>(o.batch)),

@@ -18,6 +18,7 @@
 #include "cli/bench_options.hpp"
 #include "cli/cpu_kernels_flag.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
 #include "runtime/cpu_backend.hpp"
@@ -80,7 +81,10 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
   const double weight_bw = o.json ? weight_read_bandwidth(model, threads) : 0.0;
   const double decode_tps = o.gen > 0 ? o.batch * o.gen / decode_s : 0.0;
   const double per_seq = o.gen > 0 ? o.gen / decode_s : 0.0;
+  const cpu::MatmulOptions& m = o.stage.matmul;
   if (o.json) {
+    const int64_t one_digit_from = cpu::one_digit_from_rows(m);
+    const int64_t tiles_from = cpu::tiles_from_rows(m, DType::Q4_K);
     nlohmann::json j = {{"model", o.model},           {"batch", o.batch},          {"prompt", o.prompt},
                         {"gen", o.gen},               {"threads", threads},        {"prefill_tps", prefill_tps},
                         {"decode_tps", decode_tps},   {"decode_tps_per_seq", per_seq},
@@ -88,25 +92,22 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
                         {"layer_parameters", model.layer_parameters()},
                         {"lm_head_parameters", model.lm_head().numel()},
                         {"kv_bytes_per_token_per_position",
-                         cfg.num_layers * cfg.kv_dim() * 2 * static_cast<int64_t>(dtype_block_bytes(o.kv_cache_dtype))},
-                        {"kv_cache_dtype", dtype_name(o.kv_cache_dtype)},
+                         cfg.num_layers * cfg.kv_dim() * 2 * static_cast<int64_t>(dtype_block_bytes(o.stage.kv_cache_dtype))},
+                        {"kv_cache_dtype", dtype_name(o.stage.kv_cache_dtype)},
                         {"weight_read_bytes_per_s", weight_bw},
                         // What each kind of weight's products round the activations to (kernels/cpu/matmul.hpp).
-                        {"bf16_weight_activations", o.bf16_activations && cpu::kernels().matmul_bf16 ? "bf16" : "f32"},
-                        {"block_type_activations", o.int8_activations     ? "int8"
+                        {"bf16_weight_activations", m.bf16_activations && cpu::kernels().matmul_bf16 ? "bf16" : "f32"},
+                        {"block_type_activations", m.int8_activations     ? "int8"
                                                    : cpu::has_matmul_q16() ? "int8x2"
                                                                            : "f32"},
-                        // From how many rows block types take one int8 digit instead.
-                        {"one_digit_from_rows", o.int8_batches && !o.batch_invariant && !o.int8_activations &&
-                                                        cpu::kernels().one_digit_from_rows > 0
-                                                    ? nlohmann::json(cpu::kernels().one_digit_from_rows)
-                                                    : nlohmann::json()},
+                        // From how many rows block types take one int8 digit (1: every row).
+                        {"one_digit_from_rows", one_digit_from > 0 ? nlohmann::json(one_digit_from) : nlohmann::json()},
                         // From how many rows products take AMX tiles: BF16 weights, and F16 and block types.
-                        {"tiles_from_rows", o.bf16_activations && !o.batch_invariant && cpu::kernels().matmul_tiles
-                                                ? nlohmann::json{{"bf16", cpu::kernels().tiles_from_rows(DType::BF16)},
-                                                                 {"decoded", cpu::kernels().tiles_from_rows(DType::Q4_K)}}
+                        {"tiles_from_rows", tiles_from > 0
+                                                ? nlohmann::json{{"bf16", cpu::tiles_from_rows(m, DType::BF16)},
+                                                                 {"decoded", tiles_from}}
                                                 : nlohmann::json()},
-                        {"batch_invariant", o.batch_invariant},
+                        {"batch_invariant", m.batch_invariant},
                         {"cpu", cpu::cpu_model_name()},
                         {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
                         {"blas_core", cpu::blas_core().name}};
@@ -118,12 +119,7 @@ void report_bench(const BenchOptions& o, const Model& model, int threads, double
     std::printf("model %s  batch %d  prompt %d  gen %d  threads %d\n", o.model.c_str(), o.batch, o.prompt, o.gen, threads);
     std::printf("CPU %s, kernels %s, OpenBLAS %s\n", cpu::cpu_model_name().c_str(), cpu::isa_name(cpu::kernels().isa),
                 cpu::blas_core().name.c_str());
-    StageOptions arithmetic;
-    arithmetic.int8_activations = o.int8_activations;
-    arithmetic.bf16_activations = o.bf16_activations;
-    arithmetic.int8_batches = o.int8_batches;
-    arithmetic.batch_invariant = o.batch_invariant;
-    std::printf("%s\n", quantized_arithmetic(arithmetic).c_str());
+    std::printf("%s\n", quantized_arithmetic(m).c_str());
     std::printf("prefill: %8.1f tokens/s (%.3f s)\n", prefill_tps, prefill_s);
     std::printf("decode:  %8.1f tokens/s aggregate, %.1f tokens/s per sequence (%.3f s)\n", decode_tps, per_seq, decode_s);
     if (experts)
@@ -176,14 +172,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "Number of sequences")->check(CLI::Range(1, 4096));
   cmd->add_option("--prompt", o->prompt, "Prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen", o->gen, "Decode steps")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-t,--threads", o->threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-t,--threads", o->stage.threads, "Compute threads (default: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunk", o->chunk, "Prefill tokens per forward call")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->add_flag("--int8-activations", o->int8_activations, "Round activations to int8 for quantized weights");
-  add_bf16_activations_flag(*cmd, o->bf16_activations);
-  add_int8_batches_flag(*cmd, o->int8_batches);
-  cmd->add_flag("--batch-invariant", o->batch_invariant, "One arithmetic at every batch size: logits independent of the batch");
-  add_kv_cache_dtype_flag(*cmd, o->kv_cache_dtype);
+  add_matmul_flags(*cmd, o->stage.matmul);
+  add_kv_cache_dtype_flag(*cmd, o->stage.kv_cache_dtype);
   cmd->add_option("--publish", o->publish,
                   "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
                   "placement's remote stages")

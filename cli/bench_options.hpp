@@ -18,13 +18,8 @@ struct BenchOptions {
   int batch = 1;
   int prompt = 128;
   int gen = 32;
-  int threads = 0;
   int chunk = 512;  // prefill tokens per forward call, like max_num_batched_tokens
-  bool int8_activations = false;  // cpu::MatmulOptions (kernels/cpu/matmul.hpp)
-  bool bf16_activations = StageOptions{}.bf16_activations;
-  bool batch_invariant = false;
-  bool int8_batches = StageOptions{}.int8_batches;
-  DType kv_cache_dtype = StageOptions{}.kv_cache_dtype;
+  StageOptions stage;  // threads, arithmetic and KV cache dtype, as the engine's stages take them
   std::string cpu_isa;            // --cpu-isa (cpu_kernels_flag.hpp)
   bool json = false;
   int rounds = 1;           // with --actors: the batch run this many times in one process, the median reported

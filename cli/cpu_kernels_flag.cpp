@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
 
@@ -34,18 +35,20 @@ std::optional<cpu::Isa> cpu_isa_in(char** argv) {
   return std::nullopt;
 }
 
-void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations) {
-  cmd.add_flag("--bf16-activations,!--f32-activations", bf16_activations,
+void add_matmul_flags(CLI::App& cmd, cpu::MatmulOptions& matmul) {
+  cmd.add_flag("--int8-activations", matmul.int8_activations,
+               "CPU: round activations to int8 for quantized weights at every batch size (faster prompts, ~0.2% "
+               "perplexity)");
+  cmd.add_flag("--bf16-activations,!--f32-activations", matmul.bf16_activations,
                "CPU: activations rounded to bf16 where the CPU's bf16 products take the weights (the default, as "
                "PyTorch and GPU engines run them): BF16 weights with AVX-512 BF16, and with AMX tiles batches of F16 "
                "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
-}
-
-void add_int8_batches_flag(CLI::App& cmd, bool& int8_batches) {
-  cmd.add_flag("--int8-batches,!--no-int8-batches", int8_batches,
+  cmd.add_flag("--int8-batches,!--no-int8-batches", matmul.int8_batches,
                "CPU without AMX tiles: products of quantized weights over many rows (prompts, large batches) round "
                "activations to one int8 digit per 32 where two would take twice the time: llama.cpp's precision "
                "(the default; steps that score a prompt, as perplexity and echoed logprobs do, keep two digits)");
+  cmd.add_flag("--batch-invariant", matmul.batch_invariant,
+               "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
 }
 
 void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype) {
@@ -71,15 +74,14 @@ std::string select_cpu_kernels(const std::string& isa) {
                  : "");
 }
 
-std::string quantized_arithmetic(const StageOptions& o) {
-  const cpu::KernelTable& k = cpu::kernels();
-  if (o.int8_activations && k.matmul_q8_supports(DType::Q4_K)) return "quantized weights on one int8 digit";
+std::string quantized_arithmetic(const cpu::MatmulOptions& o) {
+  if (!cpu::kernels().matmul_q8_supports(DType::Q4_K)) return "quantized weights on f32";
+  const int64_t one_digit_from = cpu::one_digit_from_rows(o);
+  if (one_digit_from == 1) return "quantized weights on one int8 digit";
   std::string line = cpu::has_matmul_q16() ? "quantized weights on two int8 digits" : "quantized weights on f32";
-  if (o.batch_invariant) return line;
-  if (o.bf16_activations && k.matmul_tiles)
-    line += ", bf16 AMX tiles from " + std::to_string(k.tiles_from_rows(DType::Q4_K)) + " rows";
-  if (o.int8_batches && k.one_digit_from_rows > 0)
-    line += ", one digit from " + std::to_string(k.one_digit_from_rows) + " rows (not in scoring steps)";
+  if (const int64_t tiles_from = cpu::tiles_from_rows(o, DType::Q4_K); tiles_from > 0)
+    line += ", bf16 AMX tiles from " + std::to_string(tiles_from) + " rows";
+  if (one_digit_from > 0) line += ", one digit from " + std::to_string(one_digit_from) + " rows (not in scoring steps)";
   return line;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul_options.hpp"
 #include "stages/stage_factory.hpp"
 
 namespace CLI {
@@ -22,11 +23,10 @@ void add_cpu_isa_flag(CLI::App& cmd, std::string& isa);
 // kernels are settled), or none where it names none or no level.
 std::optional<cpu::Isa> cpu_isa_in(char** argv);
 
-// --bf16-activations / --f32-activations (MatmulOptions::bf16_activations), on by default.
-void add_bf16_activations_flag(CLI::App& cmd, bool& bf16_activations);
-
-// --int8-batches / --no-int8-batches (MatmulOptions::int8_batches); the default is the caller's.
-void add_int8_batches_flag(CLI::App& cmd, bool& int8_batches);
+// The CPU's arithmetic (kernels/cpu/matmul.hpp's MatmulOptions): --int8-activations,
+// --bf16-activations / --f32-activations, --int8-batches / --no-int8-batches and
+// --batch-invariant, each defaulting to what `matmul` holds.
+void add_matmul_flags(CLI::App& cmd, cpu::MatmulOptions& matmul);
 
 // --kv-cache-dtype auto|f32|f16 (StageOptions::kv_cache_dtype); auto is f32, the activations'.
 void add_kv_cache_dtype_flag(CLI::App& cmd, DType& dtype);
@@ -38,6 +38,6 @@ std::string select_cpu_kernels(const std::string& isa);
 
 // How the active level multiplies quantized weights under `o`, for the log: "quantized weights
 // on two int8 digits, one digit from 32 rows (not in scoring steps)".
-std::string quantized_arithmetic(const StageOptions& o);
+std::string quantized_arithmetic(const cpu::MatmulOptions& o);
 
 }  // namespace orzo::cli

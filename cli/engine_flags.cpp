@@ -44,12 +44,7 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd.add_option("-t,--threads", engine.backend.threads, "CPU threads per worker (0: one per core)")->check(CLI::Range(0, 1024));
-  cmd.add_flag("--int8-activations", engine.backend.int8_activations,
-               "CPU: round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
-  add_bf16_activations_flag(cmd, engine.backend.bf16_activations);
-  add_int8_batches_flag(cmd, engine.backend.int8_batches);
-  cmd.add_flag("--batch-invariant", engine.backend.batch_invariant,
-               "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
+  add_matmul_flags(cmd, engine.backend.matmul);
   add_cpu_isa_flag(cmd, cpu_isa);
   cmd.add_option("--max-num-seqs", engine.scheduler.max_num_seqs, "Sequences per step at most")
       ->check(CLI::Range(1, 4096))
@@ -107,7 +102,7 @@ EngineOptions EngineFlags::engine_options() {
   o.worker_thread = parse_worker_thread(worker_thread);
   o.backend.cuda_graphs = !enforce_eager;
   cpu_kernels_ = select_cpu_kernels(cpu_isa);  // first: it picks the level the next line describes
-  cpu_kernels_ += "; " + quantized_arithmetic(o.backend);
+  cpu_kernels_ += "; " + quantized_arithmetic(o.backend.matmul);
   runs_default_model_ = model.empty();
   if (runs_default_model_) {
     o.model = default_model();

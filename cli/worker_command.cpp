@@ -119,7 +119,7 @@ int run_worker(const WorkerFlags& flags) {
   const Endpoint where = parse_endpoint(flags.connect);
   const std::string at = where.host + ":" + std::to_string(where.port);
   std::string cpu_kernels = select_cpu_kernels(flags.cpu_isa);  // first: it picks the level the next line describes
-  cpu_kernels += "; " + quantized_arithmetic(flags.knobs);
+  cpu_kernels += "; " + quantized_arithmetic(flags.knobs.matmul);
   auto model = Model::load(flags.model, flags.quantize);
   const Stage stage = parse_worker_stage(flags.device, flags.layers, static_cast<int32_t>(model->config().num_layers));
   const LayerRange range = stage.layers;
@@ -211,13 +211,8 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--quantize", flags->quantize, "The batcher's --quantize, if it has one");
   cmd->add_option("--device", flags->device, "Where the layers run: cpu, or cuda[:N] for GPU N")->capture_default_str();
   cmd->add_option("-t,--threads", flags->knobs.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
-  cmd->add_flag("--int8-activations", flags->knobs.int8_activations,
-                "Round activations to int8 for quantized weights (faster prompts, ~0.2% perplexity)");
-  add_bf16_activations_flag(*cmd, flags->knobs.bf16_activations);
-  add_int8_batches_flag(*cmd, flags->knobs.int8_batches);
+  add_matmul_flags(*cmd, flags->knobs.matmul);
   add_kv_cache_dtype_flag(*cmd, flags->knobs.kv_cache_dtype);
-  cmd->add_flag("--batch-invariant", flags->knobs.batch_invariant,
-                "One arithmetic at every batch size: a sequence's logits never depend on its batch");
   add_cpu_isa_flag(*cmd, flags->cpu_isa);
   cmd->add_option("--gpu-memory-utilization", flags->knobs.gpu_memory_utilization,
                   "With --device cuda: the share of the GPU's memory the stage may fill")

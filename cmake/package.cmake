@@ -48,6 +48,7 @@ foreach(_header IN ITEMS
         core/sampling_params.hpp
         core/stage_terms.hpp
         core/token_mask.hpp
+        kernels/cpu/matmul_options.hpp
         runtime/layer_backend.hpp
         runtime/sampler.hpp
         batching/block_manager.hpp

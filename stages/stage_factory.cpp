@@ -48,7 +48,7 @@ CpuBackend::Options cpu_options(const Model& model, const Stage& stage, const St
   o.block_size = terms.block_size;
   o.threads = options.threads;
   o.max_rows = terms.max_rows;
-  o.matmul = {options.int8_activations, options.bf16_activations, options.batch_invariant, options.int8_batches};
+  o.matmul = options.matmul;
   o.max_model_len = terms.max_model_len;
   o.kv_layout = kv_layout_for(model.config(), terms);
   o.kv_dtype = options.kv_cache_dtype;

@@ -5,6 +5,7 @@
 #include "core/dtype.hpp"
 #include "core/kv_layout.hpp"
 #include "core/stage_terms.hpp"
+#include "kernels/cpu/matmul_options.hpp"
 #include "runtime/layer_backend.hpp"
 #include "stages/placement.hpp"
 
@@ -25,10 +26,11 @@ struct StageOptions {
   int64_t kv_budget_bytes = 0;
   double gpu_memory_utilization = 0.9;          // the share of each GPU a CUDA stage may fill (KV included)
   bool cuda_graphs = true;                      // false: CUDA stages run every step eagerly
-  bool int8_activations = false;                // CPU stages: cpu::MatmulOptions (kernels/cpu/matmul.hpp)
-  bool bf16_activations = true;                 // CPU stages: the same (the product's default, as PyTorch runs bf16)
-  bool batch_invariant = false;                 // CPU stages: the same
-  bool int8_batches = true;                     // CPU stages: the same (llama.cpp's precision for prompts)
+  // CPU stages' arithmetic (kernels/cpu/matmul.hpp). The product's defaults: bf16
+  // activations for BF16 weights, as PyTorch runs bf16, and int8 batches, llama.cpp's
+  // precision for prompts.
+  cpu::MatmulOptions matmul{/*int8_activations=*/false, /*bf16_activations=*/true, /*batch_invariant=*/false,
+                            /*int8_batches=*/true};
   DType kv_cache_dtype = DType::F32;            // CPU stages: the KV cache's elements, F32 or F16 (core/kv_cache.hpp)
 };
 

@@ -8,6 +8,16 @@
 
 namespace orzo::cpu {
 
+int64_t one_digit_from_rows(MatmulOptions options) {
+  if (options.int8_activations) return 1;
+  return options.int8_batches && !options.batch_invariant ? kernels().one_digit_from_rows : 0;
+}
+
+int64_t tiles_from_rows(MatmulOptions options, DType t) {
+  const KernelTable& kernel = kernels();
+  return options.bf16_activations && !options.batch_invariant && kernel.matmul_tiles ? kernel.tiles_from_rows(t) : 0;
+}
+
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
             MatmulOptions options) {
   if (m <= 0) return;
@@ -21,11 +31,10 @@ void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool
   // level has them, their sums in another order, and int8 batches take one digit where it
   // has none.
   const KernelTable& kernel = kernels();
-  const int64_t tiles_from = kernel.matmul_tiles ? kernel.tiles_from_rows(w.dtype) : 0;
-  const bool tiles = options.bf16_activations && !options.batch_invariant && tiles_from > 0 && m >= tiles_from &&
-                     k % kBf16TileDepth == 0;
-  const bool one_digit = options.int8_activations || (options.int8_batches && !options.batch_invariant &&
-                                                      kernel.one_digit_from_rows > 0 && m >= kernel.one_digit_from_rows);
+  const int64_t tiles_from = tiles_from_rows(options, w.dtype);
+  const bool tiles = tiles_from > 0 && m >= tiles_from && k % kBf16TileDepth == 0;
+  const int64_t one_digit_from = one_digit_from_rows(options);
+  const bool one_digit = one_digit_from > 0 && m >= one_digit_from;
   if (one_digit && kernel.matmul_q8_supports(w.dtype))
     kernel.matmul_q8(x, m, w, y, pool, bias);
   else if (w.packed && kernel.matmul_packed_words)

@@ -72,6 +72,7 @@ TEST(Cli, BenchRecordsItsMatmulModes) {
       orzo("bench -m '" + kStoriesGguf + "' --batch 2 --prompt 4 --gen 2 --json --bf16-activations --int8-activations").out);
   EXPECT_EQ(both["bf16_weight_activations"], bf16_default);
   EXPECT_EQ(both["block_type_activations"], "int8");
+  EXPECT_EQ(both["one_digit_from_rows"], 1);
   for (const char* flag : {"generate", "serve", "worker"})
     EXPECT_NE(orzo(std::string(flag) + " --help").out.find("--batch-invariant"), std::string::npos) << flag;
 }
@@ -212,6 +213,13 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"serve -m '" + kStoriesGguf + "' --replicas 0", "--replicas"},
       {"generate -m '" + kStoriesGguf + "' -p Once -n 2 --placement 'cpu;cpu' --replicas 3",
        "placement 'cpu;cpu': lists 2 replicas, but 3 were asked for"},
+      // The arithmetic flags take no words, on every command that has them.
+      {"bench -m '" + kStoriesGguf + "' --int8-batches=maybe", "--int8-batches"},
+      {"generate -m '" + kStoriesGguf + "' -p Once --no-int8-batches=often", "--int8-batches"},
+      {"serve -m '" + kStoriesGguf + "' --batch-invariant=sometimes", "--batch-invariant"},
+      {"perplexity -m '" + kStoriesGguf + "' -f missing.txt --int8-activations=x", "--int8-activations"},
+      {"worker -m '" + kStoriesGguf + "' --connect 127.0.0.1:1 --layers 0-1 --f32-activations=two",
+       "--bf16-activations"},
   };
   for (const auto& c : cases) testing::expect_refused(c.args, c.expect);
 }
