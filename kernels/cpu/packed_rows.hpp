@@ -1,10 +1,11 @@
 #pragma once
 // Q4_K matrices regrouped 16 rows side by side, the layout of the gemv on words (AVX-512
-// and AVX2: kernels/cpu/isa/matmul_q8.cpp, KernelTable::reads_packed_rows). As stored, a vector
-// holds one row's codes, so each 32 weights cost a convert and a scaling of their own and
-// every row ends in a horizontal sum; side by side, a vector holds two codes of each of 16
-// rows, one broadcast activation pair meets all of them, and a row's scalings and sums are
-// shared by its 15 neighbours.
+// and AVX2: kernels/cpu/isa/int8_avx512.hpp and int8_avx2.hpp,
+// KernelTable::reads_packed_rows). As stored, a vector holds one row's codes, so each 32
+// weights cost a convert and a scaling of their own and every row ends in a horizontal
+// sum; side by side, a vector holds two codes of each of 16 rows, one broadcast
+// activation pair meets all of them, and a row's scalings and sums are shared by its 15
+// neighbours.
 //
 // A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows: the
 // rows' f16 d and dmin as stored, each sub-block's 6-bit scale and min a byte per row
