@@ -468,6 +468,15 @@ void Tile<Lanes>::walk(const HeadCache& kv, int32_t first, int32_t last, int64_t
     const int32_t block = kv.block_table[p / bs], slot = p % bs;
     // Windows start at fixed slots of the block, whatever position the tile starts from.
     const int32_t begin = slot % kChunk, window = slot - begin;
+    // The next block's keys and values, fetched while this one is weighed: the batcher's
+    // blocks of one sequence lie wherever the pool had them free, each a few hundred bytes
+    // of this head, too short a run for the hardware prefetchers to follow.
+    if (window == 0 && (p / bs + 1) * bs <= last) {
+      const int32_t next = kv.block_table[p / bs + 1];
+      const char* keys = reinterpret_cast<const char*>(cache.keys<T>(kv.plane, next) + kv.offset * bs);
+      for (int64_t b = 0; b < hd * bs * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(keys + b, 0, 3);
+      for (int32_t s = 0; s < bs; ++s) __builtin_prefetch(cache.value<T>(kv.plane, next, s) + kv.offset, 0, 3);
+    }
     const int32_t n = std::min(std::min(bs, window + kChunk) - slot, last - p + 1);
     const Chunk<T> c{p - begin, begin, begin + n, cache.keys<T>(kv.plane, block) + kv.offset * bs + window,
                      cache.value<T>(kv.plane, block, window) + kv.offset, bs, cache.kv_dim(), hd, score_cap, count};
