@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
+#include "runtime/cpu_backend.hpp"
 
 namespace orzo::cli {
 
@@ -44,7 +45,7 @@ void add_matmul_flags(CLI::App& cmd, cpu::MatmulOptions& matmul) {
                "PyTorch and GPU engines run them): BF16 weights with AVX-512 BF16, and with AMX tiles batches of F16 "
                "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
   cmd.add_flag("--int8-batches,!--no-int8-batches", matmul.int8_batches,
-               "CPU without AMX tiles: products of quantized weights over many rows (prompts, large batches) round "
+               "CPU without AMX tiles: products of quantized weights over many rows (prompts, batches of 8 and more) round "
                "activations to one int8 digit per 32 where two would take twice the time: llama.cpp's precision "
                "(the default; steps that score a prompt, as perplexity and echoed logprobs do, keep two digits)");
   cmd.add_flag("--batch-invariant", matmul.batch_invariant,
@@ -81,7 +82,9 @@ std::string quantized_arithmetic(const cpu::MatmulOptions& o) {
   std::string line = cpu::has_matmul_q16() ? "quantized weights on two int8 digits" : "quantized weights on f32";
   if (const int64_t tiles_from = cpu::tiles_from_rows(o, DType::Q4_K); tiles_from > 0)
     line += ", bf16 AMX tiles from " + std::to_string(tiles_from) + " rows";
-  if (one_digit_from > 0) line += ", one digit from " + std::to_string(one_digit_from) + " rows (not in scoring steps)";
+  if (one_digit_from > 1)
+    line += ", one digit from " + std::to_string(one_digit_from) + " rows (prompts: " +
+            std::to_string(CpuBackend::kPromptOneDigitRows) + "; not in scoring steps)";
   return line;
 }
 

@@ -18,6 +18,10 @@ namespace orzo {
 
 class CpuBackend final : public LayerBackend {
  public:
+  // Under int8 batches, a step that carries a prompt takes one digit from this many rows,
+  // and decode steps from the level's one_digit_from_rows (forward()).
+  static constexpr int64_t kPromptOneDigitRows = 32;
+
   struct Options {
     LayerRange range;             // end == 0 means every layer
     int32_t kv_blocks = 256;

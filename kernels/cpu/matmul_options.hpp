@@ -35,7 +35,8 @@ namespace orzo::cpu {
 //   which GPU engines run such files for prompts. On an Emerald Rapids that is 1.9-2.8x two
 //   digits' speed at 512 rows and 1.25-1.65x at 32 (isa/kernel_table.cpp).
 // - int8 batches: without AMX tiles, block types' products of many rows (the level's
-//   one_digit_from_rows) take the int8 path: 1.15-2x two digits' speed, the precision
+//   one_digit_from_rows: 8, so decode steps of 8 sequences; CpuBackend keeps two digits for
+//   prompts of fewer than 32 rows) take the int8 path: 1.15-2x two digits' speed, the precision
 //   llama.cpp runs them at (a little finer: its digit spans 256 weights, orzo's 32), which
 //   moved SmolLM2-135M Q4_1's perplexity by 0.34% (two digits: 0.00%). The engine's stages
 //   take it by default (StageOptions; `--no-int8-batches` opts out), but for steps that

@@ -110,14 +110,19 @@ TEST(Cli, BenchWithoutAModelRunsTheBuiltInOne) {
 }
 
 // The text record says how quantized weights meet the activations at the level it runs:
-// at AVX2, two digits and one from 32 rows, unless --no-int8-batches or --int8-activations.
+// at AVX2, two digits and one from the level's one_digit_from_rows, unless
+// --no-int8-batches or --int8-activations.
 TEST(Cli, BenchSaysHowQuantizedWeightsAreMultiplied) {
   const std::vector<cpu::Isa> levels = cpu::runnable_isas();
   if (std::find(levels.begin(), levels.end(), cpu::Isa::Avx2) == levels.end()) GTEST_SKIP() << "this CPU runs no AVX2";
   const std::string run = "bench -m '" + kStoriesGguf + "' --batch 1 --prompt 4 --gen 1 --cpu-isa avx2";
   const CliRun batches = orzo(run);
   ASSERT_EQ(batches.status, 0) << batches.out;
-  EXPECT_NE(batches.out.find("quantized weights on two int8 digits, one digit from 32 rows (not in scoring steps)"),
+  const cpu::Isa before = cpu::kernels().isa;
+  cpu::use_isa(cpu::Isa::Avx2);
+  const std::string one_digit = "one digit from " + std::to_string(cpu::kernels().one_digit_from_rows) + " rows";
+  cpu::use_isa(before);
+  EXPECT_NE(batches.out.find("quantized weights on two int8 digits, " + one_digit + " (prompts: 32; not in scoring steps)"),
             std::string::npos)
       << batches.out;
   EXPECT_NE(orzo(run + " --no-int8-batches").out.find("quantized weights on two int8 digits\n"), std::string::npos);

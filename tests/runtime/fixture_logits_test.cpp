@@ -286,27 +286,30 @@ TEST_P(QuantizedGguf, Int8ActivationsStayWithinTheirRounding) {
 
 // Int8 batches take a prompt's products to one int8 digit where the level has no AMX tiles
 // (kernels/cpu/matmul.hpp), but a step that scores the prompt (the logits of its rows before
-// the last) keeps two digits on every level: its log-probabilities are the model's.
+// the last) keeps two digits on every level: its log-probabilities are the model's; and so
+// does a prompt shorter than 32 tokens (CpuBackend::forward).
 TEST(QuantizedGguf, ScoringStepsKeepTwoDigitsUnderInt8Batches) {
   auto model = Model::load(std::string(ORZO_FIXTURES_DIR) + "/llama/model-q4_0.gguf");
   std::vector<int32_t> prompt(40);
   for (size_t i = 0; i < prompt.size(); ++i)
     prompt[i] = static_cast<int32_t>((7 * i + 3) % static_cast<size_t>(model->config().vocab_size));
   orzo::testing::for_each_isa([&] {
-    const auto logits = [&](bool int8_batches, bool score) {
+    const auto logits = [&](bool int8_batches, bool score, size_t tokens = 40) {
+      const std::vector<int32_t> head(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(tokens));
       CpuBackend::Options o;
       o.matmul = cpu::MatmulOptions{false, true, false, int8_batches};
       o.kv_blocks = kBlocksPerSeq;
       o.threads = 2;
       CpuBackend backend(model, o);
       Pipeline p({&backend}, kBlocksPerSeq);
-      if (score) return p.prefill_all(0, prompt);
+      if (score) return p.prefill_all(0, head);
       ForwardBatch b;
       b.block_tables.push_back(p.table(0));
-      b.add_chunk(0, prompt.data(), static_cast<int32_t>(prompt.size()), 0, true);
+      b.add_chunk(0, head.data(), static_cast<int32_t>(head.size()), 0, true);
       return p.run(b);
     };
     EXPECT_EQ(logits(true, true), logits(false, true)) << "a scoring step";
+    EXPECT_EQ(logits(true, false, 20), logits(false, false, 20)) << "a prompt of 20 tokens";
     const int64_t from = cpu::kernels().one_digit_from_rows;
     if (from > 0 && from <= static_cast<int64_t>(prompt.size()))
       EXPECT_NE(logits(true, false), logits(false, false)) << "a prompt's last logits, one digit against two";

@@ -56,9 +56,14 @@ constexpr int64_t kQ16MaxBytes = int64_t{1} << 20;
 // 1.5-1.7x two digits at 32 and 1.45x at 128, 1.75-2.1x sgemm at 512; Q8_0 1.5-1.6x two
 // digits at 32, 1.15-1.7x at 128, 1.15-1.2x sgemm at 512 (0.9x on one thread). At
 // avx512-bf16 against two digits: at 32 rows Q4_K 1.15x, Q6_K 1.9x, Q8_0 1.4x; at 512 1.7x,
-// 1.25x, 1.5x. At 16 rows one digit led by 0.9-1.9x, where the products are a small share
-// of a decode step and two digits keep their precision.
-constexpr int64_t kOneDigitFromRows = 32;
+// 1.25x, 1.5x. Decode steps of a few sequences are bound by their products too on a
+// 2-core Zen 5: from 8 rows one digit led two there (matmul_bench q8/q8 against
+// q8/packed and q8/q16, 1.15-1.27x at 8 rows, 1.22-1.37x at 16), and whole decode steps of
+// the small shape ran, the same binary at 32 and at this threshold, alternating: at the
+// avx512-bf16 level Q4_K_M 1.2-1.25x and Q8_0 1.2x at 8 sequences, 1.2-1.25x and 1.3x at 16;
+// at the avx2 level 1.04-1.12x and 1.4x at 8, 1.1-1.15x and 1.46x at 16. Fewer rows take the
+// gemv's two digits, or the strips', where bytes bind them.
+constexpr int64_t kOneDigitFromRows = 8;
 
 }  // namespace
 
