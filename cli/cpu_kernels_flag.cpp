@@ -45,9 +45,10 @@ void add_matmul_flags(CLI::App& cmd, cpu::MatmulOptions& matmul) {
                "PyTorch and GPU engines run them): BF16 weights with AVX-512 BF16, and with AMX tiles batches of F16 "
                "(exact) and quantized weights (rounded to bf16) too; --f32-activations keeps them f32");
   cmd.add_flag("--int8-batches,!--no-int8-batches", matmul.int8_batches,
-               "CPU without AMX tiles: products of quantized weights over many rows (prompts, batches of 8 and more) round "
-               "activations to one int8 digit per 32 where two would take twice the time: llama.cpp's precision "
-               "(the default; steps that score a prompt, as perplexity and echoed logprobs do, keep two digits)");
+               "CPU without AMX tiles: products of quantized weights over many rows (prompts of 32 tokens, decode "
+               "steps of 8 sequences and more) round activations to one int8 digit per 32 where two would take twice "
+               "the time: llama.cpp's precision (the default; steps that score a prompt, as perplexity and echoed "
+               "logprobs do, keep two digits)");
   cmd.add_flag("--batch-invariant", matmul.batch_invariant,
                "CPU: one arithmetic at every batch size, so a sequence's logits never depend on its batch");
 }
