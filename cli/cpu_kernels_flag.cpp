@@ -77,10 +77,10 @@ std::string select_cpu_kernels(const std::string& isa) {
 }
 
 std::string quantized_arithmetic(const cpu::MatmulOptions& o) {
-  if (!cpu::kernels().matmul_q8_supports(DType::Q4_K)) return "quantized weights on f32";
+  if (!cpu::has_matmul_q16()) return "quantized weights on f32";  // the level has no integer path
   const int64_t one_digit_from = cpu::one_digit_from_rows(o);
   if (one_digit_from == 1) return "quantized weights on one int8 digit";
-  std::string line = cpu::has_matmul_q16() ? "quantized weights on two int8 digits" : "quantized weights on f32";
+  std::string line = "quantized weights on two int8 digits";
   if (const int64_t tiles_from = cpu::tiles_from_rows(o, DType::Q4_K); tiles_from > 0)
     line += ", bf16 AMX tiles from " + std::to_string(tiles_from) + " rows";
   if (one_digit_from > 1)

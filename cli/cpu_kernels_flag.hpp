@@ -9,7 +9,6 @@
 #include "core/dtype.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul_options.hpp"
-#include "stages/stage_factory.hpp"
 
 namespace CLI {
 class App;
