@@ -203,7 +203,7 @@ void register_all() {
         }
         // matmul() and one digit on the rows packed, as the CPU backend gives them where the
         // level reads them: the gemv's packed tiles, or the strips decoded from them.
-        if (orzo::cpu::kernels().reads_packed_rows && orzo::cpu::packs_rows(kept_view(t, s)))
+        if (orzo::cpu::kernels().reads_packed_rows(t) && orzo::cpu::packs_rows(kept_view(t, s)))
           for (const auto& named : {std::pair<const char*, Kernel>{"packed", &default_matmul},
                                     std::pair<const char*, Kernel>{"packed-q8", &orzo::cpu::matmul_q8}})
             benchmark::RegisterBenchmark(("q8/" + std::string(named.first) + "/" + tail).c_str(), [=](benchmark::State& st) {

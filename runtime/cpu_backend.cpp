@@ -55,21 +55,20 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
     for (int t = 0; t < pool_.size(); ++t) serial_pools_.emplace_back(1);
   for (int64_t l = range_.begin; l < range_.end; ++l) layers_.push_back(model_->layer(l));
   lm_head_ = model_->lm_head();
-  // Every product of the levels that read packed rows reads them under every option: the
-  // word gemvs, and the strips of both digit counts, which unpack a tile more cheaply than
-  // they transpose 16 stored rows (the one-digit path's decode of one sequence: see
+  // Where the level reads a type's rows packed, every product of it reads them under every
+  // option: the gemvs, and the strips of both digit counts, which unpack a tile more cheaply
+  // than they transpose 16 stored rows (the one-digit path's decode of one sequence: see
   // BENCHMARKS.md).
-  if (cpu::kernels().reads_packed_rows) {
-    const auto pack = [&](TensorView& w, bool stored_rows_read = false) {
-      if (PackedMatrix p = use_packed_rows(w, stored_rows_read)) packed_.push_back(std::move(p));
-    };
-    for (LayerWeights& w : layers_) {
-      for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m);
-      for (auto* experts : {&w.experts.gate, &w.experts.up, &w.experts.down})
-        for (TensorView& m : *experts) pack(m);
-    }
-    if (produces_logits()) pack(lm_head_, lm_head_.data == model_->embedding().data);
+  const auto pack = [&](TensorView& w, bool stored_rows_read = false) {
+    if (!cpu::kernels().reads_packed_rows(w.dtype)) return;
+    if (PackedMatrix p = use_packed_rows(w, stored_rows_read)) packed_.push_back(std::move(p));
+  };
+  for (LayerWeights& w : layers_) {
+    for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m);
+    for (auto* experts : {&w.experts.gate, &w.experts.up, &w.experts.down})
+      for (TensorView& m : *experts) pack(m);
   }
+  if (produces_logits()) pack(lm_head_, lm_head_.data == model_->embedding().data);
 }
 
 // The widest FFN a layer runs: the dense one, an expert or the shared expert.

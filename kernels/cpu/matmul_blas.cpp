@@ -125,7 +125,7 @@ void matmul_blas(const float* x, int64_t m, const TensorView& w, float* y, Threa
           const int64_t count = std::min(rows, end - j);
           // Packed rows (packed_rows.hpp) come unpacked, so the stored ones stay unread.
           const uint8_t* stored =
-              w.packed ? unpacked_rows(static_cast<const PackedQ4_KTile*>(w.packed), k, j, count, unpacked) : w.row(j);
+              w.packed ? unpacked_rows(w.dtype, w.packed, k, j, count, unpacked) : w.row(j);
           for (int64_t r = 0; r < count; ++r) dequantize_row(w.dtype, stored + r * row_bytes, k, tile.data() + r * k);
           sgemm_rows(x, m, k, tile.data(), count, y + j, n, beta);
         }

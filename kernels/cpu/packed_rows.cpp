@@ -5,31 +5,86 @@
 
 namespace orzo::cpu {
 
+namespace {
+
+size_t tile_bytes(DType t) { return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : sizeof(PackedQ6_KTile); }
+
+void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
+  for (int r = 0; r < kPackedRows; ++r) {
+    const BlockQ4_K& b = rows[r];
+    tile.d[r] = b.d;
+    tile.dmin[r] = b.dmin;
+    for (int s = 0; s < 8; ++s) kq_scale_min(b.scales, s, tile.sc[s][r], tile.mn[s][r]);
+    for (int p = 0; p < 4; ++p)
+      for (int j = 0; j < 16; ++j) std::memcpy(&tile.codes[p][j][2 * r], b.qs + 32 * p + 2 * j, 2);
+  }
+}
+
+// Where weight e of a Q6_K block keeps its code: the low 4 bits in a nibble of ql, the top 2
+// in a bit pair of qh. The block's halves of 128 are alike; in one, 32-weight part c takes
+// the low nibbles of ql's first 32 bytes (c = 0) or next 32 (c = 1), then their high ones
+// (c = 2, 3), and bit pair c of qh's 32 bytes.
+struct Q6_KPlace {
+  int ql, low_shift, qh, high_shift;
+};
+Q6_KPlace q6_k_place(int e) {
+  const int half = e / 128, c = e % 128 / 32, l = e % 32;
+  return {64 * half + 32 * (c % 2) + l, 4 * (c / 2), 32 * half + l, 2 * c};
+}
+int q6_k_code(const BlockQ6_K& b, int e) {
+  const Q6_KPlace at = q6_k_place(e);
+  return (b.ql[at.ql] >> at.low_shift & 0x0f) | (b.qh[at.qh] >> at.high_shift & 3) << 4;
+}
+
+void pack_tile(const BlockQ6_K (&rows)[kPackedRows], PackedQ6_KTile& tile) {
+  for (int r = 0; r < kPackedRows; ++r) {
+    const BlockQ6_K& b = rows[r];
+    tile.d[r] = b.d;
+    for (int s = 0; s < 16; ++s) tile.sc[s][r] = b.scales[s];
+    // Code of weight i of block 2p + c.
+    const auto code = [&](int p, int c, int i) { return q6_k_code(b, 64 * p + 32 * c + i); };
+    for (int p = 0; p < 4; ++p)
+      for (int e = 0; e < 4; ++e) {
+        for (int q = 0; q < 8; ++q)
+          tile.low[p][q][4 * r + e] = static_cast<uint8_t>((code(p, 0, 4 * q + e) & 0x0f) | (code(p, 1, 4 * q + e) & 0x0f) << 4);
+        for (int h = 0; h < 4; ++h)
+          tile.high[p][h][4 * r + e] = static_cast<uint8_t>(code(p, 0, 8 * h + e) >> 4 | (code(p, 1, 8 * h + e) >> 4) << 2 |
+                                                            (code(p, 0, 8 * h + 4 + e) >> 4) << 4 |
+                                                            (code(p, 1, 8 * h + 4 + e) >> 4) << 6);
+      }
+  }
+}
+
+template <class Block, class Tile>
+void pack_tiles(const TensorView& w, uint8_t* out) {
+  const int64_t units = w.cols() / kSuperBlock;
+  Block rows[kPackedRows];
+  Tile tile;
+  for (int64_t g = 0; g < w.rows() / kPackedRows; ++g)
+    for (int64_t u = 0; u < units; ++u) {
+      for (int r = 0; r < kPackedRows; ++r)
+        std::memcpy(&rows[r], w.row(g * kPackedRows + r) + u * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+      pack_tile(rows, tile);
+      std::memcpy(out + static_cast<size_t>(g * units + u) * sizeof tile, &tile, sizeof tile);
+    }
+}
+
+}  // namespace
+
 bool packs_rows(const TensorView& w) {
-  return w.dtype == DType::Q4_K && w.rows() % kPackedRows == 0 && w.cols() % kSuperBlock == 0;
+  return (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && w.rows() % kPackedRows == 0 &&
+         w.cols() % kSuperBlock == 0;
 }
 
 size_t packed_rows_bytes(const TensorView& w) {
-  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / kSuperBlock) *
-         sizeof(PackedQ4_KTile);
+  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / kSuperBlock) * tile_bytes(w.dtype);
 }
 
 void pack_rows(const TensorView& w, uint8_t* out) {
-  const int64_t units = w.cols() / kSuperBlock;
-  PackedQ4_KTile tile;
-  for (int64_t g = 0; g < w.rows() / kPackedRows; ++g)
-    for (int64_t u = 0; u < units; ++u) {
-      for (int r = 0; r < kPackedRows; ++r) {
-        BlockQ4_K b;
-        std::memcpy(&b, w.row(g * kPackedRows + r) + u * static_cast<int64_t>(sizeof b), sizeof b);
-        tile.d[r] = b.d;
-        tile.dmin[r] = b.dmin;
-        for (int s = 0; s < 8; ++s) kq_scale_min(b.scales, s, tile.sc[s][r], tile.mn[s][r]);
-        for (int p = 0; p < 4; ++p)
-          for (int j = 0; j < 16; ++j) std::memcpy(&tile.codes[p][j][2 * r], b.qs + 32 * p + 2 * j, 2);
-      }
-      std::memcpy(out + static_cast<size_t>(g * units + u) * sizeof tile, &tile, sizeof tile);
-    }
+  if (w.dtype == DType::Q4_K)
+    pack_tiles<BlockQ4_K, PackedQ4_KTile>(w, out);
+  else
+    pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
 }
 
 void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
@@ -44,13 +99,40 @@ void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_
   }
 }
 
-const uint8_t* unpacked_rows(const PackedQ4_KTile* tiles, int64_t k, int64_t first, int64_t count,
+void unpack_rows(const PackedQ6_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ6_KTile& t = tiles[u];
+    for (int r = 0; r < kPackedRows; ++r) {
+      BlockQ6_K b{};
+      b.d = t.d[r];
+      for (int s = 0; s < 16; ++s) b.scales[s] = t.sc[s][r];
+      for (int p = 0; p < 4; ++p)
+        for (int c = 0; c < 2; ++c)
+          for (int i = 0; i < 32; ++i) {
+            const int low = t.low[p][i / 4][4 * r + i % 4] >> 4 * c & 0x0f;
+            const int high = t.high[p][i / 8][4 * r + i % 4] >> (2 * c + 4 * (i / 4 % 2)) & 3;
+            const Q6_KPlace at = q6_k_place(64 * p + 32 * c + i);
+            b.ql[at.ql] = static_cast<uint8_t>(b.ql[at.ql] | low << at.low_shift);
+            b.qh[at.qh] = static_cast<uint8_t>(b.qh[at.qh] | high << at.high_shift);
+          }
+      std::memcpy(out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof b, &b, sizeof b);
+    }
+  }
+}
+
+const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch) {
-  const size_t row_bytes = dtype_row_bytes(DType::Q4_K, k);
+  const size_t row_bytes = dtype_row_bytes(t, k);
   const int64_t units = k / kSuperBlock;
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(count) * row_bytes));
-  for (int64_t g = 0; g < count; g += kPackedRows)
-    unpack_rows(tiles + (first + g) / kPackedRows * units, units, scratch.data() + static_cast<size_t>(g) * row_bytes, row_bytes);
+  for (int64_t g = 0; g < count; g += kPackedRows) {
+    const int64_t at = (first + g) / kPackedRows * units;
+    uint8_t* out = scratch.data() + static_cast<size_t>(g) * row_bytes;
+    if (t == DType::Q4_K)
+      unpack_rows(static_cast<const PackedQ4_KTile*>(tiles) + at, units, out, row_bytes);
+    else
+      unpack_rows(static_cast<const PackedQ6_KTile*>(tiles) + at, units, out, row_bytes);
+  }
   return scratch.data();
 }
 

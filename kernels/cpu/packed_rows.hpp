@@ -1,17 +1,13 @@
 #pragma once
-// Q4_K matrices regrouped 16 rows side by side, the layout of the gemv on words (AVX-512
-// and AVX2: kernels/cpu/isa/int8_avx512.hpp and int8_avx2.hpp,
+// Q4_K and Q6_K matrices regrouped 16 rows side by side, the layout of the gemvs that read
+// them (AVX-512 and AVX2: kernels/cpu/isa/int8_avx512.hpp and int8_avx2.hpp,
 // KernelTable::reads_packed_rows). As stored, a vector holds one row's codes, so each 32
 // weights cost a convert and a scaling of their own and every row ends in a horizontal
-// sum; side by side, a vector holds two codes of each of 16 rows, one broadcast
-// activation pair meets all of them, and a row's scalings and sums are shared by its 15
-// neighbours.
+// sum; side by side, a vector holds codes of each of 16 rows, one broadcast activation
+// meets all of them, and a row's scalings and sums are shared by its 15 neighbours.
 //
-// A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows: the
-// rows' f16 d and dmin as stored, each sub-block's 6-bit scale and min a byte per row
-// (kq_scale_min), and codes[p][j], whose byte 2r + e is byte 2j + e of row r's qs[32p..]:
-// its low nibble weight 2j + e of sub-block 2p, its high one that of 2p + 1. 2,368 bytes
-// where the rows keep 2,304: the scales unpacked.
+// A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows,
+// exactly as many bytes as the rows keep or a few more (Q4_K's scales unpacked).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +20,10 @@ namespace orzo::cpu {
 
 inline constexpr int kPackedRows = 16;
 
+// Q4_K: the rows' f16 d and dmin as stored, each sub-block's 6-bit scale and min a byte
+// per row (kq_scale_min), and codes[p][j], whose byte 2r + e is byte 2j + e of row r's
+// qs[32p..]: its low nibble weight 2j + e of sub-block 2p, its high one that of 2p + 1.
+// 2,368 bytes where the rows keep 2,304: the scales unpacked.
 struct PackedQ4_KTile {
   uint16_t d[kPackedRows], dmin[kPackedRows];
   uint8_t sc[8][kPackedRows], mn[8][kPackedRows];
@@ -31,7 +31,23 @@ struct PackedQ4_KTile {
 };
 static_assert(sizeof(PackedQ4_KTile) == 2368 && alignof(PackedQ4_KTile) == 2);
 
-// Whether w can be packed: Q4_K, whole groups of 16 rows.
+// Q6_K: the rows' f16 d, each 16 weights' int8 scale, and the 6-bit codes (q + 32, as
+// stored) split in two planes laid out as the int8 strips lay codes (a 32-bit lane per row,
+// four consecutive weights of it), so that a 64-byte load and a few bit operations give a
+// vector the dot product takes as it is. Weights 32b .. 32b + 31 of a row are block b.
+// low[p][q][4r + e]: the low 4 bits of weight 4q + e of row r's block 2p (low nibble) and of
+// its block 2p + 1 (high nibble). high[p][h][4r + e]: the top 2 bits of weight 8h + e of
+// blocks 2p and 2p + 1 (bits 0-1, 2-3), and of weight 8h + 4 + e of the same (bits 4-5,
+// 6-7). 3,360 bytes, the rows' own.
+struct PackedQ6_KTile {
+  uint16_t d[kPackedRows];
+  int8_t sc[16][kPackedRows];  // sc[s][r]: row r's scale of weights 16s .. 16s + 15
+  uint8_t low[4][8][4 * kPackedRows];
+  uint8_t high[4][4][4 * kPackedRows];
+};
+static_assert(sizeof(PackedQ6_KTile) == 3360 && alignof(PackedQ6_KTile) == 2);
+
+// Whether w can be packed: Q4_K or Q6_K, whole groups of 16 rows.
 bool packs_rows(const TensorView& w);
 
 // Bytes of w packed; packs_rows(w) must hold.
@@ -45,6 +61,7 @@ void pack_rows(const TensorView& w, uint8_t* out);
 // from their group's tiles, byte for byte. For kernels that meet many activation rows with
 // the rows as stored.
 void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes);
+void unpack_rows(const PackedQ6_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes);
 
 // Row r's d, dmin and 12 scale bytes of tile t, the scales packed back as kq_scale_min
 // reads them, into the stored block at `block` (its qs left alone). Byte by byte in place:
@@ -63,9 +80,10 @@ inline void unpack_scales(const PackedQ4_KTile& t, int r, uint8_t* block) {
   }
 }
 
-// Rows [first, first + count) of k weights as stored, unpacked from the matrix's tiles into
-// `scratch` (grown as needed): first and count are whole groups.
-const uint8_t* unpacked_rows(const PackedQ4_KTile* tiles, int64_t k, int64_t first, int64_t count,
+// Rows [first, first + count) of k weights of type t as stored, unpacked from the matrix's
+// tiles (TensorView::packed) into `scratch` (grown as needed): first and count are whole
+// groups.
+const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch);
 
 }  // namespace orzo::cpu

@@ -127,15 +127,18 @@ void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, Threa
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
     matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
 }
-// w with its rows packed (packed_rows.hpp) into `storage` where they pack and the active
-// level reads them, as the CPU backend gives them; w as stored elsewhere.
-TensorView packed_where_read(const TensorView& w, std::vector<uint8_t>& storage) {
-  if (!kernels().reads_packed_rows || !packs_rows(w)) return w;
+// w with its rows packed (packed_rows.hpp) into `storage`; packs_rows(w) must hold.
+TensorView with_packed_rows(const TensorView& w, std::vector<uint8_t>& storage) {
   storage.resize(packed_rows_bytes(w));
   pack_rows(w, storage.data());
   TensorView v = w;
   v.packed = storage.data();
   return v;
+}
+// w packed where its rows pack and the active level reads them, as the CPU backend gives
+// them; w as stored elsewhere.
+TensorView packed_where_read(const TensorView& w, std::vector<uint8_t>& storage) {
+  return kernels().reads_packed_rows(w.dtype) && packs_rows(w) ? with_packed_rows(w, storage) : w;
 }
 
 // matmul_gemv on packed_where_read(w).
@@ -367,8 +370,8 @@ TEST(Matmul, Q8KernelMatchesReference) {
     check_shapes(matmul_gemv, pool, {1, 2, 3}, {2816}, {21, 64});
     check_shapes(matmul_packed, pool, {1, 2, 3}, kSmallDepths, {16, 48, 256});
     check_shapes(matmul_packed, pool, {1, 2}, {2816}, {32});
-    check_shapes(matmul_packed_batch, pool, {3, 4, 5, 9, 130}, kSmallDepths, {16, 48}, {DType::Q4_K});
-    check_shapes(matmul_packed_batch, pool, {3, 7, 67}, {2816}, {32}, {DType::Q4_K});
+    check_shapes(matmul_packed_batch, pool, {3, 4, 5, 9, 130}, kSmallDepths, {16, 48}, {DType::Q4_K, DType::Q6_K});
+    check_shapes(matmul_packed_batch, pool, {3, 7, 67}, {2816}, {32}, {DType::Q4_K, DType::Q6_K});
   });
 }
 
@@ -568,21 +571,19 @@ TEST(Matmul, Avx2GemvMatchesItsPanelBitForBit) {
 
 // The strips (AVX-512) and the panel (AVX2) decode packed rows to the very codes and
 // scales they decode from the rows as stored, and sgemm's rows are unpacked to the stored
-// bytes, so every batch gives the same bits either way; the gemv's packed sums run in
-// another order, and the reference tests above hold it to the same bound.
+// bytes, so every batch gives the same bits either way; Q4_K's gemv sums in another order,
+// and the reference tests above hold it to the same bound.
 TEST(Matmul, PackedRowsGiveTheBatchedKernelsTheSameBits) {
   orzo::testing::for_each_isa([&] {
-    if (!kernels().reads_packed_rows) return;
     ThreadPool pool(2);
     std::mt19937 rng(9);
-    for (DType t : {DType::Q4_K}) {
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+      if (!kernels().reads_packed_rows(t)) continue;
       const Weight w = make_weight(t, 48, 768, rng);
       ASSERT_TRUE(packs_rows(w.view));
-      std::vector<uint8_t> packed(packed_rows_bytes(w.view));
-      EXPECT_EQ(packed.size(), w.bytes.size() / 2304 * 2368);
-      pack_rows(w.view, packed.data());
-      TensorView v = w.view;
-      v.packed = packed.data();
+      std::vector<uint8_t> packed;
+      const TensorView v = with_packed_rows(w.view, packed);
+      EXPECT_EQ(packed.size(), t == DType::Q4_K ? w.bytes.size() / 2304 * 2368 : w.bytes.size());
       EXPECT_EQ(v.row_range(16, 16).packed, nullptr) << "a part of the rows is not packed from its first";
       const auto bias = random_vector(48, rng);
       for (Kernel kernel : {matmul_q8, matmul_q16, matmul_blas, matmul_tiles_any}) {
@@ -614,10 +615,8 @@ TEST(Matmul, PackedWordsGiveEachRowTheGemvBits) {
     std::mt19937 rng(12);
     for (int64_t k : {256, 2816}) {
       const Weight w = make_weight(DType::Q4_K, 48, k, rng);
-      std::vector<uint8_t> packed(packed_rows_bytes(w.view));
-      pack_rows(w.view, packed.data());
-      TensorView v = w.view;
-      v.packed = packed.data();
+      std::vector<uint8_t> packed;
+      const TensorView v = with_packed_rows(w.view, packed);
       const auto bias = random_vector(48, rng);
       for (int64_t m : {3, 4, 5, 6, 7, 8, 9, 131}) {
         const auto x = random_vector(m * k, rng);
@@ -633,17 +632,53 @@ TEST(Matmul, PackedWordsGiveEachRowTheGemvBits) {
   });
 }
 
-// Unpacking gives back the stored bytes whatever they hold: every bit of the 12 scale bytes
-// is one of kq_scale_min's 6-bit values.
+// Unpacking gives back the stored bytes whatever they hold: every bit of Q4_K's 12 scale
+// bytes is one of kq_scale_min's 6-bit values, and random bytes set every bit of Q6_K's
+// planes and scales.
 TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
   std::mt19937 rng(10);
-  const Weight w = make_weight(DType::Q4_K, 32, 768, rng);
-  std::vector<uint8_t> packed(packed_rows_bytes(w.view)), stored(w.bytes.size(), 0);
-  pack_rows(w.view, packed.data());
-  const auto* tiles = reinterpret_cast<const PackedQ4_KTile*>(packed.data());
-  const size_t row_bytes = dtype_row_bytes(DType::Q4_K, 768);
-  for (int g = 0; g < 2; ++g) unpack_rows(tiles + 3 * g, 3, stored.data() + 16 * g * row_bytes, row_bytes);
-  EXPECT_EQ(stored, w.bytes);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    Weight w = make_weight(t, 32, 768, rng);
+    if (t == DType::Q6_K)
+      for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> packed(packed_rows_bytes(w.view)), stored(w.bytes.size(), 0);
+    pack_rows(w.view, packed.data());
+    const size_t row_bytes = dtype_row_bytes(t, 768);
+    for (int g = 0; g < 2; ++g) {
+      uint8_t* out = stored.data() + 16 * g * row_bytes;
+      if (t == DType::Q4_K)
+        unpack_rows(reinterpret_cast<const PackedQ4_KTile*>(packed.data()) + 3 * g, 3, out, row_bytes);
+      else
+        unpack_rows(reinterpret_cast<const PackedQ6_KTile*>(packed.data()) + 3 * g, 3, out, row_bytes);
+    }
+    EXPECT_EQ(stored, w.bytes) << dtype_name(t);
+    std::vector<uint8_t> scratch;
+    const uint8_t* rows = unpacked_rows(t, packed.data(), 768, 16, 16, scratch);
+    EXPECT_TRUE(std::equal(rows, rows + 16 * row_bytes, w.bytes.begin() + 16 * static_cast<int64_t>(row_bytes))) << dtype_name(t);
+  }
+}
+
+// Q6_K's packed gemv is the two-digit strips' product of one strip, its codes merged where
+// they are used: the strips' bits, bias included, for one row and two.
+TEST(Matmul, PackedQ6_KGemvGivesTheStripsBits) {
+  orzo::testing::for_each_isa([&] {
+    if (!kernels().reads_packed_rows(DType::Q6_K)) return;
+    ThreadPool pool(2);
+    std::mt19937 rng(31);
+    for (int64_t k : {256, 2816}) {
+      const Weight w = make_weight(DType::Q6_K, 48, k, rng);
+      std::vector<uint8_t> packed;
+      const TensorView v = with_packed_rows(w.view, packed);
+      const auto bias = random_vector(48, rng);
+      for (int64_t m : {1, 2}) {
+        const auto x = random_vector(m * k, rng);
+        std::vector<float> strips(static_cast<size_t>(m * 48)), gemv(strips.size());
+        matmul_q16(x.data(), m, w.view, strips.data(), pool, bias.data());
+        matmul_q16_gemv(x.data(), m, v, gemv.data(), pool, bias.data());
+        EXPECT_EQ(strips, gemv) << "m=" << m << ", k=" << k;
+      }
+    }
+  });
 }
 
 TEST(Matmul, RowsDoNotDependOnBatchSize) {

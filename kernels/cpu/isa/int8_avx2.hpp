@@ -447,7 +447,8 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
         // Rows come in whole groups where they are packed (packs_rows), and j is one's first.
         const int64_t units = job.k / kSuperBlock;
         for (int64_t g = 0; g < rows; g += kPackedRows)
-          decode_packed_rows(job.packed + (j + g) / kPackedRows * units, units, scratch.data() + g * job.units, job.units);
+          decode_packed_rows(static_cast<const PackedQ4_KTile*>(job.packed) + (j + g) / kPackedRows * units, units,
+                             scratch.data() + g * job.units, job.units);
         decoded = true;
       }
     for (int64_t r = 0; r < rows && !decoded; ++r) {
@@ -575,7 +576,8 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
 template <int M>
 void packed_into(const Job<WordRows>& job, int64_t j, int64_t i0) {
   __m256 out[M][2];
-  packed_group<M>(job.packed + (j / kPackedRows) * (job.k / kSuperBlock), job.k / kSuperBlock, *job.x, i0, out);
+  packed_group<M>(static_cast<const PackedQ4_KTile*>(job.packed) + (j / kPackedRows) * (job.k / kSuperBlock),
+                  job.k / kSuperBlock, *job.x, i0, out);
   for (int half = 0; half < 2; ++half) {
     const __m256 bias = job.bias ? _mm256_loadu_ps(job.bias + j + 8 * half) : fzero();
     for (int i = 0; i < M; ++i) _mm256_storeu_ps(job.y + (i0 + i) * job.n + j + 8 * half, _mm256_add_ps(out[i][half], bias));

@@ -322,6 +322,64 @@ inline void decode_packed_strip(const PackedQ4_KTile* tiles, int64_t units, Stri
   }
 }
 
+inline __m512 rows_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// A packed Q6_K tile's codes (q + 32) of blocks 2p and 2p + 1 at weights 8h .. 8h + 7 of
+// each, as a strip holds them: out[c][v] is block 2p + c's weights 8h + 4v .. 8h + 4v + 3,
+// a lane a row. The 16-bit shifts move each bit pair of `high` to bits 4-5 of its byte;
+// the bits they carry in from the neighbouring byte fall outside the masks.
+inline void q6_k_codes(const PackedQ6_KTile& t, int p, int h, __m512i (&out)[2][2]) {
+  const __m512i low[2] = {_mm512_loadu_si512(t.low[p][2 * h]), _mm512_loadu_si512(t.low[p][2 * h + 1])};
+  const __m512i high = _mm512_loadu_si512(t.high[p][h]);
+  const __m512i nibble = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
+  const __m512i tops[2][2] = {{_mm512_slli_epi16(high, 4), high}, {_mm512_slli_epi16(high, 2), _mm512_srli_epi16(high, 2)}};
+  constexpr int kOrAnd = 0xf8;  // a | (b & c)
+  for (int v = 0; v < 2; ++v) {
+    out[0][v] = _mm512_ternarylogic_epi32(_mm512_and_si512(low[v], nibble), tops[0][v], top, kOrAnd);
+    out[1][v] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(low[v], 4), nibble), tops[1][v], top, kOrAnd);
+  }
+}
+
+// The row scales of a packed Q6_K tile's 16 weights s (16s .. 16s + 15): the products d * sc
+// that Q6_KFormat::scales makes of the rows as stored.
+inline __m512 q6_k_scales(const PackedQ6_KTile& t, __m512 d, int s) { return _mm512_mul_ps(d, rows_i8(t.sc[s])); }
+
+// decode_packed_strip's Q6_K: no transpose either, the tile's planes merged.
+inline void decode_packed_strip(const PackedQ6_KTile* tiles, int64_t units, StripOf<Q6_KFormat>* out) {
+  static_assert(kPackedRows == kStripRows && Q6_KFormat::kBias == 32 && !Q6_KFormat::kHasMin, "codes as stored, no offsets");
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ6_KTile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    StripOf<Q6_KFormat>* o = out + 8 * u;
+    const __m512 d = rows_f16(t.d);
+    for (int b = 0; b < 8; ++b)
+      for (int h = 0; h < 2; ++h) _mm512_store_ps(o[b].d[h], q6_k_scales(t, d, 2 * b + h));
+    for (int p = 0; p < 4; ++p)
+      for (int h = 0; h < 4; ++h) {
+        __m512i codes[2][2];
+        q6_k_codes(t, p, h, codes);
+        for (int c = 0; c < 2; ++c)
+          for (int v = 0; v < 2; ++v) o[2 * p + c].q[2 * h + v] = codes[c][v];
+      }
+  }
+}
+
+// The formats whose rows a level packs, and their tiles.
+template <class F>
+struct PackedTile {
+  using type = void;
+};
+template <>
+struct PackedTile<Q4_KFormat> {
+  using type = PackedQ4_KTile;
+};
+template <>
+struct PackedTile<Q6_KFormat> {
+  using type = PackedQ6_KTile;
+};
+
 template <class F, int Digits>
 void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
   thread_local std::vector<StripOf<F>> scratch;
@@ -331,10 +389,11 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
     for (int s = 0; s < strips; ++s) {
       const int64_t first = j + kStripRows * s;
       const int rows = static_cast<int>(std::min<int64_t>(kStripRows, end - first));
-      if constexpr (std::is_same_v<F, Q4_KFormat>)
+      if constexpr (!std::is_void_v<typename PackedTile<F>::type>)
         if (job.packed) {
           const int64_t units = job.k / kSuperBlock;
-          decode_packed_strip(job.packed + first / kStripRows * units, units, scratch.data() + s * job.units);
+          decode_packed_strip(static_cast<const typename PackedTile<F>::type*>(job.packed) + first / kStripRows * units, units,
+                              scratch.data() + s * job.units);
           continue;
         }
       const uint8_t* strip = job.w + first * job.row_bytes;
@@ -684,13 +743,81 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
 template <int M>
 void packed_gemv(const Job<WordRows>& job, int64_t begin, int64_t end) {
   const int64_t units = job.k / kSuperBlock;
-  const PackedQ4_KTile* tiles = job.packed;
+  const auto* tiles = static_cast<const PackedQ4_KTile*>(job.packed);
   for (int64_t j = begin; j < end; j += kPackedRows) {
     __m512 out[M];
     packed_group<M>(tiles + (j / kPackedRows) * units, units, *job.x, out);
     const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
     for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
   }
+}
+
+// Q6_K's gemv on packed rows: the strips' product (strip_tile) of one strip, its codes
+// merged from the tile where they are used instead of stored in a strip and read back, for
+// one or two activation rows, with the same integer sums and the same float operations in
+// the same order: the strips' bits. Per 256 weights of 16 rows, 13 bit operations make the
+// four code vectors that eight vpdpbusd meet (two digits), and each 16 weights' sums are
+// scaled once for all 16 rows; as stored, each row's codes would cost as many operations
+// again and a horizontal sum (the pairs: 36-44 GB/s on a Zen 5, matmul_bench q8/gemv).
+template <int M>
+void packed_q6_k_group(const PackedQ6_KTile* tiles, int64_t units, const ActivationBlock<2>* x, int64_t blocks, __m512 (&out)[M]) {
+  for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u) {
+    const PackedQ6_KTile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    const __m512 d = rows_f16(t.d);
+    for (int p = 0; p < 4; ++p) {
+      // acc[c][half][digit][i]: block 2p + c's half against activation row i; the bias's
+      // correction starts the last digit's sum, as strip_tile's.
+      __m512i acc[2][2][2][M];
+      for (int c = 0; c < 2; ++c)
+        for (int half = 0; half < 2; ++half)
+          for (int i = 0; i < M; ++i) {
+            acc[c][half][0][i] = _mm512_setzero_si512();
+            acc[c][half][1][i] = _mm512_set1_epi32(x[i * blocks + 8 * u + 2 * p + c].correction[half]);
+          }
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        __m512i codes[2][2];
+        q6_k_codes(t, p, h, codes);
+        for (int c = 0; c < 2; ++c)
+          for (int i = 0; i < M; ++i) {
+            const ActivationBlock<2>& a = x[i * blocks + 8 * u + 2 * p + c];
+            for (int v = 0; v < 2; ++v)
+              for (int digit = 0; digit < 2; ++digit)
+                acc[c][h / 2][digit][i] =
+                    _mm512_dpbusd_epi32(acc[c][h / 2][digit][i], codes[c][v], broadcast_codes(a.q[digit] + 8 * h + 4 * v));
+          }
+      }
+      for (int c = 0; c < 2; ++c)
+        for (int half = 0; half < 2; ++half) {
+          const __m512 scale = q6_k_scales(t, d, 4 * p + 2 * c + half);
+          for (int i = 0; i < M; ++i) {
+            const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(acc[c][half][0][i], 8), acc[c][half][1][i]);
+            const float step = x[i * blocks + 8 * u + 2 * p + c].scale;
+            out[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(scale, _mm512_set1_ps(step)), out[i]);
+          }
+        }
+    }
+  }
+}
+
+template <int M>
+void packed_q6_k_gemv(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
+  const int64_t units = job.k / kSuperBlock;
+  const auto* tiles = static_cast<const PackedQ6_KTile*>(job.packed);
+  for (int64_t j = begin; j < end; j += kPackedRows) {
+    __m512 out[M];
+    packed_q6_k_group<M>(tiles + (j / kPackedRows) * units, units, job.x, job.units, out);
+    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
+    for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
+  }
+}
+
+void packed_q6_k_rows(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
+  if (job.m > kGemvMaxRows) throw std::logic_error("packed_q6_k_rows: the packed gemv takes at most two rows");
+  if (job.m == 2) packed_q6_k_gemv<2>(job, begin, end); else packed_q6_k_gemv<1>(job, begin, end);
 }
 
 // The packed gemv on AVX-512; batches there take the strips or the tiles.

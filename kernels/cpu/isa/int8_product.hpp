@@ -69,7 +69,7 @@ struct Job {
   float* y;
   int64_t n;
   const float* bias;
-  const PackedQ4_KTile* packed;  // the same rows packed (TensorView::packed), or null
+  const void* packed;  // the same rows packed (TensorView::packed: w's type's tiles), or null
 };
 
 // A few activation rows for the word gemvs (word_tile, packed_group): each 32-weight block
@@ -103,9 +103,9 @@ inline int32_t word_pair(const WordRows& x, int64_t i, int64_t e) {
 // tile this names the next group's, or bytes past the matrix, which a prefetch may name:
 // it never faults (an address, so that no pointer runs past its array).
 constexpr int kPackedAhead = 2;
-inline void prefetch_tile(const PackedQ4_KTile* tiles, int64_t u) {
-  prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(PackedQ4_KTile)),
-           sizeof(PackedQ4_KTile));
+template <class Tile>
+inline void prefetch_tile(const Tile* tiles, int64_t u) {
+  prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(Tile)), sizeof(Tile));
 }
 #endif
 

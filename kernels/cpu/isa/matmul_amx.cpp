@@ -256,7 +256,8 @@ struct Job {
   const uint32_t* pairs;  // pack_pairs' tiles of every activation row, m rounded up to kPassRows
   int64_t m, k;
   const uint8_t* w;
-  const PackedQ4_KTile* packed;  // where a backend packed w's rows (packed_rows.hpp), else null
+  DType type;
+  const void* packed;  // where a backend packed w's rows (packed_rows.hpp), else null
   int64_t row_bytes;  // of a stored weight row
   Decoder decode;
   int64_t n;
@@ -270,7 +271,7 @@ struct Job {
 // sets, and every step misses; laid out once per pass they are read in order.
 void pack_panel(const Job& job, int64_t n0, uint8_t* panel, std::vector<uint8_t>& unpacked) {
   const int64_t steps = job.k / kDepth, rows = std::min(kPassRows, job.n - n0);
-  const uint8_t* w = job.packed ? unpacked_rows(job.packed, job.k, n0, rows, unpacked) : job.w + n0 * job.row_bytes;
+  const uint8_t* w = job.packed ? unpacked_rows(job.type, job.packed, job.k, n0, rows, unpacked) : job.w + n0 * job.row_bytes;
   const int64_t step_bytes = job.decode.terms * kTermBytes;
   for (int64_t r = 0; r < kPassRows; ++r) {
     uint8_t* dst = panel + (r / kTile) * kTileBytes + (r % kTile) * 64;
@@ -389,7 +390,8 @@ void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, Thre
                 m,
                 k,
                 static_cast<const uint8_t*>(w.data),
-                static_cast<const PackedQ4_KTile*>(w.packed),
+                w.dtype,
+                w.packed,
                 static_cast<int64_t>(dtype_row_bytes(w.dtype, k)),
                 decode,
                 w.rows(),

@@ -74,9 +74,13 @@ Kernel<A> kernel_for(DType t) {
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
-template <class Activation, bool Gemv = false>
-void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  const Kernel<Activation> kernel = kernel_for<Activation, Gemv>(w.dtype);
+template <class Activation>
+void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+             Kernel<Activation> kernel) {
+#if defined(ORZO_Q8_AVX2)
+  if (w.packed && w.dtype != DType::Q4_K)
+    throw std::logic_error("matmul_q8: " + w.name + " is packed, and AVX2 reads packed Q4_K rows alone");
+#endif
   const int64_t k = w.cols(), units = Activation::units(k);
   // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
   thread_local std::vector<Activation> activations;
@@ -86,13 +90,14 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
     for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
   });
   const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
-                            static_cast<const PackedQ4_KTile*>(w.packed)};
+                            w.packed};
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 }
 
 // Activation rows against Q4_K weights as words: packed_group where packed (AVX2, at any
 // m), else on AVX-512 word_tile on the rows as stored (at most kGemvMaxRows).
 void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+  if (w.dtype != DType::Q4_K) throw std::logic_error("word_product: " + w.name + " is not Q4_K");
   const int64_t k = w.cols();
   thread_local WordRows kept;
   WordRows& words = kept;  // the caller's: a pool thread naming `kept` would get its own
@@ -101,7 +106,7 @@ void word_product(const float* x, int64_t m, const TensorView& w, float* y, Thre
   constexpr int64_t kRoundedAlone = 4;
   pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, words); }, kRoundedAlone);
   const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
-                          static_cast<const PackedQ4_KTile*>(w.packed)};
+                          w.packed};
   if (job.packed) {
     static_assert(kGrain % kPackedRows == 0, "a thread's range is whole groups");
     pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { packed_rows(job, begin, end); }, kGrain);
@@ -132,7 +137,7 @@ bool matmul_q8_supports(DType t) {
 
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
-  product<ActivationOf<1>>(x, m, w, y, pool, bias);
+  product<ActivationOf<1>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<1>, false>(w.dtype));
 #else
   (void)x, (void)m, (void)y, (void)pool, (void)bias;
   throw std::logic_error("matmul_q8: no integer path for " + w.name + " in this build");
@@ -141,7 +146,7 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  product<ActivationOf<2>>(x, m, w, y, pool, bias);
+  product<ActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<2>, false>(w.dtype));
 }
 
 void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
@@ -149,10 +154,12 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
 #if defined(ORZO_Q8_VNNI)
   if (w.dtype == DType::Q4_K) return word_product(x, m, w, y, pool, bias);
+  if (w.packed && w.dtype == DType::Q6_K)
+    return product<ActivationOf<2>>(x, m, w, y, pool, bias, {packed_q6_k_rows, kActivationBias<Q6_KFormat>});
 #else
   if (w.packed) return word_product(x, m, w, y, pool, bias);
 #endif
-  product<GemvActivationOf<2>, true>(x, m, w, y, pool, bias);
+  product<GemvActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<GemvActivationOf<2>, true>(w.dtype));
 }
 #endif
 
