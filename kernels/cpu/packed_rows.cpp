@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 namespace orzo::cpu {
 
 namespace {
 
-size_t tile_bytes(DType t) { return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : sizeof(PackedQ6_KTile); }
+// Bytes of a tile of 16 rows of type t (a Q4_K one unpacks the scales).
+size_t tile_bytes(DType t) {
+  return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : kPackedRows * dtype_block_bytes(t);
+}
 
 void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
   for (int r = 0; r < kPackedRows; ++r) {
@@ -56,8 +62,19 @@ void pack_tile(const BlockQ6_K (&rows)[kPackedRows], PackedQ6_KTile& tile) {
 }
 
 template <class Block, class Tile>
+void pack_nibble_tile(const Block (&rows)[kPackedRows], Tile& tile) {
+  for (int r = 0; r < kPackedRows; ++r) {
+    tile.d[r] = rows[r].d;
+    if constexpr (std::is_same_v<Block, BlockQ4_1>) tile.m[r] = rows[r].m;
+    for (int g = 0; g < 4; ++g) std::memcpy(&tile.codes[g][4 * r], rows[r].qs + 4 * g, 4);
+  }
+}
+void pack_tile(const BlockQ4_0 (&rows)[kPackedRows], PackedQ4_0Tile& tile) { pack_nibble_tile(rows, tile); }
+void pack_tile(const BlockQ4_1 (&rows)[kPackedRows], PackedQ4_1Tile& tile) { pack_nibble_tile(rows, tile); }
+
+template <class Block, class Tile>
 void pack_tiles(const TensorView& w, uint8_t* out) {
-  const int64_t units = w.cols() / kSuperBlock;
+  const int64_t units = w.cols() / dtype_block_elems(w.dtype);
   Block rows[kPackedRows];
   Tile tile;
   for (int64_t g = 0; g < w.rows() / kPackedRows; ++g)
@@ -67,24 +84,6 @@ void pack_tiles(const TensorView& w, uint8_t* out) {
       pack_tile(rows, tile);
       std::memcpy(out + static_cast<size_t>(g * units + u) * sizeof tile, &tile, sizeof tile);
     }
-}
-
-}  // namespace
-
-bool packs_rows(const TensorView& w) {
-  return (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && w.rows() % kPackedRows == 0 &&
-         w.cols() % kSuperBlock == 0;
-}
-
-size_t packed_rows_bytes(const TensorView& w) {
-  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / kSuperBlock) * tile_bytes(w.dtype);
-}
-
-void pack_rows(const TensorView& w, uint8_t* out) {
-  if (w.dtype == DType::Q4_K)
-    pack_tiles<BlockQ4_K, PackedQ4_KTile>(w, out);
-  else
-    pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
 }
 
 void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
@@ -120,18 +119,62 @@ void unpack_rows(const PackedQ6_KTile* tiles, int64_t units, uint8_t* out, size_
   }
 }
 
+template <class Block, class Tile>
+void unpack_nibble_rows(const Tile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
+  for (int64_t u = 0; u < units; ++u) {
+    const Tile& t = tiles[u];
+    for (int r = 0; r < kPackedRows; ++r) {
+      Block b;
+      b.d = t.d[r];
+      if constexpr (std::is_same_v<Block, BlockQ4_1>) b.m = t.m[r];
+      for (int g = 0; g < 4; ++g) std::memcpy(b.qs + 4 * g, &t.codes[g][4 * r], 4);
+      std::memcpy(out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof b, &b, sizeof b);
+    }
+  }
+}
+
+}  // namespace
+
+bool packs_rows(const TensorView& w) {
+  const DType t = w.dtype;
+  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1) &&
+         w.rows() % kPackedRows == 0 && w.cols() % dtype_block_elems(t) == 0;
+}
+
+size_t packed_rows_bytes(const TensorView& w) {
+  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / dtype_block_elems(w.dtype)) *
+         tile_bytes(w.dtype);
+}
+
+void pack_rows(const TensorView& w, uint8_t* out) {
+  switch (w.dtype) {
+    case DType::Q4_K: return pack_tiles<BlockQ4_K, PackedQ4_KTile>(w, out);
+    case DType::Q6_K: return pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
+    case DType::Q4_0: return pack_tiles<BlockQ4_0, PackedQ4_0Tile>(w, out);
+    case DType::Q4_1: return pack_tiles<BlockQ4_1, PackedQ4_1Tile>(w, out);
+    default: throw std::logic_error("pack_rows: " + w.name + " is not of a type whose rows pack");
+  }
+}
+
 const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch) {
   const size_t row_bytes = dtype_row_bytes(t, k);
-  const int64_t units = k / kSuperBlock;
+  const int64_t units = k / dtype_block_elems(t);
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(count) * row_bytes));
   for (int64_t g = 0; g < count; g += kPackedRows) {
     const int64_t at = (first + g) / kPackedRows * units;
     uint8_t* out = scratch.data() + static_cast<size_t>(g) * row_bytes;
-    if (t == DType::Q4_K)
-      unpack_rows(static_cast<const PackedQ4_KTile*>(tiles) + at, units, out, row_bytes);
-    else
-      unpack_rows(static_cast<const PackedQ6_KTile*>(tiles) + at, units, out, row_bytes);
+    switch (t) {
+      case DType::Q4_K: unpack_rows(static_cast<const PackedQ4_KTile*>(tiles) + at, units, out, row_bytes); break;
+      case DType::Q6_K: unpack_rows(static_cast<const PackedQ6_KTile*>(tiles) + at, units, out, row_bytes); break;
+      case DType::Q4_0:
+        unpack_nibble_rows<BlockQ4_0>(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, out, row_bytes);
+        break;
+      case DType::Q4_1:
+        unpack_nibble_rows<BlockQ4_1>(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, out, row_bytes);
+        break;
+      default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
+    }
   }
   return scratch.data();
 }

@@ -1,13 +1,14 @@
 #pragma once
-// Q4_K and Q6_K matrices regrouped 16 rows side by side, the layout of the gemvs that read
-// them (AVX-512 and AVX2: kernels/cpu/isa/int8_avx512.hpp and int8_avx2.hpp,
+// Q4_K, Q6_K, Q4_0 and Q4_1 matrices regrouped 16 rows side by side, the layout of the
+// gemvs that read them (AVX-512 and AVX2: kernels/cpu/isa/int8_avx512.hpp and int8_avx2.hpp,
 // KernelTable::reads_packed_rows). As stored, a vector holds one row's codes, so each 32
 // weights cost a convert and a scaling of their own and every row ends in a horizontal
 // sum; side by side, a vector holds codes of each of 16 rows, one broadcast activation
 // meets all of them, and a row's scalings and sums are shared by its 15 neighbours.
 //
-// A group of 16 rows is a run of tiles, one per 256-weight super-block of those rows,
-// exactly as many bytes as the rows keep or a few more (Q4_K's scales unpacked).
+// A group of 16 rows is a run of tiles, one per block of those rows (256 weights for the
+// K-quants, 32 for Q4_0 and Q4_1), exactly as many bytes as the rows keep or a few more
+// (Q4_K's scales unpacked).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,7 +48,20 @@ struct PackedQ6_KTile {
 };
 static_assert(sizeof(PackedQ6_KTile) == 3360 && alignof(PackedQ6_KTile) == 2);
 
-// Whether w can be packed: Q4_K or Q6_K, whole groups of 16 rows.
+// Q4_0 and Q4_1: the rows' f16 d (and m) as stored, and codes[g][4r + e] = byte 4g + e of
+// row r's qs, whose low nibble is weight 4g + e and high one weight 16 + 4g + e: a 32-bit
+// lane per row, as the strips lay codes. The rows' own bytes.
+struct PackedQ4_0Tile {
+  uint16_t d[kPackedRows];
+  uint8_t codes[4][4 * kPackedRows];
+};
+struct PackedQ4_1Tile {
+  uint16_t d[kPackedRows], m[kPackedRows];
+  uint8_t codes[4][4 * kPackedRows];
+};
+static_assert(sizeof(PackedQ4_0Tile) == 288 && sizeof(PackedQ4_1Tile) == 320);
+
+// Whether w can be packed: one of the types above, whole groups of 16 rows.
 bool packs_rows(const TensorView& w);
 
 // Bytes of w packed; packs_rows(w) must hold.
@@ -56,12 +70,6 @@ size_t packed_rows_bytes(const TensorView& w);
 // Writes w's rows packed to `out` (packed_rows_bytes(w) bytes, any alignment): group by
 // group, each group's tiles in the order of its super-blocks.
 void pack_rows(const TensorView& w, uint8_t* out);
-
-// The inverse: 16 rows of `units` super-blocks each, row_bytes apart at `out`, as stored,
-// from their group's tiles, byte for byte. For kernels that meet many activation rows with
-// the rows as stored.
-void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes);
-void unpack_rows(const PackedQ6_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes);
 
 // Row r's d, dmin and 12 scale bytes of tile t, the scales packed back as kq_scale_min
 // reads them, into the stored block at `block` (its qs left alone). Byte by byte in place:
@@ -80,9 +88,10 @@ inline void unpack_scales(const PackedQ4_KTile& t, int r, uint8_t* block) {
   }
 }
 
-// Rows [first, first + count) of k weights of type t as stored, unpacked from the matrix's
-// tiles (TensorView::packed) into `scratch` (grown as needed): first and count are whole
-// groups.
+// The inverse: rows [first, first + count) of k weights of type t as stored, byte for
+// byte, from the matrix's tiles (TensorView::packed), into `scratch` (grown as needed):
+// first and count are whole groups. For kernels that meet many activation rows with the
+// rows as stored.
 const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch);
 

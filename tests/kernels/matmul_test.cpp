@@ -127,6 +127,9 @@ void matmul_gemv(const float* x, int64_t m, const TensorView& w, float* y, Threa
   for (int64_t i = 0; i < m; i += kGemvMaxRows)
     matmul_q16_gemv(x + i * w.cols(), std::min(kGemvMaxRows, m - i), w, y + i * w.rows(), pool, bias);
 }
+// The types whose rows pack (packed_rows.hpp).
+const DType kPackedTypes[] = {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1};
+
 // w with its rows packed (packed_rows.hpp) into `storage`; packs_rows(w) must hold.
 TensorView with_packed_rows(const TensorView& w, std::vector<uint8_t>& storage) {
   storage.resize(packed_rows_bytes(w));
@@ -370,8 +373,8 @@ TEST(Matmul, Q8KernelMatchesReference) {
     check_shapes(matmul_gemv, pool, {1, 2, 3}, {2816}, {21, 64});
     check_shapes(matmul_packed, pool, {1, 2, 3}, kSmallDepths, {16, 48, 256});
     check_shapes(matmul_packed, pool, {1, 2}, {2816}, {32});
-    check_shapes(matmul_packed_batch, pool, {3, 4, 5, 9, 130}, kSmallDepths, {16, 48}, {DType::Q4_K, DType::Q6_K});
-    check_shapes(matmul_packed_batch, pool, {3, 7, 67}, {2816}, {32}, {DType::Q4_K, DType::Q6_K});
+    check_shapes(matmul_packed_batch, pool, {3, 4, 5, 9, 130}, kSmallDepths, {16, 48}, {std::begin(kPackedTypes), std::end(kPackedTypes)});
+    check_shapes(matmul_packed_batch, pool, {3, 7, 67}, {2816}, {32}, {std::begin(kPackedTypes), std::end(kPackedTypes)});
   });
 }
 
@@ -577,7 +580,7 @@ TEST(Matmul, PackedRowsGiveTheBatchedKernelsTheSameBits) {
   orzo::testing::for_each_isa([&] {
     ThreadPool pool(2);
     std::mt19937 rng(9);
-    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    for (DType t : kPackedTypes) {
       if (!kernels().reads_packed_rows(t)) continue;
       const Weight w = make_weight(t, 48, 768, rng);
       ASSERT_TRUE(packs_rows(w.view));
@@ -633,49 +636,46 @@ TEST(Matmul, PackedWordsGiveEachRowTheGemvBits) {
 }
 
 // Unpacking gives back the stored bytes whatever they hold: every bit of Q4_K's 12 scale
-// bytes is one of kq_scale_min's 6-bit values, and random bytes set every bit of Q6_K's
-// planes and scales.
+// bytes is one of kq_scale_min's 6-bit values, and random bytes set every bit of the other
+// types' blocks.
 TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
   std::mt19937 rng(10);
-  for (DType t : {DType::Q4_K, DType::Q6_K}) {
-    Weight w = make_weight(t, 32, 768, rng);
-    if (t == DType::Q6_K)
+  for (DType t : kPackedTypes) {
+    Weight w = make_weight(t, 48, 768, rng);
+    if (t != DType::Q4_K)
       for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(rng());
-    std::vector<uint8_t> packed(packed_rows_bytes(w.view)), stored(w.bytes.size(), 0);
-    pack_rows(w.view, packed.data());
+    std::vector<uint8_t> packed;
+    with_packed_rows(w.view, packed);
     const size_t row_bytes = dtype_row_bytes(t, 768);
-    for (int g = 0; g < 2; ++g) {
-      uint8_t* out = stored.data() + 16 * g * row_bytes;
-      if (t == DType::Q4_K)
-        unpack_rows(reinterpret_cast<const PackedQ4_KTile*>(packed.data()) + 3 * g, 3, out, row_bytes);
-      else
-        unpack_rows(reinterpret_cast<const PackedQ6_KTile*>(packed.data()) + 3 * g, 3, out, row_bytes);
-    }
-    EXPECT_EQ(stored, w.bytes) << dtype_name(t);
     std::vector<uint8_t> scratch;
-    const uint8_t* rows = unpacked_rows(t, packed.data(), 768, 16, 16, scratch);
-    EXPECT_TRUE(std::equal(rows, rows + 16 * row_bytes, w.bytes.begin() + 16 * static_cast<int64_t>(row_bytes))) << dtype_name(t);
+    const uint8_t* all = unpacked_rows(t, packed.data(), 768, 0, 48, scratch);
+    EXPECT_TRUE(std::equal(w.bytes.begin(), w.bytes.end(), all)) << dtype_name(t);
+    const uint8_t* last = unpacked_rows(t, packed.data(), 768, 32, 16, scratch);
+    EXPECT_TRUE(std::equal(last, last + 16 * row_bytes, w.bytes.begin() + 32 * static_cast<int64_t>(row_bytes))) << dtype_name(t);
   }
 }
 
-// Q6_K's packed gemv is the two-digit strips' product of one strip, its codes merged where
-// they are used: the strips' bits, bias included, for one row and two.
-TEST(Matmul, PackedQ6_KGemvGivesTheStripsBits) {
+// The gemvs on packed Q6_K, Q4_0 and Q4_1 rows are the two-digit strips' product of one
+// strip, their codes made where they are used: the strips' bits, bias included, for one row
+// and two.
+TEST(Matmul, PackedGemvsGiveTheStripsBits) {
   orzo::testing::for_each_isa([&] {
-    if (!kernels().reads_packed_rows(DType::Q6_K)) return;
     ThreadPool pool(2);
     std::mt19937 rng(31);
-    for (int64_t k : {256, 2816}) {
-      const Weight w = make_weight(DType::Q6_K, 48, k, rng);
-      std::vector<uint8_t> packed;
-      const TensorView v = with_packed_rows(w.view, packed);
-      const auto bias = random_vector(48, rng);
-      for (int64_t m : {1, 2}) {
-        const auto x = random_vector(m * k, rng);
-        std::vector<float> strips(static_cast<size_t>(m * 48)), gemv(strips.size());
-        matmul_q16(x.data(), m, w.view, strips.data(), pool, bias.data());
-        matmul_q16_gemv(x.data(), m, v, gemv.data(), pool, bias.data());
-        EXPECT_EQ(strips, gemv) << "m=" << m << ", k=" << k;
+    for (DType t : kPackedTypes) {
+      if (t == DType::Q4_K || !kernels().reads_packed_rows(t)) continue;
+      for (int64_t k : {256, 2816}) {
+        const Weight w = make_weight(t, 48, k, rng);
+        std::vector<uint8_t> packed;
+        const TensorView v = with_packed_rows(w.view, packed);
+        const auto bias = random_vector(48, rng);
+        for (int64_t m : {1, 2}) {
+          const auto x = random_vector(m * k, rng);
+          std::vector<float> strips(static_cast<size_t>(m * 48)), gemv(strips.size());
+          matmul_q16(x.data(), m, w.view, strips.data(), pool, bias.data());
+          matmul_q16_gemv(x.data(), m, v, gemv.data(), pool, bias.data());
+          EXPECT_EQ(strips, gemv) << dtype_name(t) << ", m=" << m << ", k=" << k;
+        }
       }
     }
   });

@@ -366,19 +366,55 @@ inline void decode_packed_strip(const PackedQ6_KTile* tiles, int64_t units, Stri
   }
 }
 
-// The formats whose rows a level packs, and their tiles.
+// A packed Q4_0 or Q4_1 tile's codes of weights 4g .. 4g + 3 (out[0]) and 16 + 4g .. 16 + 4g
+// + 3 (out[1]) from its codes[g], a lane a row, as a strip holds them.
+inline void nibble_codes(const uint8_t* codes, __m512i (&out)[2]) {
+  const __m512i v = _mm512_loadu_si512(codes), nibble = _mm512_set1_epi8(0x0f);
+  out[0] = _mm512_and_si512(v, nibble);
+  out[1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+}
+
+template <class Tile>
+constexpr bool kTileHasMin = std::is_same_v<Tile, PackedQ4_1Tile>;
+
+// decode_packed_strip's Q4_0 and Q4_1: the rows' d (and m) as decode_strip takes them from
+// each block, the nibbles split.
+template <class Tile>
+void decode_packed_nibble_strip(const Tile* tiles, int64_t units, StripBlock<1>* out) {
+  for (int64_t u = 0; u < units; ++u) {
+    const Tile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    StripBlock<1>& o = out[u];
+    _mm512_store_ps(o.d[0], rows_f16(t.d));
+    if constexpr (kTileHasMin<Tile>) _mm512_store_ps(o.m[0], rows_f16(t.m));
+    for (int g = 0; g < 4; ++g) {
+      __m512i codes[2];
+      nibble_codes(t.codes[g], codes);
+      o.q[g] = codes[0];
+      o.q[4 + g] = codes[1];
+    }
+  }
+}
+inline void decode_packed_strip(const PackedQ4_0Tile* tiles, int64_t units, StripOf<Q4_0Format>* out) {
+  static_assert(Q4_0Format::kBias == 8 && !Q4_0Format::kHasMin, "the raw nibbles are q + 8");
+  decode_packed_nibble_strip(tiles, units, out);
+}
+inline void decode_packed_strip(const PackedQ4_1Tile* tiles, int64_t units, StripOf<Q4_1Format>* out) {
+  static_assert(Q4_1Format::kBias == 0 && Q4_1Format::kHasMin, "the raw nibbles, and the offsets m");
+  decode_packed_nibble_strip(tiles, units, out);
+}
+
+// The formats whose rows a level packs, and their tiles: named through decltype, never
+// called.
+struct PackedTiles {
+  static PackedQ4_KTile of(Q4_KFormat);
+  static PackedQ6_KTile of(Q6_KFormat);
+  static PackedQ4_0Tile of(Q4_0Format);
+  static PackedQ4_1Tile of(Q4_1Format);
+  static void of(...);
+};
 template <class F>
-struct PackedTile {
-  using type = void;
-};
-template <>
-struct PackedTile<Q4_KFormat> {
-  using type = PackedQ4_KTile;
-};
-template <>
-struct PackedTile<Q6_KFormat> {
-  using type = PackedQ6_KTile;
-};
+using PackedTileOf = decltype(PackedTiles::of(std::declval<F>()));
 
 template <class F, int Digits>
 void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end) {
@@ -389,10 +425,10 @@ void rows_range(const Job<ActivationOf<Digits>>& job, int64_t begin, int64_t end
     for (int s = 0; s < strips; ++s) {
       const int64_t first = j + kStripRows * s;
       const int rows = static_cast<int>(std::min<int64_t>(kStripRows, end - first));
-      if constexpr (!std::is_void_v<typename PackedTile<F>::type>)
+      if constexpr (!std::is_void_v<PackedTileOf<F>>)
         if (job.packed) {
-          const int64_t units = job.k / kSuperBlock;
-          decode_packed_strip(static_cast<const typename PackedTile<F>::type*>(job.packed) + first / kStripRows * units, units,
+          const int64_t units = job.k / F::kStep;
+          decode_packed_strip(static_cast<const PackedTileOf<F>*>(job.packed) + first / kStripRows * units, units,
                               scratch.data() + s * job.units);
           continue;
         }
@@ -752,15 +788,16 @@ void packed_gemv(const Job<WordRows>& job, int64_t begin, int64_t end) {
   }
 }
 
-// Q6_K's gemv on packed rows: the strips' product (strip_tile) of one strip, its codes
-// merged from the tile where they are used instead of stored in a strip and read back, for
-// one or two activation rows, with the same integer sums and the same float operations in
-// the same order: the strips' bits. Per 256 weights of 16 rows, 13 bit operations make the
-// four code vectors that eight vpdpbusd meet (two digits), and each 16 weights' sums are
-// scaled once for all 16 rows; as stored, each row's codes would cost as many operations
-// again and a horizontal sum (the pairs: 36-44 GB/s on a Zen 5, matmul_bench q8/gemv).
+// The gemvs on packed Q6_K, Q4_0 and Q4_1 rows: the strips' product (strip_tile) of one
+// strip, its codes made from the tile where they are used instead of stored in a strip and
+// read back, for one or two activation rows, with the same integer sums and the same float
+// operations in the same order: the strips' bits. For Q6_K, per 256 weights of 16 rows, 13
+// bit operations make the four code vectors that eight vpdpbusd meet (two digits), and each
+// 16 weights' sums are scaled once for all 16 rows; as stored, each row's codes cost as many
+// operations again and a horizontal sum (the pairs: 36-44 GB/s on a Zen 5, matmul_bench
+// q8/gemv). For Q4_0 and Q4_1 two operations split a vector into two of codes.
 template <int M>
-void packed_q6_k_group(const PackedQ6_KTile* tiles, int64_t units, const ActivationBlock<2>* x, int64_t blocks, __m512 (&out)[M]) {
+void packed_strip_group(const PackedQ6_KTile* tiles, int64_t units, const ActivationBlock<2>* x, int64_t blocks, __m512 (&out)[M]) {
   for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
   for (int64_t u = 0; u < units; ++u) {
     const PackedQ6_KTile& t = tiles[u];
@@ -802,22 +839,66 @@ void packed_q6_k_group(const PackedQ6_KTile* tiles, int64_t units, const Activat
   }
 }
 
+template <int M, class Tile>
+void packed_nibble_group(const Tile* tiles, int64_t units, const ActivationBlock<2>* x, __m512 (&out)[M]) {
+  for (int i = 0; i < M; ++i) out[i] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u) {
+    const Tile& t = tiles[u];
+    prefetch_tile(tiles, u);
+    // acc[c][digit][i]: weights 16c .. 16c + 15 against activation row i, apart so that
+    // twice as many vpdpbusd chains hide each other's latency; the bias's correction (Q4_0's)
+    // starts the last digit's sum, as strip_tile's.
+    __m512i acc[2][2][M];
+    for (int i = 0; i < M; ++i) {
+      acc[0][0][i] = acc[1][0][i] = acc[1][1][i] = _mm512_setzero_si512();
+      acc[0][1][i] = _mm512_set1_epi32(x[i * units + u].correction[2]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      __m512i codes[2];
+      nibble_codes(t.codes[g], codes);
+      for (int i = 0; i < M; ++i)
+        for (int c = 0; c < 2; ++c)
+          for (int digit = 0; digit < 2; ++digit)
+            acc[c][digit][i] =
+                _mm512_dpbusd_epi32(acc[c][digit][i], codes[c], broadcast_codes(x[i * units + u].q[digit] + 16 * c + 4 * g));
+    }
+    const __m512 d = rows_f16(t.d);
+    for (int i = 0; i < M; ++i) {
+      const ActivationBlock<2>& a = x[i * units + u];
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[0][0][i], acc[1][0][i]), 8),
+                                           _mm512_add_epi32(acc[0][1][i], acc[1][1][i]));
+      out[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.scale)), out[i]);
+      if constexpr (kTileHasMin<Tile>) out[i] = _mm512_fmadd_ps(rows_f16(t.m), _mm512_set1_ps(a.scaled_sum[2]), out[i]);
+    }
+  }
+}
 template <int M>
-void packed_q6_k_gemv(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
-  const int64_t units = job.k / kSuperBlock;
-  const auto* tiles = static_cast<const PackedQ6_KTile*>(job.packed);
+void packed_strip_group(const PackedQ4_0Tile* tiles, int64_t units, const ActivationBlock<2>* x, int64_t, __m512 (&out)[M]) {
+  packed_nibble_group<M>(tiles, units, x, out);
+}
+template <int M>
+void packed_strip_group(const PackedQ4_1Tile* tiles, int64_t units, const ActivationBlock<2>* x, int64_t, __m512 (&out)[M]) {
+  packed_nibble_group<M>(tiles, units, x, out);
+}
+
+template <class F, int M>
+void packed_strip_gemv(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
+  const int64_t units = job.k / F::kStep;
+  const auto* tiles = static_cast<const PackedTileOf<F>*>(job.packed);
   for (int64_t j = begin; j < end; j += kPackedRows) {
     __m512 out[M];
-    packed_q6_k_group<M>(tiles + (j / kPackedRows) * units, units, job.x, job.units, out);
+    packed_strip_group<M>(tiles + (j / kPackedRows) * units, units, job.x, job.units, out);
     const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
     for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
   }
 }
 
-void packed_q6_k_rows(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
+template <class F>
+void packed_strip_rows(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
   static_assert(kGemvMaxRows == 2, "one case per row count");
-  if (job.m > kGemvMaxRows) throw std::logic_error("packed_q6_k_rows: the packed gemv takes at most two rows");
-  if (job.m == 2) packed_q6_k_gemv<2>(job, begin, end); else packed_q6_k_gemv<1>(job, begin, end);
+  if (job.m > kGemvMaxRows) throw std::logic_error("packed_strip_rows: the packed gemv takes at most two rows");
+  if (job.m == 2) packed_strip_gemv<F, 2>(job, begin, end); else packed_strip_gemv<F, 1>(job, begin, end);
 }
 
 // The packed gemv on AVX-512; batches there take the strips or the tiles.

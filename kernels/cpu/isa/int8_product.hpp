@@ -99,13 +99,16 @@ inline int32_t word_pair(const WordRows& x, int64_t i, int64_t e) {
 
 // Tiles of packed rows (packed_rows.hpp) fetched this far ahead of tile u: with the
 // hardware prefetchers alone a 2-thread AVX-512 gemv read 29-34 GB/s of this Zen 4's 49
-// (matmul_bench q8/packed); one tile ahead 25-31, two 40-45, four 35-40. Past the last
-// tile this names the next group's, or bytes past the matrix, which a prefetch may name:
-// it never faults (an address, so that no pointer runs past its array).
-constexpr int kPackedAhead = 2;
+// (matmul_bench q8/packed); one Q4_K tile ahead 25-31, two 40-45, four 35-40. So tiles of
+// every type are fetched two Q4_K tiles' bytes ahead (Q6_K's 3,360-byte tiles two ahead,
+// Q4_0's 288 seventeen). Past the last tile this names the next group's, or bytes past the
+// matrix, which a prefetch may name: it never faults (an address, so that no pointer runs
+// past its array).
+constexpr size_t kPackedAheadBytes = 2 * sizeof(PackedQ4_KTile);
 template <class Tile>
 inline void prefetch_tile(const Tile* tiles, int64_t u) {
-  prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kPackedAhead * sizeof(Tile)), sizeof(Tile));
+  constexpr size_t kAhead = (kPackedAheadBytes + sizeof(Tile) - 1) / sizeof(Tile) * sizeof(Tile);
+  prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(tiles + u) + kAhead), sizeof(Tile));
 }
 #endif
 

@@ -65,11 +65,12 @@ constexpr int64_t kQ16MaxBytes = int64_t{1} << 20;
 // gemv's two digits, or the strips', where bytes bind them.
 constexpr int64_t kOneDigitFromRows = 8;
 
-// The word gemvs read packed Q4_K rows on both vector levels; AVX-512 reads packed Q6_K rows
-// too (int8_avx512.hpp, packed_q6_k_group), where its gemv on the rows as stored was bound
-// by its operations at 36-44 GB/s of a Zen 5's 55-65.
+// The word gemvs read packed Q4_K rows on both vector levels; AVX-512 reads packed Q6_K,
+// Q4_0 and Q4_1 rows too (int8_avx512.hpp, packed_strip_group), where its gemv on the rows
+// as stored was bound by its operations (on a Zen 5, Q6_K at 36-44 GB/s of 55-65).
 bool reads_packed_rows(DType t) {
-  return (ORZO_SIMD_AVX2 && t == DType::Q4_K) || (ORZO_SIMD_VNNI && t == DType::Q6_K);
+  return (ORZO_SIMD_AVX2 && t == DType::Q4_K) ||
+         (ORZO_SIMD_VNNI && (t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1));
 }
 
 }  // namespace

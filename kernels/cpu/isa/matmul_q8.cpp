@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/quant_blocks.hpp"
@@ -94,6 +95,22 @@ void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPoo
   pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
 }
 
+#if defined(ORZO_Q8_VNNI)
+// The gemv on packed rows of the types other than Q4_K (packed_strip_rows).
+template <class F>
+constexpr Kernel<ActivationOf<2>> packed_gemv_of() {
+  return {packed_strip_rows<F>, kActivationBias<F>};
+}
+Kernel<ActivationOf<2>> packed_gemv_for(DType t) {
+  switch (t) {
+    case DType::Q6_K: return packed_gemv_of<Q6_KFormat>();
+    case DType::Q4_0: return packed_gemv_of<Q4_0Format>();
+    case DType::Q4_1: return packed_gemv_of<Q4_1Format>();
+    default: throw std::logic_error("matmul_q16_gemv: no packed gemv for this type");
+  }
+}
+#endif
+
 // Activation rows against Q4_K weights as words: packed_group where packed (AVX2, at any
 // m), else on AVX-512 word_tile on the rows as stored (at most kGemvMaxRows).
 void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
@@ -154,8 +171,7 @@ void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, T
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
 #if defined(ORZO_Q8_VNNI)
   if (w.dtype == DType::Q4_K) return word_product(x, m, w, y, pool, bias);
-  if (w.packed && w.dtype == DType::Q6_K)
-    return product<ActivationOf<2>>(x, m, w, y, pool, bias, {packed_q6_k_rows, kActivationBias<Q6_KFormat>});
+  if (w.packed) return product<ActivationOf<2>>(x, m, w, y, pool, bias, packed_gemv_for(w.dtype));
 #else
   if (w.packed) return word_product(x, m, w, y, pool, bias);
 #endif
