@@ -5,11 +5,14 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_rows.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
@@ -68,7 +71,10 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
     for (auto* experts : {&w.experts.gate, &w.experts.up, &w.experts.down})
       for (TensorView& m : *experts) pack(m);
   }
-  if (produces_logits()) pack(lm_head_, lm_head_.data == model_->embedding().data);
+  // A tied embedding gathers its rows from the output's tiles (embed), so no product or
+  // gather here reads the stored rows; a backend of another stage that reads them pages
+  // back in the rows it gathers.
+  if (produces_logits()) pack(lm_head_);
 }
 
 // The widest FFN a layer runs: the dense one, an expert or the shared expert.
@@ -132,8 +138,14 @@ void CpuBackend::forward(const ForwardBatch& b, std::vector<float>& hidden, std:
 void CpuBackend::embed(const ForwardBatch& b, float* x) {
   const TensorView& e = model_->embedding();
   const int64_t d = cfg_.hidden_size;
-  for (int64_t r = 0; r < b.rows(); ++r)
-    cpu::dequantize_row(e.dtype, e.row(b.tokens[static_cast<size_t>(r)]), d, x + r * d);
+  const bool tied_packed = lm_head_.packed != nullptr && lm_head_.data == e.data;
+  thread_local std::vector<uint8_t> row;  // grown, never shrunk
+  if (tied_packed) row.resize(std::max(row.size(), dtype_row_bytes(e.dtype, d)));
+  for (int64_t r = 0; r < b.rows(); ++r) {
+    const int32_t token = b.tokens[static_cast<size_t>(r)];
+    if (tied_packed) cpu::unpack_row(e.dtype, lm_head_.packed, d, token, row.data());
+    cpu::dequantize_row(e.dtype, tied_packed ? row.data() : e.row(token), d, x + r * d);
+  }
   if (cfg_.embed_scale != 1.0) {
     const auto scale = static_cast<float>(cfg_.embed_scale);
     for (int64_t i = 0; i < b.rows() * d; ++i) x[i] *= scale;

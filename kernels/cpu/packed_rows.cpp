@@ -86,50 +86,59 @@ void pack_tiles(const TensorView& w, uint8_t* out) {
     }
 }
 
-void unpack_rows(const PackedQ4_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
-  for (int64_t u = 0; u < units; ++u) {
-    const PackedQ4_KTile& t = tiles[u];
-    for (int r = 0; r < kPackedRows; ++r) {
-      uint8_t* block = out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof(BlockQ4_K);
-      unpack_scales(t, r, block);
-      for (int p = 0; p < 4; ++p)
-        for (int j = 0; j < 16; ++j) std::memcpy(block + offsetof(BlockQ4_K, qs) + 32 * p + 2 * j, &t.codes[p][j][2 * r], 2);
-    }
-  }
+// Row r of a tile as its stored block, byte for byte.
+void unpack_block(const PackedQ4_KTile& t, int r, uint8_t* block) {
+  unpack_scales(t, r, block);
+  for (int p = 0; p < 4; ++p)
+    for (int j = 0; j < 16; ++j) std::memcpy(block + offsetof(BlockQ4_K, qs) + 32 * p + 2 * j, &t.codes[p][j][2 * r], 2);
 }
 
-void unpack_rows(const PackedQ6_KTile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
-  for (int64_t u = 0; u < units; ++u) {
-    const PackedQ6_KTile& t = tiles[u];
-    for (int r = 0; r < kPackedRows; ++r) {
-      BlockQ6_K b{};
-      b.d = t.d[r];
-      for (int s = 0; s < 16; ++s) b.scales[s] = t.sc[s][r];
-      for (int p = 0; p < 4; ++p)
-        for (int c = 0; c < 2; ++c)
-          for (int i = 0; i < 32; ++i) {
-            const int low = t.low[p][i / 4][4 * r + i % 4] >> 4 * c & 0x0f;
-            const int high = t.high[p][i / 8][4 * r + i % 4] >> (2 * c + 4 * (i / 4 % 2)) & 3;
-            const Q6_KPlace at = q6_k_place(64 * p + 32 * c + i);
-            b.ql[at.ql] = static_cast<uint8_t>(b.ql[at.ql] | low << at.low_shift);
-            b.qh[at.qh] = static_cast<uint8_t>(b.qh[at.qh] | high << at.high_shift);
-          }
-      std::memcpy(out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof b, &b, sizeof b);
-    }
-  }
+void unpack_block(const PackedQ6_KTile& t, int r, uint8_t* block) {
+  BlockQ6_K b{};
+  b.d = t.d[r];
+  for (int s = 0; s < 16; ++s) b.scales[s] = t.sc[s][r];
+  for (int p = 0; p < 4; ++p)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 32; ++i) {
+        const int low = t.low[p][i / 4][4 * r + i % 4] >> 4 * c & 0x0f;
+        const int high = t.high[p][i / 8][4 * r + i % 4] >> (2 * c + 4 * (i / 4 % 2)) & 3;
+        const Q6_KPlace at = q6_k_place(64 * p + 32 * c + i);
+        b.ql[at.ql] = static_cast<uint8_t>(b.ql[at.ql] | low << at.low_shift);
+        b.qh[at.qh] = static_cast<uint8_t>(b.qh[at.qh] | high << at.high_shift);
+      }
+  std::memcpy(block, &b, sizeof b);
 }
 
 template <class Block, class Tile>
-void unpack_nibble_rows(const Tile* tiles, int64_t units, uint8_t* out, size_t row_bytes) {
-  for (int64_t u = 0; u < units; ++u) {
-    const Tile& t = tiles[u];
-    for (int r = 0; r < kPackedRows; ++r) {
-      Block b;
-      b.d = t.d[r];
-      if constexpr (std::is_same_v<Block, BlockQ4_1>) b.m = t.m[r];
-      for (int g = 0; g < 4; ++g) std::memcpy(b.qs + 4 * g, &t.codes[g][4 * r], 4);
-      std::memcpy(out + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * sizeof b, &b, sizeof b);
-    }
+void unpack_nibble_block(const Tile& t, int r, uint8_t* block) {
+  Block b;
+  b.d = t.d[r];
+  if constexpr (std::is_same_v<Block, BlockQ4_1>) b.m = t.m[r];
+  for (int g = 0; g < 4; ++g) std::memcpy(b.qs + 4 * g, &t.codes[g][4 * r], 4);
+  std::memcpy(block, &b, sizeof b);
+}
+void unpack_block(const PackedQ4_0Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_0>(t, r, block); }
+void unpack_block(const PackedQ4_1Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_1>(t, r, block); }
+
+// Rows [r0, r1) of the group whose tiles start at `tiles`, row_bytes apart at `out`.
+template <class Tile>
+void unpack_group(const Tile* tiles, int64_t units, size_t block_bytes, int r0, int r1, uint8_t* out, size_t row_bytes) {
+  for (int64_t u = 0; u < units; ++u)
+    for (int r = r0; r < r1; ++r)
+      unpack_block(tiles[u], r, out + static_cast<size_t>(r - r0) * row_bytes + static_cast<size_t>(u) * block_bytes);
+}
+
+// Rows [r0, r1) of group g of a matrix of type t, k weights a row.
+void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int r1, uint8_t* out) {
+  const int64_t units = k / dtype_block_elems(t);
+  const size_t row_bytes = dtype_row_bytes(t, k), block_bytes = dtype_block_bytes(t);
+  const int64_t at = g * units;
+  switch (t) {
+    case DType::Q4_K: return unpack_group(static_cast<const PackedQ4_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    case DType::Q6_K: return unpack_group(static_cast<const PackedQ6_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    case DType::Q4_0: return unpack_group(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    case DType::Q4_1: return unpack_group(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
   }
 }
 
@@ -159,24 +168,15 @@ void pack_rows(const TensorView& w, uint8_t* out) {
 const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch) {
   const size_t row_bytes = dtype_row_bytes(t, k);
-  const int64_t units = k / dtype_block_elems(t);
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(count) * row_bytes));
-  for (int64_t g = 0; g < count; g += kPackedRows) {
-    const int64_t at = (first + g) / kPackedRows * units;
-    uint8_t* out = scratch.data() + static_cast<size_t>(g) * row_bytes;
-    switch (t) {
-      case DType::Q4_K: unpack_rows(static_cast<const PackedQ4_KTile*>(tiles) + at, units, out, row_bytes); break;
-      case DType::Q6_K: unpack_rows(static_cast<const PackedQ6_KTile*>(tiles) + at, units, out, row_bytes); break;
-      case DType::Q4_0:
-        unpack_nibble_rows<BlockQ4_0>(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, out, row_bytes);
-        break;
-      case DType::Q4_1:
-        unpack_nibble_rows<BlockQ4_1>(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, out, row_bytes);
-        break;
-      default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
-    }
-  }
+  for (int64_t g = 0; g < count; g += kPackedRows)
+    unpack_group(t, tiles, k, (first + g) / kPackedRows, 0, kPackedRows, scratch.data() + static_cast<size_t>(g) * row_bytes);
   return scratch.data();
+}
+
+void unpack_row(DType t, const void* tiles, int64_t k, int64_t row, uint8_t* out) {
+  const int r = static_cast<int>(row % kPackedRows);
+  unpack_group(t, tiles, k, row / kPackedRows, r, r + 1, out);
 }
 
 }  // namespace orzo::cpu

@@ -95,4 +95,8 @@ inline void unpack_scales(const PackedQ4_KTile& t, int r, uint8_t* block) {
 const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
                              std::vector<uint8_t>& scratch);
 
+// Row `row` alone as stored (dtype_row_bytes(t, k) bytes at `out`): for a tied embedding,
+// whose gather reads the output matrix's tiles where the stored rows went back to the kernel.
+void unpack_row(DType t, const void* tiles, int64_t k, int64_t row, uint8_t* out);
+
 }  // namespace orzo::cpu

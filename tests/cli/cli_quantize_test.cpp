@@ -31,12 +31,14 @@ using orzo::testing::orzo;
 
 class QuantizeCommand : public orzo::testing::TempDirTest {
  protected:
-  // A random Llama whose every matrix splits into 256-weight blocks.
-  std::string make_model(const std::string& name, const std::string& format = "gguf") const {
+  // A random Llama whose every matrix splits into 256-weight blocks; `tied`: its embedding
+  // is its output matrix.
+  std::string make_model(const std::string& name, const std::string& format = "gguf", bool tied = false) const {
     const std::string out = path(name);
     const std::string cmd = "'" + std::string(ORZO_MAKE_MODEL_PATH) +
                             "' --shape tiny --dim 256 --hidden 512 --heads 4 --kv-heads 2 --layers 2 --vocab 512"
-                            " --dtype f32 --seed 5 --format " + format + " --out '" + out + "' > /dev/null";
+                            " --dtype f32 --seed 5 " + (tied ? "--tied" : "--untied") + " --format " + format +
+                            " --out '" + out + "' > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
     return out;
   }
@@ -44,6 +46,9 @@ class QuantizeCommand : public orzo::testing::TempDirTest {
     const auto r = orzo("quantize '" + in + "' '" + out + "' " + type);
     ASSERT_EQ(r.status, 0) << r.out;
   }
+  // The F32 model at f32, quantized to each type, gives kPrompt the logits of its weights
+  // dequantized back to F32 (to 1e-4 of their range).
+  void expect_each_runs_as_dequantized(const std::string& f32, const std::vector<std::string>& types) const;
 };
 
 std::vector<float> logits_of(const std::string& model_path, const std::vector<int32_t>& prompt) {
@@ -78,12 +83,22 @@ void expect_same_logits(const std::shared_ptr<const Model>& a, const std::shared
 // F32 run through the F32 path. With f32 activations (CpuBackend's default) both compute the
 // same function of the same weights, so they agree to f32 rounding: 1e-4 of the logits' range.
 TEST_F(QuantizeCommand, EveryTypeRunsAsItsDequantizedWeights) {
-  const std::string f32 = make_model("f32.gguf");
+  expect_each_runs_as_dequantized(make_model("f32.gguf"), {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+                                                            "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "Q4_K_M", "Q3_K_M"});
+}
+
+// Where the CPU level packs a tied output's rows (packed_rows.hpp), the embedding gathers its
+// rows from the tiles and the stored ones go back to the kernel: the logits are still those
+// of the dequantized weights.
+TEST_F(QuantizeCommand, TiedEmbeddingsOfPackedTypesRunAsTheirDequantizedWeights) {
+  expect_each_runs_as_dequantized(make_model("tied.gguf", "gguf", true), {"q4_0", "q4_1", "q4_k", "q6_k", "Q4_K_M"});
+}
+
+void QuantizeCommand::expect_each_runs_as_dequantized(const std::string& f32, const std::vector<std::string>& types) const {
   const auto reference = logits_of(f32, kPrompt);
-  for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-                           "iq4_nl", "iq4_xs", "Q4_K_M", "Q3_K_M"}) {
+  for (const std::string& type : types) {
     SCOPED_TRACE(type);
-    const std::string q = path(std::string(type) + ".gguf"), back = path(std::string(type) + "-f32.gguf");
+    const std::string q = path(type + "-of-" + fs::path(f32).stem().string() + ".gguf"), back = path(type + "-f32.gguf");
     quantize(f32, q, type);
     quantize(q, back, "f32");
     const auto quantized = logits_of(q, kPrompt), dequantized = logits_of(back, kPrompt);

@@ -652,6 +652,12 @@ TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
     EXPECT_TRUE(std::equal(w.bytes.begin(), w.bytes.end(), all)) << dtype_name(t);
     const uint8_t* last = unpacked_rows(t, packed.data(), 768, 32, 16, scratch);
     EXPECT_TRUE(std::equal(last, last + 16 * row_bytes, w.bytes.begin() + 32 * static_cast<int64_t>(row_bytes))) << dtype_name(t);
+    std::vector<uint8_t> row(row_bytes);
+    for (int64_t r = 0; r < 48; ++r) {
+      unpack_row(t, packed.data(), 768, r, row.data());
+      ASSERT_TRUE(std::equal(row.begin(), row.end(), w.bytes.begin() + r * static_cast<int64_t>(row_bytes)))
+          << dtype_name(t) << " row " << r;
+    }
   }
 }
 
