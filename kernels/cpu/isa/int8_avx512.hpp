@@ -1,7 +1,8 @@
 #pragma once
 // The int8 products of the block types on AVX-512 VNNI (isa/matmul_q8.cpp): many rows on
 // strips of 16 weight rows, a few on the rows as stored (pairs), Q4_K's few rows as words,
-// packed or not. Include it after int8_product.hpp, inside the ORZO_TARGET_BEGIN region.
+// packed or not, and Q6_K's, Q4_0's and Q4_1's few on their packed tiles as one strip.
+// Include it after int8_product.hpp, inside the ORZO_TARGET_BEGIN region.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
