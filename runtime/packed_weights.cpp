@@ -1,5 +1,6 @@
 #include "runtime/packed_weights.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -21,10 +22,20 @@ PackedMatrix use_packed_rows(TensorView& w, bool stored_rows_read) {
   PackedMatrix packed = entry.lock();
   if (!packed) {
     auto bytes = std::make_shared<std::vector<uint8_t>>(cpu::packed_rows_bytes(w));
-    cpu::pack_rows(w, bytes->data());
+    // Slice by slice, each slice's stored pages handed back as soon as it is packed, so that
+    // the load holds one slice twice, not a whole matrix (a tied embedding of a 128k
+    // vocabulary is hundreds of MB). A page that straddles two slices stays.
+    const int64_t slice = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(dtype_row_bytes(w.dtype, w.cols())) / cpu::kPackedRows) *
+                          cpu::kPackedRows;
+    size_t at = 0;
+    for (int64_t first = 0; first < w.rows(); first += slice) {
+      const TensorView rows = w.row_range(first, std::min(slice, w.rows() - first));
+      cpu::pack_rows(rows, bytes->data() + at);
+      at += cpu::packed_rows_bytes(rows);
+      if (!stored_rows_read) release_pages(rows.data, rows.nbytes);
+    }
     packed = std::move(bytes);
     entry = packed;
-    if (!stored_rows_read) release_pages(w.data, w.nbytes);
   }
   w.packed = packed->data();
   return packed;

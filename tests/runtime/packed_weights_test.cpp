@@ -64,6 +64,21 @@ TEST(PackedWeights, RowsThatDoNotPackAreLeftAsStored) {
   EXPECT_EQ(other.packed, nullptr);
 }
 
+// A matrix larger than a slice (4 MiB of stored rows) is packed slice by slice, its pages
+// handed back after each: the copy is the one packed whole, the stored bytes unchanged.
+TEST(PackedWeights, SlicesPackAsTheWholeMatrix) {
+  const int64_t rows = 4000, cols = 2048;  // 1,152-byte rows: slices of 3,632 rows
+  auto bytes = q4_k_rows(rows, cols);
+  const std::vector<uint8_t> before = bytes;
+  TensorView v = view_of(bytes, DType::Q4_K, rows, cols);
+  std::vector<uint8_t> whole(cpu::packed_rows_bytes(v));
+  cpu::pack_rows(v, whole.data());
+  const PackedMatrix packed = use_packed_rows(v);
+  ASSERT_NE(packed, nullptr);
+  EXPECT_TRUE(*packed == whole);
+  EXPECT_TRUE(bytes == before);
+}
+
 // Handing the pages back never changes the bytes: a later read brings them back.
 TEST(PackedWeights, ReleasedRowsReadAsBefore) {
   auto bytes = q4_k_rows(64, 2048);
