@@ -26,20 +26,33 @@ void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
   }
 }
 
-// Where weight e of a Q6_K block keeps its code: the low 4 bits in a nibble of ql, the top 2
-// in a bit pair of qh. The block's halves of 128 are alike; in one, 32-weight part c takes
-// the low nibbles of ql's first 32 bytes (c = 0) or next 32 (c = 1), then their high ones
-// (c = 2, 3), and bit pair c of qh's 32 bytes.
-struct Q6_KPlace {
-  int ql, low_shift, qh, high_shift;
-};
-Q6_KPlace q6_k_place(int e) {
-  const int half = e / 128, c = e % 128 / 32, l = e % 32;
-  return {64 * half + 32 * (c % 2) + l, 4 * (c / 2), 32 * half + l, 2 * c};
+// A Q6_K block's 256 codes (q + 32, six bits), and back. The block's halves of 128 are
+// alike; in one, weight 32c + l takes the low nibble (c = 0, 1) or the high one (c = 2, 3)
+// of ql[32 (c % 2) + l], and bit pair c of qh[l].
+void q6_k_codes(const BlockQ6_K& b, uint8_t (&q)[256]) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = b.ql + 64 * half;
+    const uint8_t* qh = b.qh + 32 * half;
+    uint8_t* out = q + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<uint8_t>((ql[l] & 0x0f) | (qh[l] & 3) << 4);
+      out[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0x0f) | (qh[l] >> 2 & 3) << 4);
+      out[l + 64] = static_cast<uint8_t>(ql[l] >> 4 | (qh[l] >> 4 & 3) << 4);
+      out[l + 96] = static_cast<uint8_t>(ql[l + 32] >> 4 | (qh[l] >> 6) << 4);
+    }
+  }
 }
-int q6_k_code(const BlockQ6_K& b, int e) {
-  const Q6_KPlace at = q6_k_place(e);
-  return (b.ql[at.ql] >> at.low_shift & 0x0f) | (b.qh[at.qh] >> at.high_shift & 3) << 4;
+void q6_k_store(const uint8_t (&q)[256], BlockQ6_K& b) {
+  for (int half = 0; half < 2; ++half) {
+    uint8_t* ql = b.ql + 64 * half;
+    uint8_t* qh = b.qh + 32 * half;
+    const uint8_t* in = q + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((in[l] & 0x0f) | (in[l + 64] & 0x0f) << 4);
+      ql[l + 32] = static_cast<uint8_t>((in[l + 32] & 0x0f) | (in[l + 96] & 0x0f) << 4);
+      qh[l] = static_cast<uint8_t>(in[l] >> 4 | (in[l + 32] >> 4) << 2 | (in[l + 64] >> 4) << 4 | (in[l + 96] >> 4) << 6);
+    }
+  }
 }
 
 void pack_tile(const BlockQ6_K (&rows)[kPackedRows], PackedQ6_KTile& tile) {
@@ -47,17 +60,18 @@ void pack_tile(const BlockQ6_K (&rows)[kPackedRows], PackedQ6_KTile& tile) {
     const BlockQ6_K& b = rows[r];
     tile.d[r] = b.d;
     for (int s = 0; s < 16; ++s) tile.sc[s][r] = b.scales[s];
-    // Code of weight i of block 2p + c.
-    const auto code = [&](int p, int c, int i) { return q6_k_code(b, 64 * p + 32 * c + i); };
-    for (int p = 0; p < 4; ++p)
+    uint8_t q[256];
+    q6_k_codes(b, q);
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* a = q + 64 * p;  // block 2p; block 2p + 1 at a + 32
       for (int e = 0; e < 4; ++e) {
-        for (int q = 0; q < 8; ++q)
-          tile.low[p][q][4 * r + e] = static_cast<uint8_t>((code(p, 0, 4 * q + e) & 0x0f) | (code(p, 1, 4 * q + e) & 0x0f) << 4);
+        for (int j = 0; j < 8; ++j)
+          tile.low[p][j][4 * r + e] = static_cast<uint8_t>((a[4 * j + e] & 0x0f) | (a[32 + 4 * j + e] & 0x0f) << 4);
         for (int h = 0; h < 4; ++h)
-          tile.high[p][h][4 * r + e] = static_cast<uint8_t>(code(p, 0, 8 * h + e) >> 4 | (code(p, 1, 8 * h + e) >> 4) << 2 |
-                                                            (code(p, 0, 8 * h + 4 + e) >> 4) << 4 |
-                                                            (code(p, 1, 8 * h + 4 + e) >> 4) << 6);
+          tile.high[p][h][4 * r + e] = static_cast<uint8_t>(a[8 * h + e] >> 4 | (a[32 + 8 * h + e] >> 4) << 2 |
+                                                            (a[8 * h + 4 + e] >> 4) << 4 | (a[32 + 8 * h + 4 + e] >> 4) << 6);
       }
+    }
   }
 }
 
@@ -94,18 +108,28 @@ void unpack_block(const PackedQ4_KTile& t, int r, uint8_t* block) {
 }
 
 void unpack_block(const PackedQ6_KTile& t, int r, uint8_t* block) {
-  BlockQ6_K b{};
+  BlockQ6_K b;
   b.d = t.d[r];
   for (int s = 0; s < 16; ++s) b.scales[s] = t.sc[s][r];
-  for (int p = 0; p < 4; ++p)
-    for (int c = 0; c < 2; ++c)
-      for (int i = 0; i < 32; ++i) {
-        const int low = t.low[p][i / 4][4 * r + i % 4] >> 4 * c & 0x0f;
-        const int high = t.high[p][i / 8][4 * r + i % 4] >> (2 * c + 4 * (i / 4 % 2)) & 3;
-        const Q6_KPlace at = q6_k_place(64 * p + 32 * c + i);
-        b.ql[at.ql] = static_cast<uint8_t>(b.ql[at.ql] | low << at.low_shift);
-        b.qh[at.qh] = static_cast<uint8_t>(b.qh[at.qh] | high << at.high_shift);
+  uint8_t q[256];
+  for (int p = 0; p < 4; ++p) {
+    uint8_t* a = q + 64 * p;
+    for (int e = 0; e < 4; ++e) {
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t low = t.low[p][j][4 * r + e];
+        a[4 * j + e] = low & 0x0f;
+        a[32 + 4 * j + e] = low >> 4;
       }
+      for (int h = 0; h < 4; ++h) {
+        const int high = t.high[p][h][4 * r + e];
+        a[8 * h + e] = static_cast<uint8_t>(a[8 * h + e] | (high & 3) << 4);
+        a[32 + 8 * h + e] = static_cast<uint8_t>(a[32 + 8 * h + e] | (high >> 2 & 3) << 4);
+        a[8 * h + 4 + e] = static_cast<uint8_t>(a[8 * h + 4 + e] | (high >> 4 & 3) << 4);
+        a[32 + 8 * h + 4 + e] = static_cast<uint8_t>(a[32 + 8 * h + 4 + e] | (high >> 6) << 4);
+      }
+    }
+  }
+  q6_k_store(q, b);
   std::memcpy(block, &b, sizeof b);
 }
 
