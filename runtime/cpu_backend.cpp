@@ -62,9 +62,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   // option: the gemvs, and the strips of both digit counts, which unpack a tile more cheaply
   // than they transpose 16 stored rows (the one-digit path's decode of one sequence: see
   // BENCHMARKS.md).
-  const auto pack = [&](TensorView& w, bool stored_rows_read = false) {
+  const auto pack = [&](TensorView& w) {
     if (!cpu::kernels().reads_packed_rows(w.dtype)) return;
-    if (PackedMatrix p = use_packed_rows(w, stored_rows_read)) packed_.push_back(std::move(p));
+    if (PackedMatrix p = use_packed_rows(w)) packed_.push_back(std::move(p));
   };
   for (LayerWeights& w : layers_) {
     for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m);

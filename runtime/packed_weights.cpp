@@ -10,7 +10,7 @@
 
 namespace orzo {
 
-PackedMatrix use_packed_rows(TensorView& w, bool stored_rows_read) {
+PackedMatrix use_packed_rows(TensorView& w) {
   if (!cpu::packs_rows(w)) return nullptr;
   // Keyed by the stored rows' address and shape (the first rows of a fused matrix start
   // where it does): while a copy lives its holder keeps the model, and so the rows, where
@@ -25,14 +25,14 @@ PackedMatrix use_packed_rows(TensorView& w, bool stored_rows_read) {
     // Slice by slice, each slice's stored pages handed back as soon as it is packed, so that
     // the load holds one slice twice, not a whole matrix (a tied embedding of a 128k
     // vocabulary is hundreds of MB). A page that straddles two slices stays.
-    const int64_t slice = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(dtype_row_bytes(w.dtype, w.cols())) / cpu::kPackedRows) *
-                          cpu::kPackedRows;
+    const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(w.dtype, w.cols()));
+    const int64_t slice = std::max<int64_t>(1, (int64_t{4} << 20) / row_bytes / cpu::kPackedRows) * cpu::kPackedRows;
     size_t at = 0;
     for (int64_t first = 0; first < w.rows(); first += slice) {
       const TensorView rows = w.row_range(first, std::min(slice, w.rows() - first));
       cpu::pack_rows(rows, bytes->data() + at);
       at += cpu::packed_rows_bytes(rows);
-      if (!stored_rows_read) release_pages(rows.data, rows.nbytes);
+      release_pages(rows.data, rows.nbytes);
     }
     packed = std::move(bytes);
     entry = packed;

@@ -16,9 +16,9 @@ using PackedMatrix = std::shared_ptr<const std::vector<uint8_t>>;
 
 // Points w at the process's packed copy of its rows, made on first use, and returns it for
 // the caller to hold; null, and w unchanged, where its rows do not pack. The first packing
-// of a matrix hands the stored rows' pages back to the kernel (release_pages: products
-// read the copy from then on) unless `stored_rows_read` says something still reads them
-// as stored (a tied LM head's embedding). Thread-safe.
-PackedMatrix use_packed_rows(TensorView& w, bool stored_rows_read = false);
+// of a matrix hands the stored rows' pages back to the kernel as it goes (release_pages:
+// products, and a tied embedding's gather, read the copy from then on; a read of the
+// stored rows brings their pages back). Thread-safe.
+PackedMatrix use_packed_rows(TensorView& w);
 
 }  // namespace orzo

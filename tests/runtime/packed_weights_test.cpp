@@ -26,7 +26,7 @@ TensorView view_of(const std::vector<uint8_t>& bytes, DType t, int64_t rows, int
 TEST(PackedWeights, EveryHolderOfAMatrixSharesOneCopyMadeOnce) {
   const auto bytes = q4_k_rows(32, 512);
   TensorView a = view_of(bytes, DType::Q4_K, 32, 512), b = a;
-  const PackedMatrix first = use_packed_rows(a, true), second = use_packed_rows(b, true);
+  const PackedMatrix first = use_packed_rows(a), second = use_packed_rows(b);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first, second);
   EXPECT_EQ(a.packed, first->data());
@@ -36,7 +36,7 @@ TEST(PackedWeights, EveryHolderOfAMatrixSharesOneCopyMadeOnce) {
   EXPECT_EQ(*first, expected);
   // The matrix's first 16 rows start where it does, and are a matrix of their own.
   TensorView part = view_of(bytes, DType::Q4_K, 32, 512).row_range(0, 16);
-  const PackedMatrix of_part = use_packed_rows(part, true);
+  const PackedMatrix of_part = use_packed_rows(part);
   ASSERT_NE(of_part, nullptr);
   EXPECT_NE(of_part, first);
   EXPECT_EQ(of_part->size(), first->size() / 2);
@@ -45,10 +45,10 @@ TEST(PackedWeights, EveryHolderOfAMatrixSharesOneCopyMadeOnce) {
 TEST(PackedWeights, ACopyNoOneHoldsIsMadeAgain) {
   const auto bytes = q4_k_rows(16, 256);
   TensorView a = view_of(bytes, DType::Q4_K, 16, 256);
-  std::weak_ptr<const std::vector<uint8_t>> gone = use_packed_rows(a, true);
+  std::weak_ptr<const std::vector<uint8_t>> gone = use_packed_rows(a);
   EXPECT_TRUE(gone.expired());
   TensorView b = view_of(bytes, DType::Q4_K, 16, 256);
-  const PackedMatrix again = use_packed_rows(b, true);
+  const PackedMatrix again = use_packed_rows(b);
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(b.packed, again->data());
 }
