@@ -777,18 +777,6 @@ void packed_group(const PackedQ4_KTile* tiles, int64_t units, const WordRows& x,
   }
 }
 
-template <int M>
-void packed_gemv(const Job<WordRows>& job, int64_t begin, int64_t end) {
-  const int64_t units = job.k / kSuperBlock;
-  const auto* tiles = static_cast<const PackedQ4_KTile*>(job.packed);
-  for (int64_t j = begin; j < end; j += kPackedRows) {
-    __m512 out[M];
-    packed_group<M>(tiles + (j / kPackedRows) * units, units, *job.x, out);
-    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
-    for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
-  }
-}
-
 // The gemvs on packed Q6_K, Q4_0 and Q4_1 rows: the strips' product (strip_tile) of one
 // strip, its codes made from the tile where they are used instead of stored in a strip and
 // read back, for one or two activation rows, with the same integer sums and the same float
@@ -883,30 +871,39 @@ void packed_strip_group(const PackedQ4_1Tile* tiles, int64_t units, const Activa
   packed_nibble_group<M>(tiles, units, x, out);
 }
 
-template <class F, int M>
-void packed_strip_gemv(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
-  const int64_t units = job.k / F::kStep;
-  const auto* tiles = static_cast<const PackedTileOf<F>*>(job.packed);
-  for (int64_t j = begin; j < end; j += kPackedRows) {
-    __m512 out[M];
-    packed_strip_group<M>(tiles + (j / kPackedRows) * units, units, job.x, job.units, out);
-    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
-    for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
-  }
+// The packed gemvs' walk over rows [begin, end), whole groups of 16: group(j, out) sums
+// the group from row j against the job's m (at most kGemvMaxRows) activation rows, the bias
+// added here.
+template <class A, class Group>
+void packed_gemv(const Job<A>& job, int64_t begin, int64_t end, Group group) {
+  static_assert(kGemvMaxRows == 2, "one case per row count");
+  if (job.m > kGemvMaxRows) throw std::logic_error("packed_gemv: the AVX-512 packed gemv takes at most two rows");
+  const auto walk = [&](auto rows) {
+    constexpr int M = decltype(rows)::value;
+    for (int64_t j = begin; j < end; j += kPackedRows) {
+      __m512 out[M];
+      group(j, out);
+      const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + j) : _mm512_setzero_ps();
+      for (int i = 0; i < M; ++i) _mm512_storeu_ps(job.y + i * job.n + j, _mm512_add_ps(out[i], bias));
+    }
+  };
+  if (job.m == 2) walk(std::integral_constant<int, 2>{}); else walk(std::integral_constant<int, 1>{});
 }
 
 template <class F>
 void packed_strip_rows(const Job<ActivationBlock<2>>& job, int64_t begin, int64_t end) {
-  static_assert(kGemvMaxRows == 2, "one case per row count");
-  if (job.m > kGemvMaxRows) throw std::logic_error("packed_strip_rows: the packed gemv takes at most two rows");
-  if (job.m == 2) packed_strip_gemv<F, 2>(job, begin, end); else packed_strip_gemv<F, 1>(job, begin, end);
+  const int64_t units = job.k / F::kStep;
+  const auto* tiles = static_cast<const PackedTileOf<F>*>(job.packed);
+  packed_gemv(job, begin, end, [&](int64_t j, auto& out) {
+    packed_strip_group(tiles + (j / kPackedRows) * units, units, job.x, job.units, out);
+  });
 }
 
-// The packed gemv on AVX-512; batches there take the strips or the tiles.
+// Q4_K's packed gemv on AVX-512; batches there take the strips or the tiles.
 void packed_rows(const Job<WordRows>& job, int64_t begin, int64_t end) {
-  static_assert(kGemvMaxRows == 2, "one case per row count");
-  if (job.m > kGemvMaxRows) throw std::logic_error("packed_rows: the AVX-512 packed gemv takes at most two rows");
-  if (job.m == 2) packed_gemv<2>(job, begin, end); else packed_gemv<1>(job, begin, end);
+  const int64_t units = job.k / kSuperBlock;
+  const auto* tiles = static_cast<const PackedQ4_KTile*>(job.packed);
+  packed_gemv(job, begin, end, [&](int64_t j, auto& out) { packed_group(tiles + (j / kPackedRows) * units, units, *job.x, out); });
 }
 
 }  // namespace
