@@ -111,6 +111,9 @@ int main(int argc, char** argv) {
   // Long contexts: each step reads 48 MiB of f32 keys and values a layer, far past any cache.
   add("attention/decode/seqs8/ctx8192/smollm2", {9, 3, 64}, 4, 8, 8192, 1, benchmark::kMicrosecond, true);
   // One long sequence: one tile a KV head, three for SmolLM2, whatever the threads.
+  // One sequence at short contexts: its three tiles split only to even out the threads.
+  add("attention/decode/seqs1/ctx256/smollm2", {9, 3, 64}, 8, 1, 256, 1, benchmark::kMicrosecond, true);
+  add("attention/decode/seqs1/ctx640/smollm2", {9, 3, 64}, 8, 1, 640, 1, benchmark::kMicrosecond, true);
   add("attention/decode/seqs1/ctx16384/smollm2", {9, 3, 64}, 8, 1, 16384, 1, benchmark::kMicrosecond, true);
   add("attention/decode/seqs64/ctx160/stories260K", {8, 4, 8}, 5, 64, 160, 1, benchmark::kMicrosecond);
   add("attention/prefill/rows512/stories260K", {8, 4, 8}, 1, 1, 512, 512, benchmark::kMillisecond);

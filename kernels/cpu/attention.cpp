@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -150,8 +151,12 @@ struct Split {
 };
 
 // Below this many positions a piece's fixed cost (its queries, its share of the merge) is
-// more than the parallelism it brings.
+// more than the parallelism it brings to a call with work enough for every thread.
 constexpr int32_t kMinPiece = 512;
+// A piece cut only to even the threads out (make_pieces) keeps at least this many: on a
+// Zen 5 (attention_bench, SmolLM2's heads at 256 positions, 2 threads) pieces of 128 ran
+// 0.8x the whole heads' time, of 32 0.9x, of 16 1.35x.
+constexpr int32_t kMinEvenPiece = 64;
 
 std::vector<Piece> whole_tiles(const std::vector<TileItem>& tiles) {
   std::vector<Piece> pieces;
@@ -163,22 +168,34 @@ std::vector<Piece> whole_tiles(const std::vector<TileItem>& tiles) {
 // schedule can even the threads out; only decode rows split (every lane of their tile sees the
 // same positions). Pieces are multiples of 16 positions long: without a sliding window they
 // start where the tile's chunks do.
+// A step of a few decode rows has few tiles, all alike, whatever their length: one
+// sequence of SmolLM2 is 3 (one a KV head), so of 2 threads one would take two and the other
+// wait half the call. There every tile is cut into a number of pieces that spreads the
+// step's pieces evenly over the threads, when that leaves them kMinEvenPiece long.
 std::vector<Piece> make_pieces(const ForwardBatch& batch, const std::vector<TileItem>& tiles, const std::vector<Run>& runs,
                                int64_t kv_heads, int threads, std::vector<Split>& splits) {
+  const auto decode_row = [&](const TileItem& t) {
+    const Run& run = runs[static_cast<size_t>(t.run)];
+    return run.end - run.start == 1;
+  };
   int64_t total = 0;
   for (const TileItem& t : tiles) total += t.cost;
   const auto piece = static_cast<int32_t>(std::max<int64_t>(kMinPiece, (total * kv_heads + 4 * threads - 1) / (4 * threads)));
+  const auto whole = static_cast<int64_t>(tiles.size()) * kv_heads;
+  const bool few_rows = whole < 4 * threads && std::all_of(tiles.begin(), tiles.end(), decode_row);
+  const int32_t even = few_rows ? static_cast<int32_t>(threads / std::gcd(whole, int64_t{threads})) : 1;
   std::vector<Piece> pieces;
   int64_t partial = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
     const TileItem& t = tiles[i];
-    const Run& run = runs[static_cast<size_t>(t.run)];
-    if (threads < 2 || run.end - run.start != 1 || t.cost < 2 * piece) {
+    int32_t asked = t.cost >= 2 * piece ? (t.cost + piece - 1) / piece : 1;
+    if (const int32_t evened = (asked + even - 1) / even * even; t.cost >= evened * kMinEvenPiece) asked = evened;
+    if (threads < 2 || !decode_row(t) || asked < 2) {
       pieces.push_back({static_cast<int32_t>(i), 0, 0, -1, t.cost});
       continue;
     }
     // Equal pieces rounded up to 16 positions: that may take fewer pieces than asked, never an empty one.
-    const int32_t asked = (t.cost + piece - 1) / piece;
+    const Run& run = runs[static_cast<size_t>(t.run)];
     const int32_t length = ((t.cost + asked - 1) / asked + 15) / 16 * 16;
     const int32_t parts = (t.cost + length - 1) / length;
     const int32_t last = batch.positions[static_cast<size_t>(run.start)], first = last - t.cost + 1;
@@ -262,7 +279,10 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
 
   // Each piece's result is its positions' softmax-weighted values, o_p = sum_j 2^(s_j - m_p) v_j / l_p:
   // weighted by l_p 2^(m_p - M) over the pieces' largest max M, they add up to the whole's.
-  pool.parallel_for(static_cast<int64_t>(splits.size()) * kv_heads, [&](int64_t begin, int64_t end, int) {
+  // A few rows' merge reads less than a parallel region costs to start: it runs where the call does.
+  constexpr int64_t kMergedAlone = 16384;
+  const int64_t merges = static_cast<int64_t>(splits.size()) * kv_heads;
+  pool.parallel_for(merges, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const Split& split = splits[static_cast<size_t>(item / kv_heads)];
       const TileItem& t = tiles[static_cast<size_t>(split.tile)];
@@ -284,7 +304,7 @@ void paged_attention(const float* q, const ForwardBatch& batch, KvCache& cache, 
         for (int64_t d = 0; d < hd; ++d) o[d] /= total;
       }
     }
-  });
+  }, partials * hd < kMergedAlone ? merges : 1);
 }
 
 }  // namespace orzo::cpu

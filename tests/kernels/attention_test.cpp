@@ -333,6 +333,27 @@ TEST(PagedAttentionSplit, LongDecodeRowsSplitAcrossThreadsAndMergeToTheWholeResu
   });
 }
 
+// One sequence's decode row is one tile a KV head: SmolLM2's 3 on 2 threads would leave one
+// thread idle for a third of the call at any context, so its positions split into pieces
+// that spread evenly (2 each, 6 in all) once each piece keeps 64 positions. KV heads the
+// threads share out evenly, and contexts too short for such pieces, run whole.
+TEST(PagedAttentionSplit, FewDecodeTilesSplitToEvenTheThreadsOut) {
+  orzo::testing::for_each_isa([&] {
+    ThreadPool two(2);
+    for (const auto& [kv_heads, context, splits] :
+         {std::tuple{3, 256, true}, std::tuple{3, 127, false}, std::tuple{4, 256, false}, std::tuple{4, 2048, true}}) {
+      const AttentionShape s{3 * kv_heads, kv_heads, 64, std::nullopt};
+      Cache cache({{context, 1}}, 16, kv_heads * s.head_dim / kKvHeads, 15);  // kKvHeads columns' worth of kv_heads heads
+      const ForwardBatch b = cache.batch({0});
+      const auto q = random_queries(b, s, 16);
+      const auto whole = attend(q, b, cache.kv(), s, two);
+      const auto split = attend(q, b, cache.kv(), s, two, true);
+      EXPECT_LT(worst_error(split, reference(q, b, cache.kv(), s)), 1e-5);
+      EXPECT_EQ(split != whole, splits) << kv_heads << " KV heads at " << context << " positions";
+    }
+  });
+}
+
 // Nine threads over one KV head ask for 36 pieces of 513 of these 18,468 positions; rounded
 // up to 16 (528) without recounting them, 35 pieces would cover all and leave the last empty.
 TEST(PagedAttentionSplit, PiecesRoundedToSixteenPositionsEachSeeSomething) {
