@@ -64,7 +64,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   // BENCHMARKS.md).
   const auto pack = [&](TensorView& w) {
     if (!cpu::kernels().reads_packed_rows(w.dtype)) return;
-    if (PackedMatrix p = use_packed_rows(w)) packed_.push_back(std::move(p));
+    if (PackedMatrix p = use_packed_rows(w, pool_)) packed_.push_back(std::move(p));
   };
   for (LayerWeights& w : layers_) {
     for (TensorView* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(*m);

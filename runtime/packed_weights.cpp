@@ -10,7 +10,7 @@
 
 namespace orzo {
 
-PackedMatrix use_packed_rows(TensorView& w) {
+PackedMatrix use_packed_rows(TensorView& w, ThreadPool& pool) {
   if (!cpu::packs_rows(w)) return nullptr;
   // Keyed by the stored rows' address and shape (the first rows of a fused matrix start
   // where it does): while a copy lives its holder keeps the model, and so the rows, where
@@ -27,11 +27,16 @@ PackedMatrix use_packed_rows(TensorView& w) {
     // vocabulary is hundreds of MB). A page that straddles two slices stays.
     const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(w.dtype, w.cols()));
     const int64_t slice = std::max<int64_t>(1, (int64_t{4} << 20) / row_bytes / cpu::kPackedRows) * cpu::kPackedRows;
-    size_t at = 0;
+    // The rows are whole groups (packs_rows), each packed to the same bytes, so the pool's
+    // threads take a slice's groups a few at a time; as they come, since the stored pages
+    // they fault in cost one thread more than another.
+    const size_t group_bytes = bytes->size() / static_cast<size_t>(w.rows() / cpu::kPackedRows);
     for (int64_t first = 0; first < w.rows(); first += slice) {
       const TensorView rows = w.row_range(first, std::min(slice, w.rows() - first));
-      cpu::pack_rows(rows, bytes->data() + at);
-      at += cpu::packed_rows_bytes(rows);
+      pool.parallel_for_dynamic(rows.rows() / cpu::kPackedRows, [&](int64_t begin, int64_t end, int) {
+        cpu::pack_rows(rows.row_range(begin * cpu::kPackedRows, (end - begin) * cpu::kPackedRows),
+                       bytes->data() + static_cast<size_t>(first / cpu::kPackedRows + begin) * group_bytes);
+      }, 8);
       release_pages(rows.data, rows.nbytes);
     }
     packed = std::move(bytes);

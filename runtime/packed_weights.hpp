@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
 
 namespace orzo {
 
@@ -18,7 +19,7 @@ using PackedMatrix = std::shared_ptr<const std::vector<uint8_t>>;
 // the caller to hold; null, and w unchanged, where its rows do not pack. The first packing
 // of a matrix hands the stored rows' pages back to the kernel as it goes (release_pages:
 // products, and a tied embedding's gather, read the copy from then on; a read of the
-// stored rows brings their pages back). Thread-safe.
-PackedMatrix use_packed_rows(TensorView& w);
+// stored rows brings their pages back). `pool` packs. Thread-safe.
+PackedMatrix use_packed_rows(TensorView& w, ThreadPool& pool);
 
 }  // namespace orzo
