@@ -168,9 +168,8 @@ void CpuBackend::attention_block(int64_t l, const ForwardBatch& b, float* x) {
   const LayerWeights& w = layer(l);
   const int64_t rows = b.rows(), hd = cfg_.head_dim;
   norm_rows(x, w.attn_norm, rows, xn_.data());
-  cpu::matmul(xn_.data(), rows, w.wq, q_.data(), pool_, w.bq, matmul_);
-  cpu::matmul(xn_.data(), rows, w.wk, k_.data(), pool_, w.bk, matmul_);
-  cpu::matmul(xn_.data(), rows, w.wv, v_.data(), pool_, w.bv, matmul_);
+  cpu::matmuls(xn_.data(), rows, {{w.wq, q_.data(), w.bq}, {w.wk, k_.data(), w.bk}, {w.wv, v_.data(), w.bv}}, pool_,
+               matmul_);
 
   const cpu::KvPlace place{kv_planes_[static_cast<size_t>(l - range_.begin)], kv_layout_.group_of[static_cast<size_t>(l)]};
   const std::vector<float>& angles = cfg_.local_rope(l) ? local_cos_sin_ : cos_sin_;
@@ -225,8 +224,7 @@ void CpuBackend::ffn_block(int64_t l, int64_t rows, float* x) {
 void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_gate, const TensorView& w_up,
                            const TensorView& w_down, float* out, float* gate, float* up, ThreadPool& pool) {
   const int64_t inter = w_gate.rows();
-  cpu::matmul(in, rows, w_gate, gate, pool, nullptr, matmul_);
-  cpu::matmul(in, rows, w_up, up, pool, nullptr, matmul_);
+  cpu::matmuls(in, rows, {{w_gate, gate}, {w_up, up}}, pool, matmul_);
   pool.parallel_for(
       rows,
       [&](int64_t begin, int64_t end, int) {

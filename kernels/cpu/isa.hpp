@@ -45,11 +45,31 @@ constexpr int64_t kGemvMaxRows = 2;
 using MatmulKernel = void (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                               const float* bias);
 
+// A product prepared (x rounded or packed as its kernel reads it) and split by output
+// columns: rows(state, begin, end) writes y's columns [begin, end), begin a multiple of
+// grain, on whichever thread calls it. So products that read one x can share a parallel
+// region (matmuls() in matmul.hpp). The state is the preparing thread's, in one of its
+// kRowsJobSlots slots, and lives until that thread prepares into the slot again.
+struct RowsJob {
+  const void* state;
+  void (*rows)(const void* state, int64_t begin, int64_t end);
+  int64_t n, grain;
+  size_t row_bytes;  // of a weight row: what a column costs, for sharing columns out
+};
+constexpr int kRowsJobSlots = 3;
+using RowsKernel = RowsJob (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                               const float* bias, int slot);
+
+// The whole product: its columns shared out to the pool's threads.
+inline void run_rows(ThreadPool& pool, const RowsJob& job) {
+  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { job.rows(job.state, begin, end); }, job.grain);
+}
+
 // One level's kernels. The public entry points (matmul.hpp, attention.hpp, convert.hpp)
 // call the active table's; tests and benchmarks may call any runnable level's directly.
 struct KernelTable {
   Isa isa;
-  MatmulKernel matmul_direct;  // matmul_direct.hpp
+  RowsKernel matmul_direct;  // matmul_direct.hpp
   // Where matmul() hands f32 products to sgemm: never while x (m * k * 4 bytes) stays within
   // direct_l2_bytes; past that, past direct_max_rows rows or direct_max_bytes bytes.
   // Measured per level (matmul_bench threshold/*).
@@ -63,7 +83,7 @@ struct KernelTable {
   MatmulKernel matmul_q16;
   // matmul_q16 for at most kGemvMaxRows rows, the weights read as stored: the same rounding
   // of x, its sums in another order (on AVX2 the same order). Null where matmul_q16 is.
-  MatmulKernel matmul_q16_gemv;
+  RowsKernel matmul_q16_gemv;
   // Past this many bytes of x (m * k * 4) matmul() hands block types to sgemm where its
   // OpenBLAS suits the CPU, as for float weights: measured per level (matmul_bench q8/).
   int64_t q16_max_bytes;
@@ -76,14 +96,14 @@ struct KernelTable {
   // kept as one 16-bit word each, at any m: the gemv's arithmetic for every row, bit for
   // bit. Null where the level has none: AVX2's alone, whose two digits on bytes cost twice
   // the words' integer operations (DESIGN.md).
-  MatmulKernel matmul_packed_words;
+  RowsKernel matmul_packed_words;
   // Under MatmulOptions::int8_batches, from how many rows block types round activations to
   // one int8 digit (matmul_q8): where the level has no AMX tiles to take their batches, two
   // digits cost twice one digit's integer operations (kernel_table.cpp). 0: never.
   int64_t one_digit_from_rows;
   // BF16 weights against activations rounded to bf16 (matmul.hpp, MatmulOptions::bf16_activations);
   // null where the level has no BF16 dot product.
-  MatmulKernel matmul_bf16;
+  RowsKernel matmul_bf16;
   // matmul_bf16's arithmetic on AMX tiles (bf16 pairs, f32 sums in another order), for
   // rows of k a multiple of kBf16TileDepth: BF16 weights as stored, F16 and block types
   // decoded (kernels/cpu/isa/matmul_amx.cpp); null where the level has no AMX.

@@ -2,6 +2,7 @@
 // y = x · Wᵀ for a Linear layer whose weight W ([n, k], any DType) stays in its stored
 // type: activations are f32 and accumulation is f32.
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
@@ -29,5 +30,20 @@ int64_t tiles_from_rows(MatmulOptions options, DType t);
 // x: [m, k] row-major f32, y: [m, n] row-major f32; bias (may be null): [n] f32.
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
             const float* bias = nullptr, MatmulOptions options = {});
+
+// One of several products of the same x (matmuls).
+struct MatmulTarget {
+  const TensorView& w;
+  float* y;
+  const float* bias = nullptr;
+};
+
+// matmul() of x by each target's weight, the same bits. A decode step's products (fewer
+// than kStripsFromRows rows) share one parallel region, their columns shared out by the
+// bytes of weight they read: a layer's q, k and v, or its gate and up, cost one fork and
+// join instead of three or two, where a small model's k and v take less time than the
+// threads' wait at the join.
+void matmuls(const float* x, int64_t m, std::initializer_list<MatmulTarget> targets, ThreadPool& pool,
+             MatmulOptions options = {});
 
 }  // namespace orzo::cpu

@@ -15,7 +15,7 @@ namespace orzo::cpu {
 // the caller has validated the shapes.
 inline void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                           const float* bias) {
-  kernels().matmul_direct(x, m, w, y, pool, bias);
+  run_rows(pool, kernels().matmul_direct(x, m, w, y, pool, bias, 0));
 }
 
 }  // namespace orzo::cpu

@@ -54,7 +54,7 @@ inline void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y,
 // matmul_q16's to f32 rounding, not bit for bit.
 inline void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                             const float* bias) {
-  kernels().matmul_q16_gemv(x, m, w, y, pool, bias);
+  run_rows(pool, kernels().matmul_q16_gemv(x, m, w, y, pool, bias, 0));
 }
 
 }  // namespace orzo::cpu

@@ -687,6 +687,57 @@ TEST(Matmul, PackedGemvsGiveTheStripsBits) {
   });
 }
 
+// matmuls() gives each product matmul()'s bits, however its region shares the columns out:
+// a layer's q, k and v of different types (Q4_K_M keeps v in Q6_K), packed where the level
+// reads them, column counts off the grain, biases, under each mode, on one to three threads;
+// from three rows it takes the products one by one.
+TEST(Matmul, SharedRegionsGiveEachProductItsBits) {
+  orzo::testing::for_each_isa([&] {
+    std::mt19937 rng(41);
+    const int64_t k = 512;
+    const std::vector<std::vector<DType>> groups = {{DType::Q4_K, DType::Q4_K, DType::Q6_K},
+                                                    {DType::F16, DType::F16},
+                                                    {DType::BF16, DType::F32, DType::Q8_0},
+                                                    {DType::Q4_1, DType::Q4_0, DType::IQ4_XS}};
+    const MatmulOptions modes[] = {{false, true, false, true}, {}, {true, false, false, false}, {false, true, true, false}};
+    for (const std::vector<DType>& types : groups) {
+      std::vector<Weight> w;
+      std::vector<std::vector<uint8_t>> storage(types.size());
+      std::vector<TensorView> v;
+      std::vector<std::vector<float>> bias;
+      for (size_t i = 0; i < types.size(); ++i) {
+        const int64_t n = i == 1 ? 85 : 64 * static_cast<int64_t>(i + 1);
+        w.push_back(make_weight(types[i], n, k, rng));
+        bias.push_back(random_vector(n, rng));
+      }
+      for (size_t i = 0; i < types.size(); ++i) v.push_back(packed_where_read(w[i].view, storage[i]));
+      for (const MatmulOptions& options : modes)
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          for (int64_t m : {1, 2, 3}) {
+            const auto x = random_vector(m * k, rng);
+            std::vector<std::vector<float>> want(types.size()), got(types.size());
+            for (size_t i = 0; i < types.size(); ++i) {
+              want[i].assign(static_cast<size_t>(m * v[i].rows()), 0.0f);
+              got[i].assign(want[i].size(), -1.0f);
+              matmul(x.data(), m, v[i], want[i].data(), pool, bias[i].data(), options);
+            }
+            if (types.size() == 2)
+              matmuls(x.data(), m, {{v[0], got[0].data(), bias[0].data()}, {v[1], got[1].data(), bias[1].data()}}, pool,
+                      options);
+            else
+              matmuls(x.data(), m,
+                      {{v[0], got[0].data(), bias[0].data()}, {v[1], got[1].data(), bias[1].data()},
+                       {v[2], got[2].data(), bias[2].data()}},
+                      pool, options);
+            for (size_t i = 0; i < types.size(); ++i)
+              EXPECT_EQ(got[i], want[i]) << dtype_name(types[i]) << ", m=" << m << ", " << threads << " threads";
+          }
+        }
+    }
+  });
+}
+
 TEST(Matmul, RowsDoNotDependOnBatchSize) {
   orzo::testing::for_each_isa([&] {
     ThreadPool pool(2);

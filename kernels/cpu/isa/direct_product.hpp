@@ -2,7 +2,7 @@
 // The blocking of the direct product (kernels/cpu/matmul_direct.hpp), for any weight
 // format of isa/weight_formats.hpp and the activations it meets: R weight rows against M
 // activation rows per pass, the activations packed once per product, the weight rows of a
-// thread taken an L2-sized chunk at a time. run_direct<F> is the whole product for one
+// thread taken an L2-sized chunk at a time. prepare_direct<F> prepares the whole product for one
 // format. Include it inside the ORZO_TARGET_BEGIN region, after weight_formats.hpp;
 // internal linkage, as target.hpp explains.
 #include <algorithm>
@@ -43,7 +43,7 @@ struct ActivationsOf<F, std::void_t<typename F::X>> {
 // parts (32 / kParts weights) a scale d and an offset m leaves the offsets to the product:
 // its load(unit, sub, scales, out) gives d * q, the raw codes scaled, and the product adds
 // m * (sum of x over the part), one FMA per unit and lane group of parts, against the part
-// sums of x that run_direct computes once per product, where d * q + m cost one op more
+// sums of x that prepare_direct computes once per product, where d * q + m cost one op more
 // per vector. Where kScalesInLoad is false (AVX2, weight_formats.hpp) load() leaves d to
 // the product too: a part's dot is d * (codes . x), one FMA per part.
 template <class F, class = void>
@@ -392,29 +392,36 @@ void sum_parts([[maybe_unused]] const float* x, [[maybe_unused]] int64_t k, [[ma
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
-// y = x · Wᵀ (+ bias) for a weight stored as F.
+// What prepare_direct<F> keeps for its RowsJob: x as the kernel reads it, and the job.
 template <class F>
-void run_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+struct DirectSlot {
+  std::vector<typename ActivationsOf<F>::type::T> packed;
+  std::vector<float> sums;
+  JobOf<F> job;
+  RangeKernel<F> kernel;
+};
+
+// y = x · Wᵀ (+ bias) for a weight stored as F, prepared (RowsJob in isa.hpp).
+template <class F>
+RowsJob prepare_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                       int slot) {
   using X = typename ActivationsOf<F>::type;
   using T = typename X::T;
+  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+  thread_local DirectSlot<F> slots[kRowsJobSlots];
+  DirectSlot<F>& kept = slots[slot];
   const int64_t k = w.cols();
-  const RangeKernel<F> kernel = kernel_for_rows<F>(m);
   const T* packed_x = nullptr;
   if constexpr (std::is_same_v<X, F32Activations>) packed_x = x;
   float* part_sums = nullptr;
   if constexpr (PartScales<F>::value) {
-    thread_local std::vector<float> sums;
-    sums.resize(std::max(sums.size(), static_cast<size_t>(m * parts_per_row<F>(k))));
-    part_sums = sums.data();
+    kept.sums.resize(std::max(kept.sums.size(), static_cast<size_t>(m * parts_per_row<F>(k))));
+    part_sums = kept.sums.data();
   }
   if (m == 1) sum_parts<F>(x, k, 0, 1, part_sums);
   if (m > 1 || !std::is_same_v<X, F32Activations>) {
-    // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
-    thread_local std::vector<T> packed;
-    packed.resize(std::max(packed.size(), static_cast<size_t>(m * packed_row<X>(k))));
-    // The pool's threads write through this pointer: a thread_local named inside the
-    // lambda would be each helper's own.
-    T* const out = packed.data();
+    kept.packed.resize(std::max(kept.packed.size(), static_cast<size_t>(m * packed_row<X>(k))));
+    T* const out = kept.packed.data();
     const int64_t group = shape_for<F>(m).m;
     pool.parallel_for((m + group - 1) / group, [&](int64_t begin, int64_t end, int) {
       const int64_t first = begin * group, last = std::min(m, end * group);
@@ -423,8 +430,13 @@ void run_direct(const float* x, int64_t m, const TensorView& w, float* y, Thread
     });
     packed_x = out;
   }
-  const JobOf<F> job{packed_x, part_sums, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
-  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel(job, begin, end); }, kGrain);
+  kept.job = {packed_x, part_sums, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  kept.kernel = kernel_for_rows<F>(m);
+  const auto rows = [](const void* state, int64_t begin, int64_t end) {
+    const auto& s = *static_cast<const DirectSlot<F>*>(state);
+    s.kernel(s.job, begin, end);
+  };
+  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
 }
 
 }  // namespace

@@ -13,18 +13,22 @@
 
 namespace orzo::cpu::ORZO_ISA_NS {
 
-void matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+RowsJob matmul_direct(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                      int slot);
 bool matmul_q8_supports(DType t);
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
 #if ORZO_SIMD_AVX2
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
-void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+RowsJob matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                        int slot);
 #endif
 #if ORZO_SIMD_AVX2 && !ORZO_SIMD_VNNI
-void matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+RowsJob matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                            const float* bias, int slot);
 #endif
 #if ORZO_SIMD_BF16_DOT
-void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);
+RowsJob matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                    int slot);
 #endif
 #if ORZO_SIMD_AMX
 void matmul_tiles(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias);

@@ -44,8 +44,9 @@ struct BF16DotFormat {
 
 }  // namespace
 
-void matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  run_direct<BF16DotFormat>(x, m, w, y, pool, bias);
+RowsJob matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                    int slot) {
+  return prepare_direct<BF16DotFormat>(x, m, w, y, pool, bias, slot);
 }
 
 }  // namespace orzo::cpu::ORZO_ISA_NS

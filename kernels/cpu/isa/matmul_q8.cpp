@@ -75,24 +75,37 @@ Kernel<A> kernel_for(DType t) {
 // Chunks of 16 output columns keep two threads from writing the same cache line of y.
 constexpr int64_t kGrain = 16;
 
+// What prepare_product keeps for its RowsJob: x rounded as A, and the job.
+template <class A>
+struct ProductSlot {
+  std::vector<A> x;
+  Job<A> job;
+  Kernel<A> kernel;
+};
+
 template <class Activation>
-void product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
-             Kernel<Activation> kernel) {
+RowsJob prepare_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                        Kernel<Activation> kernel, int slot) {
 #if defined(ORZO_Q8_AVX2)
   if (w.packed && w.dtype != DType::Q4_K)
     throw std::logic_error("matmul_q8: " + w.name + " is packed, and AVX2 reads packed Q4_K rows alone");
 #endif
-  const int64_t k = w.cols(), units = Activation::units(k);
   // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
-  thread_local std::vector<Activation> activations;
-  activations.resize(std::max(activations.size(), static_cast<size_t>(m * units)));
-  Activation* act = activations.data();
+  thread_local ProductSlot<Activation> slots[kRowsJobSlots];
+  ProductSlot<Activation>& kept = slots[slot];
+  const int64_t k = w.cols(), units = Activation::units(k);
+  kept.x.resize(std::max(kept.x.size(), static_cast<size_t>(m * units)));
+  Activation* act = kept.x.data();
   pool.parallel_for(m, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
   });
-  const Job<Activation> job{act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
-                            w.packed};
-  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { kernel.range(job, begin, end); }, kGrain);
+  kept.job = {act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias, w.packed};
+  kept.kernel = kernel;
+  const auto rows = [](const void* state, int64_t begin, int64_t end) {
+    const auto& s = *static_cast<const ProductSlot<Activation>*>(state);
+    s.kernel.range(s.job, begin, end);
+  };
+  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
 }
 
 #if defined(ORZO_Q8_VNNI)
@@ -111,32 +124,42 @@ Kernel<ActivationOf<2>> packed_gemv_for(DType t) {
 }
 #endif
 
+// What prepare_words keeps for its RowsJob.
+struct WordSlot {
+  WordRows x;
+  Job<WordRows> job;
+  void (*range)(const Job<WordRows>&, int64_t, int64_t);
+};
+
 // Activation rows against Q4_K weights as words: packed_group where packed (AVX2, at any
 // m), else on AVX-512 word_tile on the rows as stored (at most kGemvMaxRows).
-void word_product(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  if (w.dtype != DType::Q4_K) throw std::logic_error("word_product: " + w.name + " is not Q4_K");
+RowsJob prepare_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                      int slot) {
+  if (w.dtype != DType::Q4_K) throw std::logic_error("prepare_words: " + w.name + " is not Q4_K");
   const int64_t k = w.cols();
-  thread_local WordRows kept;
-  WordRows& words = kept;  // the caller's: a pool thread naming `kept` would get its own
-  words.resize(m, k);
+  thread_local WordSlot slots[kRowsJobSlots];
+  WordSlot& kept = slots[slot];  // the caller's: a pool thread naming `slots` would get its own
+  kept.x.resize(m, k);
   // A decode's few rows are rounded where the call runs, without waking the pool.
   constexpr int64_t kRoundedAlone = 4;
-  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, words); }, kRoundedAlone);
-  const Job<WordRows> job{&words, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias,
-                          w.packed};
-  if (job.packed) {
-    static_assert(kGrain % kPackedRows == 0, "a thread's range is whole groups");
-    pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) { packed_rows(job, begin, end); }, kGrain);
-    return;
-  }
+  pool.parallel_for(m, [&](int64_t begin, int64_t end, int) { quantize_words(x, begin, end, k, kept.x); }, kRoundedAlone);
+  kept.job = {&kept.x, m, k, 0, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias, w.packed};
+  static_assert(kGrain % kPackedRows == 0, "a thread's range is whole groups");
+  if (kept.job.packed) {
+    kept.range = packed_rows;
+  } else {
 #if defined(ORZO_Q8_VNNI)
-  static_assert(kGemvMaxRows == 2, "one case per row count");
-  pool.parallel_for(job.n, [&](int64_t begin, int64_t end, int) {
-    if (m == 2) word_rows<Q4_KFormat, 2>(job, begin, end); else word_rows<Q4_KFormat, 1>(job, begin, end);
-  }, kGrain);
+    static_assert(kGemvMaxRows == 2, "one case per row count");
+    kept.range = m == 2 ? word_rows<Q4_KFormat, 2> : word_rows<Q4_KFormat, 1>;
 #else
-  throw std::logic_error("word_product: " + w.name + " is not packed");
+    throw std::logic_error("prepare_words: " + w.name + " is not packed");
 #endif
+  }
+  const auto rows = [](const void* state, int64_t begin, int64_t end) {
+    const auto& s = *static_cast<const WordSlot*>(state);
+    s.range(s.job, begin, end);
+  };
+  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
 }
 
 #endif
@@ -154,7 +177,7 @@ bool matmul_q8_supports(DType t) {
 
 void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
-  product<ActivationOf<1>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<1>, false>(w.dtype));
+  run_rows(pool, prepare_product<ActivationOf<1>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<1>, false>(w.dtype), 0));
 #else
   (void)x, (void)m, (void)y, (void)pool, (void)bias;
   throw std::logic_error("matmul_q8: no integer path for " + w.name + " in this build");
@@ -163,26 +186,28 @@ void matmul_q8(const float* x, int64_t m, const TensorView& w, float* y, ThreadP
 
 #if defined(ORZO_Q8_VNNI) || defined(ORZO_Q8_AVX2)
 void matmul_q16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
-  product<ActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<2>, false>(w.dtype));
+  run_rows(pool, prepare_product<ActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<ActivationOf<2>, false>(w.dtype), 0));
 }
 
-void matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+RowsJob matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                        int slot) {
   if (m > kGemvMaxRows)
     throw std::logic_error("matmul_q16_gemv: " + std::to_string(m) + " rows, past its " + std::to_string(kGemvMaxRows));
 #if defined(ORZO_Q8_VNNI)
-  if (w.dtype == DType::Q4_K) return word_product(x, m, w, y, pool, bias);
-  if (w.packed) return product<ActivationOf<2>>(x, m, w, y, pool, bias, packed_gemv_for(w.dtype));
+  if (w.dtype == DType::Q4_K) return prepare_words(x, m, w, y, pool, bias, slot);
+  if (w.packed) return prepare_product<ActivationOf<2>>(x, m, w, y, pool, bias, packed_gemv_for(w.dtype), slot);
 #else
-  if (w.packed) return word_product(x, m, w, y, pool, bias);
+  if (w.packed) return prepare_words(x, m, w, y, pool, bias, slot);
 #endif
-  product<GemvActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<GemvActivationOf<2>, true>(w.dtype));
+  return prepare_product<GemvActivationOf<2>>(x, m, w, y, pool, bias, kernel_for<GemvActivationOf<2>, true>(w.dtype), slot);
 }
 #endif
 
 #if defined(ORZO_Q8_AVX2)
-void matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias) {
+RowsJob matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                            const float* bias, int slot) {
   if (!w.packed) throw std::logic_error("matmul_packed_words: " + w.name + " is not packed");
-  word_product(x, m, w, y, pool, bias);
+  return prepare_words(x, m, w, y, pool, bias, slot);
 }
 #endif
 
