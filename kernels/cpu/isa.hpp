@@ -57,6 +57,17 @@ struct RowsJob {
   size_t row_bytes;  // of a weight row: what a column costs, for sharing columns out
 };
 constexpr int kRowsJobSlots = 3;
+
+// The RowsJob of a prepared product kept in `slot`, whose range(job, begin, end) computes
+// the columns [begin, end) of its job (a kernel's own Job type with n and row_bytes).
+template <class Slot>
+RowsJob rows_job(const Slot& slot, int64_t grain) {
+  const auto rows = [](const void* state, int64_t begin, int64_t end) {
+    const auto& s = *static_cast<const Slot*>(state);
+    s.range(s.job, begin, end);
+  };
+  return {&slot, rows, slot.job.n, grain, slot.job.row_bytes};
+}
 using RowsKernel = RowsJob (*)(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                                const float* bias, int slot);
 

@@ -398,7 +398,7 @@ struct DirectSlot {
   std::vector<typename ActivationsOf<F>::type::T> packed;
   std::vector<float> sums;
   JobOf<F> job;
-  RangeKernel<F> kernel;
+  RangeKernel<F> range;
 };
 
 // y = x · Wᵀ (+ bias) for a weight stored as F, prepared (RowsJob in isa.hpp).
@@ -431,12 +431,8 @@ RowsJob prepare_direct(const float* x, int64_t m, const TensorView& w, float* y,
     packed_x = out;
   }
   kept.job = {packed_x, part_sums, m, k, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
-  kept.kernel = kernel_for_rows<F>(m);
-  const auto rows = [](const void* state, int64_t begin, int64_t end) {
-    const auto& s = *static_cast<const DirectSlot<F>*>(state);
-    s.kernel(s.job, begin, end);
-  };
-  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
+  kept.range = kernel_for_rows<F>(m);
+  return rows_job(kept, kGrain);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ template <class A>
 struct ProductSlot {
   std::vector<A> x;
   Job<A> job;
-  Kernel<A> kernel;
+  void (*range)(const Job<A>&, int64_t, int64_t);
 };
 
 template <class Activation>
@@ -100,12 +100,8 @@ RowsJob prepare_product(const float* x, int64_t m, const TensorView& w, float* y
     for (int64_t i = begin; i < end; ++i) quantize_row(x + i * k, k, kernel.activation_bias, act + i * units);
   });
   kept.job = {act, m, k, units, static_cast<const uint8_t*>(w.data), dtype_row_bytes(w.dtype, k), y, w.rows(), bias, w.packed};
-  kept.kernel = kernel;
-  const auto rows = [](const void* state, int64_t begin, int64_t end) {
-    const auto& s = *static_cast<const ProductSlot<Activation>*>(state);
-    s.kernel.range(s.job, begin, end);
-  };
-  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
+  kept.range = kernel.range;
+  return rows_job(kept, kGrain);
 }
 
 #if defined(ORZO_Q8_VNNI)
@@ -155,11 +151,7 @@ RowsJob prepare_words(const float* x, int64_t m, const TensorView& w, float* y, 
     throw std::logic_error("prepare_words: " + w.name + " is not packed");
 #endif
   }
-  const auto rows = [](const void* state, int64_t begin, int64_t end) {
-    const auto& s = *static_cast<const WordSlot*>(state);
-    s.range(s.job, begin, end);
-  };
-  return {&kept, rows, kept.job.n, kGrain, kept.job.row_bytes};
+  return rows_job(kept, kGrain);
 }
 
 #endif
