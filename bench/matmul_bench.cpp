@@ -87,11 +87,11 @@ std::unique_ptr<Weights> make_weights(DType t, int64_t n, int64_t k, size_t min_
 
 // Google Benchmark calls each function several times while it sizes the run; the last
 // weight set is kept so it is generated once per benchmark, not once per call.
-const Weights& weights(DType t, int64_t n, int64_t k) {
+const Weights& weights(DType t, int64_t n, int64_t k, bool packed = false) {
   static std::unique_ptr<Weights> cached;
-  if (cached && cached->dtype == t && cached->n == n && cached->k == k) return *cached;
+  if (cached && cached->dtype == t && cached->n == n && cached->k == k && cached->packed.empty() != packed) return *cached;
   cached.reset();
-  cached = make_weights(t, n, k, kMinWeightBytes);
+  cached = make_weights(t, n, k, kMinWeightBytes, packed);
   return *cached;
 }
 
@@ -167,14 +167,26 @@ void register_all() {
           ->UseRealTime();
     }
   }
+  // As the engine runs them, and BF16 also on its rows as stored where the level reads them
+  // packed (matmul/BF16-stored/).
+  orzo::cpu::MatmulOptions bf16_options;
+  bf16_options.bf16_activations = true;
   for (Shape s : {Shape{2048, 8192}, Shape{8192, 2048}, Shape{1024, 2816}, Shape{2816, 1024}}) {
-    for (DType t : {DType::F16, DType::BF16})
-      for (int64_t m : {4, 8, 16, 32, 512}) {
-        benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + "/m" + std::to_string(m) + "/" + shape_name(s)).c_str(),
-                                     [=](benchmark::State& st) { run(st, bf16_matmul, t, m, s.n, s.k); })
+    for (DType t : {DType::F16, DType::BF16}) {
+      const bool packed = orzo::cpu::packs_rows(kept_view(t, s)) && orzo::cpu::reads_packed_rows(kept_view(t, s), bf16_options);
+      for (int64_t m : {1, 4, 8, 16, 32, 64, 128, 512}) {
+        const std::string tail = "/m" + std::to_string(m) + "/" + shape_name(s);
+        benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + tail).c_str(),
+                                     [=](benchmark::State& st) { run_on(st, bf16_matmul, weights(t, s.n, s.k, packed), m); })
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
+        if (packed)
+          benchmark::RegisterBenchmark(("matmul/" + std::string(orzo::dtype_name(t)) + "-stored" + tail).c_str(),
+                                       [=](benchmark::State& st) { run_on(st, bf16_matmul, weights(t, s.n, s.k), m); })
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
       }
+    }
   }
   // The f32 kernels (direct and sgemm) and the integer ones (one digit, two on strips, two
   // as stored for a few rows) for block types

@@ -63,7 +63,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, Options o)
   // than they transpose 16 stored rows (the one-digit path's decode of one sequence: see
   // BENCHMARKS.md).
   const auto pack = [&](TensorView& w) {
-    if (!cpu::kernels().reads_packed_rows(w.dtype)) return;
+    if (!cpu::reads_packed_rows(w, options_matmul_)) return;
     if (PackedMatrix p = use_packed_rows(w, pool_)) packed_.push_back(std::move(p));
   };
   for (LayerWeights& w : layers_) {

@@ -19,6 +19,10 @@ int64_t tiles_from_rows(MatmulOptions options, DType t) {
   return options.bf16_activations && !options.batch_invariant && kernel.matmul_tiles ? kernel.tiles_from_rows(t) : 0;
 }
 
+bool reads_packed_rows(const TensorView& w, MatmulOptions options) {
+  return kernels().reads_packed_rows(w.dtype) && (w.dtype != DType::BF16 || options.bf16_activations);
+}
+
 namespace {
 
 // The kernel matmul() takes for m rows of w: `rows` where it prepares a RowsJob, else `whole`.
@@ -52,6 +56,9 @@ Route route(int64_t m, const TensorView& w, MatmulOptions options) {
     return {nullptr, kernel.matmul_q16_gemv};
   }
   if (options.bf16_activations && w.dtype == DType::BF16 && kernel.matmul_bf16) return {nullptr, kernel.matmul_bf16};
+  // Packed BF16 rows in f32 (a backend packs them for bf16 activations alone): sgemm
+  // unpacks them, where the direct kernel would read the stored ones.
+  if (w.packed && w.dtype == DType::BF16) return {matmul_blas};
   if (options.batch_invariant || blas_core().suited(kernel.isa) || x_bytes <= kernel.direct_l2_bytes ||
       (m <= kernel.direct_max_rows && x_bytes <= kernel.direct_max_bytes))
     return {nullptr, kernel.matmul_direct};

@@ -27,6 +27,11 @@ int64_t one_digit_from_rows(MatmulOptions options);
 // From how many rows weights of type t run on AMX tiles under `options`; 0 never.
 int64_t tiles_from_rows(MatmulOptions options, DType t);
 
+// Whether the products of w under `options` read it packed (packed_rows.hpp), so that a
+// backend packs it: where the level reads its type packed, and for BF16 weights only
+// under bf16_activations, the arithmetic of the one kernel that reads them.
+bool reads_packed_rows(const TensorView& w, MatmulOptions options);
+
 // x: [m, k] row-major f32, y: [m, n] row-major f32; bias (may be null): [n] f32.
 void matmul(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
             const float* bias = nullptr, MatmulOptions options = {});

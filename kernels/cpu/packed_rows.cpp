@@ -10,10 +10,18 @@ namespace orzo::cpu {
 
 namespace {
 
-// Bytes of a tile of 16 rows of type t (a Q4_K one unpacks the scales).
-size_t tile_bytes(DType t) {
-  return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : kPackedRows * dtype_block_bytes(t);
-}
+// The weights of a row that one tile holds: a block, or BF16's 32.
+int64_t tile_weights(DType t) { return t == DType::BF16 ? kBf16TileWeights : dtype_block_elems(t); }
+
+// A row's bytes in one tile, and the bytes of a tile of 16 rows (a Q4_K one unpacks the
+// scales).
+size_t unit_bytes(DType t) { return dtype_row_bytes(t, tile_weights(t)); }
+size_t tile_bytes(DType t) { return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : kPackedRows * unit_bytes(t); }
+
+// A BF16 row's 32 weights of one tile, as stored.
+struct Bf16Run {
+  uint16_t w[kBf16TileWeights];
+};
 
 void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
   for (int r = 0; r < kPackedRows; ++r) {
@@ -86,9 +94,14 @@ void pack_nibble_tile(const Block (&rows)[kPackedRows], Tile& tile) {
 void pack_tile(const BlockQ4_0 (&rows)[kPackedRows], PackedQ4_0Tile& tile) { pack_nibble_tile(rows, tile); }
 void pack_tile(const BlockQ4_1 (&rows)[kPackedRows], PackedQ4_1Tile& tile) { pack_nibble_tile(rows, tile); }
 
+void pack_tile(const Bf16Run (&rows)[kPackedRows], PackedBF16Tile& tile) {
+  for (int r = 0; r < kPackedRows; ++r)
+    for (int p = 0; p < kBf16TileWeights / 2; ++p) std::memcpy(&tile.pairs[p][2 * r], rows[r].w + 2 * p, 4);
+}
+
 template <class Block, class Tile>
 void pack_tiles(const TensorView& w, uint8_t* out) {
-  const int64_t units = w.cols() / dtype_block_elems(w.dtype);
+  const int64_t units = w.cols() / tile_weights(w.dtype);
   Block rows[kPackedRows];
   Tile tile;
   for (int64_t g = 0; g < w.rows() / kPackedRows; ++g)
@@ -143,6 +156,9 @@ void unpack_nibble_block(const Tile& t, int r, uint8_t* block) {
 }
 void unpack_block(const PackedQ4_0Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_0>(t, r, block); }
 void unpack_block(const PackedQ4_1Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_1>(t, r, block); }
+void unpack_block(const PackedBF16Tile& t, int r, uint8_t* block) {
+  for (int p = 0; p < kBf16TileWeights / 2; ++p) std::memcpy(block + 4 * p, &t.pairs[p][2 * r], 4);
+}
 
 // Rows [r0, r1) of the group whose tiles start at `tiles`, row_bytes apart at `out`.
 template <class Tile>
@@ -154,14 +170,15 @@ void unpack_group(const Tile* tiles, int64_t units, size_t block_bytes, int r0, 
 
 // Rows [r0, r1) of group g of a matrix of type t, k weights a row.
 void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int r1, uint8_t* out) {
-  const int64_t units = k / dtype_block_elems(t);
-  const size_t row_bytes = dtype_row_bytes(t, k), block_bytes = dtype_block_bytes(t);
+  const int64_t units = k / tile_weights(t);
+  const size_t row_bytes = dtype_row_bytes(t, k), block_bytes = unit_bytes(t);
   const int64_t at = g * units;
   switch (t) {
     case DType::Q4_K: return unpack_group(static_cast<const PackedQ4_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     case DType::Q6_K: return unpack_group(static_cast<const PackedQ6_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     case DType::Q4_0: return unpack_group(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     case DType::Q4_1: return unpack_group(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    case DType::BF16: return unpack_group(static_cast<const PackedBF16Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
   }
 }
@@ -170,12 +187,12 @@ void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int 
 
 bool packs_rows(const TensorView& w) {
   const DType t = w.dtype;
-  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1) &&
-         w.rows() % kPackedRows == 0 && w.cols() % dtype_block_elems(t) == 0;
+  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::BF16) &&
+         w.rows() % kPackedRows == 0 && w.cols() % tile_weights(t) == 0;
 }
 
 size_t packed_rows_bytes(const TensorView& w) {
-  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / dtype_block_elems(w.dtype)) *
+  return static_cast<size_t>(w.rows() / kPackedRows) * static_cast<size_t>(w.cols() / tile_weights(w.dtype)) *
          tile_bytes(w.dtype);
 }
 
@@ -185,6 +202,7 @@ void pack_rows(const TensorView& w, uint8_t* out) {
     case DType::Q6_K: return pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
     case DType::Q4_0: return pack_tiles<BlockQ4_0, PackedQ4_0Tile>(w, out);
     case DType::Q4_1: return pack_tiles<BlockQ4_1, PackedQ4_1Tile>(w, out);
+    case DType::BF16: return pack_tiles<Bf16Run, PackedBF16Tile>(w, out);
     default: throw std::logic_error("pack_rows: " + w.name + " is not of a type whose rows pack");
   }
 }
