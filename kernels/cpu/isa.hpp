@@ -99,9 +99,9 @@ struct KernelTable {
   // OpenBLAS suits the CPU, as for float weights: measured per level (matmul_bench q8/).
   int64_t q16_max_bytes;
   // Whether the level's kernels read TensorView::packed where a backend packed rows of
-  // type t (packed_rows.hpp): matmul_q16_gemv for block types, matmul_bf16 for BF16 (under
-  // bf16 activations: matmul.hpp's reads_packed_rows), which gain by it; a copy worth making
-  // only for a level and type that do. Every kernel of the level takes the rows it packs
+  // type t (packed_rows.hpp): matmul_q16_gemv for block types, matmul_packed_f16 for F16,
+  // matmul_bf16 for BF16 (under bf16 activations: matmul.hpp's reads_packed_rows), which
+  // gain by it; a copy worth making only for a level and type that do. Every kernel of the level takes the rows it packs
   // (the others unpack them), so that no product reads the stored ones.
   bool (*reads_packed_rows)(DType t);
   // Packed Q4_K rows against activations rounded to two digits as matmul_q16 rounds them,
@@ -109,6 +109,10 @@ struct KernelTable {
   // bit. Null where the level has none: AVX2's alone, whose two digits on bytes cost twice
   // the words' integer operations (DESIGN.md).
   RowsKernel matmul_packed_words;
+  // Packed F16 rows against f32 activations, at any m: exact on the stored values, each
+  // output summed in one order whatever m (isa/panel_product.hpp). Null where the level
+  // reads F16 rows as stored (all but AVX-512).
+  RowsKernel matmul_packed_f16;
   // Under MatmulOptions::int8_batches, from how many rows block types round activations to
   // one int8 digit (matmul_q8): where the level has no AMX tiles to take their batches, two
   // digits cost twice one digit's integer operations (kernel_table.cpp). 0: never.

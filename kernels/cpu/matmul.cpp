@@ -47,6 +47,7 @@ Route route(int64_t m, const TensorView& w, MatmulOptions options) {
   const int64_t one_digit_from = one_digit_from_rows(options);
   const bool one_digit = one_digit_from > 0 && m >= one_digit_from;
   if (one_digit && kernel.matmul_q8_supports(w.dtype)) return {kernel.matmul_q8};
+  if (w.packed && w.dtype == DType::F16 && kernel.matmul_packed_f16) return {nullptr, kernel.matmul_packed_f16};
   if (w.packed && kernel.matmul_packed_words) return {nullptr, kernel.matmul_packed_words};
   if (tiles) return {kernel.matmul_tiles};
   const int64_t x_bytes = m * k * static_cast<int64_t>(sizeof(float));

@@ -10,17 +10,19 @@ namespace orzo::cpu {
 
 namespace {
 
-// The weights of a row that one tile holds: a block, or BF16's 32.
-int64_t tile_weights(DType t) { return t == DType::BF16 ? kBf16TileWeights : dtype_block_elems(t); }
+// The weights of a row that one tile holds: a block, or the half types' 32.
+int64_t tile_weights(DType t) {
+  return t == DType::BF16 || t == DType::F16 ? kHalfTileWeights : dtype_block_elems(t);
+}
 
 // A row's bytes in one tile, and the bytes of a tile of 16 rows (a Q4_K one unpacks the
 // scales).
 size_t unit_bytes(DType t) { return dtype_row_bytes(t, tile_weights(t)); }
 size_t tile_bytes(DType t) { return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : kPackedRows * unit_bytes(t); }
 
-// A BF16 row's 32 weights of one tile, as stored.
-struct Bf16Run {
-  uint16_t w[kBf16TileWeights];
+// A BF16 or F16 row's 32 weights of one tile, as stored.
+struct HalfRun {
+  uint16_t w[kHalfTileWeights];
 };
 
 void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
@@ -94,9 +96,13 @@ void pack_nibble_tile(const Block (&rows)[kPackedRows], Tile& tile) {
 void pack_tile(const BlockQ4_0 (&rows)[kPackedRows], PackedQ4_0Tile& tile) { pack_nibble_tile(rows, tile); }
 void pack_tile(const BlockQ4_1 (&rows)[kPackedRows], PackedQ4_1Tile& tile) { pack_nibble_tile(rows, tile); }
 
-void pack_tile(const Bf16Run (&rows)[kPackedRows], PackedBF16Tile& tile) {
+void pack_tile(const HalfRun (&rows)[kPackedRows], PackedBF16Tile& tile) {
   for (int r = 0; r < kPackedRows; ++r)
-    for (int p = 0; p < kBf16TileWeights / 2; ++p) std::memcpy(&tile.pairs[p][2 * r], rows[r].w + 2 * p, 4);
+    for (int p = 0; p < kHalfTileWeights / 2; ++p) std::memcpy(&tile.pairs[p][2 * r], rows[r].w + 2 * p, 4);
+}
+void pack_tile(const HalfRun (&rows)[kPackedRows], PackedF16Tile& tile) {
+  for (int r = 0; r < kPackedRows; ++r)
+    for (int c = 0; c < kHalfTileWeights; ++c) tile.w[c][r] = rows[r].w[c];
 }
 
 template <class Block, class Tile>
@@ -157,7 +163,10 @@ void unpack_nibble_block(const Tile& t, int r, uint8_t* block) {
 void unpack_block(const PackedQ4_0Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_0>(t, r, block); }
 void unpack_block(const PackedQ4_1Tile& t, int r, uint8_t* block) { unpack_nibble_block<BlockQ4_1>(t, r, block); }
 void unpack_block(const PackedBF16Tile& t, int r, uint8_t* block) {
-  for (int p = 0; p < kBf16TileWeights / 2; ++p) std::memcpy(block + 4 * p, &t.pairs[p][2 * r], 4);
+  for (int p = 0; p < kHalfTileWeights / 2; ++p) std::memcpy(block + 4 * p, &t.pairs[p][2 * r], 4);
+}
+void unpack_block(const PackedF16Tile& t, int r, uint8_t* block) {
+  for (int c = 0; c < kHalfTileWeights; ++c) std::memcpy(block + 2 * c, &t.w[c][r], 2);
 }
 
 // Rows [r0, r1) of the group whose tiles start at `tiles`, row_bytes apart at `out`.
@@ -179,6 +188,7 @@ void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int 
     case DType::Q4_0: return unpack_group(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     case DType::Q4_1: return unpack_group(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     case DType::BF16: return unpack_group(static_cast<const PackedBF16Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
+    case DType::F16: return unpack_group(static_cast<const PackedF16Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
     default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
   }
 }
@@ -187,7 +197,8 @@ void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int 
 
 bool packs_rows(const TensorView& w) {
   const DType t = w.dtype;
-  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::BF16) &&
+  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::BF16 ||
+          t == DType::F16) &&
          w.rows() % kPackedRows == 0 && w.cols() % tile_weights(t) == 0;
 }
 
@@ -202,7 +213,8 @@ void pack_rows(const TensorView& w, uint8_t* out) {
     case DType::Q6_K: return pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
     case DType::Q4_0: return pack_tiles<BlockQ4_0, PackedQ4_0Tile>(w, out);
     case DType::Q4_1: return pack_tiles<BlockQ4_1, PackedQ4_1Tile>(w, out);
-    case DType::BF16: return pack_tiles<Bf16Run, PackedBF16Tile>(w, out);
+    case DType::BF16: return pack_tiles<HalfRun, PackedBF16Tile>(w, out);
+    case DType::F16: return pack_tiles<HalfRun, PackedF16Tile>(w, out);
     default: throw std::logic_error("pack_rows: " + w.name + " is not of a type whose rows pack");
   }
 }

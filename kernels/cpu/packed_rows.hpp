@@ -1,15 +1,15 @@
 #pragma once
-// Q4_K, Q6_K, Q4_0, Q4_1 and BF16 matrices regrouped 16 rows side by side, the layout of
-// the kernels that read them (AVX-512 and AVX2: kernels/cpu/isa/int8_avx512.hpp and
-// int8_avx2.hpp, BF16: isa/matmul_bf16.cpp; KernelTable::reads_packed_rows). As stored, a
+// Q4_K, Q6_K, Q4_0, Q4_1, BF16 and F16 matrices regrouped 16 rows side by side, the layout
+// of the kernels that read them (AVX-512 and AVX2: kernels/cpu/isa/int8_avx512.hpp and
+// int8_avx2.hpp; BF16 and F16 on AVX-512: isa/panel_product.hpp; KernelTable::reads_packed_rows). As stored, a
 // vector holds one row's weights, so each 32 weights cost a convert and a scaling of their
 // own and every row ends in a horizontal sum; side by side, a vector holds weights of each
 // of 16 rows, one broadcast activation meets all of them, and a row's scalings and sums are
 // shared by its 15 neighbours.
 //
 // A group of 16 rows is a run of tiles, one per block of those rows (256 weights for the
-// K-quants, 32 for Q4_0, Q4_1 and BF16), exactly as many bytes as the rows keep or a few
-// more (Q4_K's scales unpacked).
+// K-quants, 32 for Q4_0, Q4_1, BF16 and F16), exactly as many bytes as the rows keep or a
+// few more (Q4_K's scales unpacked).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -62,14 +62,18 @@ struct PackedQ4_1Tile {
 };
 static_assert(sizeof(PackedQ4_0Tile) == 288 && sizeof(PackedQ4_1Tile) == 320);
 
-// BF16, 32 weights a row: pairs[p][2r + e] = weight 2p + e of row r, a 32-bit lane per row
-// holding two neighbouring weights, the pair vdpbf16ps multiplies with a pair of
-// activations broadcast to every lane. The rows' own bytes.
-inline constexpr int64_t kBf16TileWeights = 32;
+// BF16 and F16, 32 weights a row, the rows' own bytes (isa/panel_product.hpp). BF16:
+// pairs[p][2r + e] = weight 2p + e of row r, a 32-bit lane per row holding two neighbouring
+// weights, the pair vdpbf16ps multiplies with a pair of activations broadcast to every
+// lane. F16: w[c][r] = weight c of row r, 16 rows' weight c converted to one vector of f32.
+inline constexpr int64_t kHalfTileWeights = 32;
 struct PackedBF16Tile {
-  uint16_t pairs[kBf16TileWeights / 2][2 * kPackedRows];
+  uint16_t pairs[kHalfTileWeights / 2][2 * kPackedRows];
 };
-static_assert(sizeof(PackedBF16Tile) == 1024);
+struct PackedF16Tile {
+  uint16_t w[kHalfTileWeights][kPackedRows];
+};
+static_assert(sizeof(PackedBF16Tile) == 1024 && sizeof(PackedF16Tile) == 1024);
 
 // Whether w can be packed: one of the types above, whole groups of 16 rows of whole tiles.
 bool packs_rows(const TensorView& w);

@@ -641,7 +641,7 @@ TEST(Matmul, PackedWordsGiveEachRowTheGemvBits) {
 TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
   std::mt19937 rng(10);
   std::vector<DType> types(std::begin(kPackedTypes), std::end(kPackedTypes));
-  types.push_back(DType::BF16);
+  types.insert(types.end(), {DType::BF16, DType::F16});
   for (DType t : types) {
     Weight w = make_weight(t, 48, 768, rng);
     if (t != DType::Q4_K)
@@ -663,18 +663,21 @@ TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
   }
 }
 
-// Packed BF16 rows against bf16 activations (matmul_bf16's tiles of outputs, where the level
-// reads them): within the bf16 rounding of the reference at every row count the tiles
-// take (1-6 rows four groups a tile, up to 12 two, a last single group, blocks of rows past
-// the L2's share at k = 2816), and each row's bits whatever its batch and the threads.
-TEST(Matmul, PackedBf16RowsMatchReferenceAndTheirRowsAlone) {
+// Packed F16 rows against f32 activations and packed BF16 rows against bf16 ones
+// (panel_product.hpp's tiles of outputs, where the level reads them): within the
+// reference's bound at every row count the tiles take (1-6 rows four groups a tile, up to
+// 12 two, a last single group, blocks of rows past the L2's share at k = 2816), and each
+// row's bits whatever its batch and the threads.
+TEST(Matmul, PackedHalfRowsMatchReferenceAndTheirRowsAlone) {
   bool ran = false;
   orzo::testing::for_each_isa([&] {
     const MatmulOptions bf16{false, true, false};
     std::mt19937 rng(51);
+    for (DType t : {DType::F16, DType::BF16})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {80, 2816}, {272, 64}}) {
-      const Weight w = make_weight(DType::BF16, n, k, rng);
-      if (!kernels().matmul_bf16 || !reads_packed_rows(w.view, bf16)) return;
+      const Weight w = make_weight(t, n, k, rng);
+      const MatmulOptions options = t == DType::BF16 ? bf16 : MatmulOptions{};
+      if (!reads_packed_rows(w.view, options)) continue;
       ran = true;
       std::vector<uint8_t> storage;
       const TensorView v = with_packed_rows(w.view, storage);
@@ -684,20 +687,21 @@ TEST(Matmul, PackedBf16RowsMatchReferenceAndTheirRowsAlone) {
         for (int threads : {1, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
-          matmul(x.data(), m, v, y.data(), pool, bias.data(), bf16);
-          expect_matches_reference(x, m, w, bias.data(), y, "packed, pool of " + std::to_string(threads), 0, 1);
+          matmul(x.data(), m, v, y.data(), pool, bias.data(), options);
+          expect_matches_reference(x, m, w, bias.data(), y, "packed, pool of " + std::to_string(threads), 0,
+                                   t == DType::BF16 ? 1 : 0);
           if (::testing::Test::HasFatalFailure()) return;
           std::vector<float> alone(static_cast<size_t>(n));
           for (int64_t i = 0; i < m; ++i) {
-            matmul(x.data() + i * k, 1, v, alone.data(), pool, bias.data(), bf16);
+            matmul(x.data() + i * k, 1, v, alone.data(), pool, bias.data(), options);
             ASSERT_TRUE(std::equal(alone.begin(), alone.end(), y.begin() + i * n))
-                << "row " << i << " of " << m << ", n=" << n << ", k=" << k << ", pool of " << threads;
+                << dtype_name(t) << " row " << i << " of " << m << ", n=" << n << ", k=" << k << ", pool of " << threads;
           }
         }
       }
     }
   });
-  if (!ran) GTEST_SKIP() << "no level here reads packed BF16 rows (AVX-512 BF16 without AMX)";
+  if (!ran) GTEST_SKIP() << "no level here reads packed F16 or BF16 rows (AVX-512 without AMX)";
 }
 
 // The gemvs on packed Q6_K, Q4_0 and Q4_1 rows are the two-digit strips' product of one

@@ -26,6 +26,10 @@ RowsJob matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y
 RowsJob matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                             const float* bias, int slot);
 #endif
+#if ORZO_SIMD_AVX512
+RowsJob matmul_packed_f16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
+                          const float* bias, int slot);
+#endif
 #if ORZO_SIMD_BF16_DOT
 RowsJob matmul_bf16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
                     int slot);

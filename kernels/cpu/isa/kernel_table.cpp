@@ -68,10 +68,12 @@ constexpr int64_t kOneDigitFromRows = 8;
 // The word gemvs read packed Q4_K rows on both vector levels; AVX-512 reads packed Q6_K,
 // Q4_0 and Q4_1 rows too (int8_avx512.hpp, packed_strip_group), where its gemv on the rows
 // as stored was bound by its operations (on a Zen 5, Q6_K at 36-44 GB/s of 55-65).
-bool reads_packed_rows(DType t) {
+bool reads_packed_blocks(DType t) {
   return (ORZO_SIMD_AVX2 && t == DType::Q4_K) ||
          (ORZO_SIMD_VNNI && (t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1));
 }
+// And AVX-512 reads F16 rows packed (matmul_packed_f16).
+bool reads_packed_rows(DType t) { return reads_packed_blocks(t) || (ORZO_SIMD_AVX512 && t == DType::F16); }
 
 }  // namespace
 
@@ -89,6 +91,11 @@ const KernelTable& kernel_table() {
       reads_packed_rows,
 #if ORZO_SIMD_AVX2 && !ORZO_SIMD_VNNI
       matmul_packed_words,
+#else
+      nullptr,
+#endif
+#if ORZO_SIMD_AVX512
+      matmul_packed_f16,
 #else
       nullptr,
 #endif
@@ -144,9 +151,10 @@ const KernelTable& kernel_table_amx() {
     t.matmul_tiles = matmul_tiles;
     t.tiles_from_rows = amx_tiles_from_rows;
     t.one_digit_from_rows = 0;  // the tiles take block types' batches: 1.6x one digit's at 512 rows
-    // BF16 rows stay as stored, as the tiles read them: packed rows were measured on no
-    // CPU with AMX.
-    t.reads_packed_rows = reads_packed_rows;
+    // F16 and BF16 rows stay as stored, as the tiles read them: packed rows were measured
+    // on no CPU with AMX.
+    t.reads_packed_rows = reads_packed_blocks;
+    t.matmul_packed_f16 = nullptr;
     return t;
   }();
   return table;

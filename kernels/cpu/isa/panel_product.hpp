@@ -1,0 +1,182 @@
+#pragma once
+// Packed rows of a 16-bit float type (packed_rows.hpp: 16 rows side by side) multiplied
+// inside out, for AVX-512: a lane of a vector is an output column, one of a group's 16
+// rows, and a step of a row's weights meets the same activations broadcast to every lane.
+// A tile of M activation rows by G groups keeps M * G sums in registers and loads G weight
+// vectors and M broadcasts a step; no sum crosses lanes, so none is reduced at the end.
+// The direct kernel on the rows as stored (direct_product.hpp) loads R + M vectors for its
+// R * M sums and reduces each: on a Zen 5 it ran BF16 products at 41-63 % of the dot
+// product's rate whatever m, this one at 84-89 % from 128 rows (BENCHMARKS.md). Each
+// output adds its steps in order along k whatever M, G and the thread, so a row's result
+// does not depend on its batch.
+//
+// prepare_panels<P> prepares a product for a format P of the packed tiles:
+//   X                      the activations as the kernel reads them;
+//   kStepWeights           a row's weights a lane takes a step (a bf16 pair, or one);
+//   kRounds                whether x is rounded into a copy (round_row) or read as given;
+//   load(at)               a group's step at `at`, 16 rows;
+//   broadcast(x)           kStepWeights activations to every lane;
+//   madd(w, x, acc)        acc plus the step's products.
+// Include inside the ORZO_TARGET region, after vec.hpp; internal linkage, as target.hpp
+// explains.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/packed_rows.hpp"
+
+namespace orzo::cpu::ORZO_ISA_NS {
+namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
+
+static_assert(kLanes == kPackedRows, "a vector holds one weight of each of a group's rows");
+
+template <class P>
+struct PanelJob {
+  const typename P::X* x;  // m rows of k
+  int64_t m, k;
+  const uint8_t* groups;  // the packed rows, a group's tiles k * 32 bytes
+  size_t row_bytes;       // a row's stored bytes, by which matmuls() weighs columns
+  float* y;
+  int64_t n;
+  const float* bias;
+};
+
+// A group's bytes: 16 rows of k 16-bit weights.
+inline size_t panel_group_bytes(int64_t k) { return static_cast<size_t>(k) * 2 * kPackedRows; }
+
+// A group's tiles stream from memory where few activation rows meet them: fetched this
+// far ahead into L2 (two 1 KiB tiles).
+constexpr int64_t kPanelAhead = 2048;
+
+// Activation rows [i0, i0 + M) against groups [g0, g0 + G), fetching into L2 what lies
+// `ahead` bytes past each weight it loads.
+template <class P, int M, int G>
+void panel_tile(const PanelJob<P>& job, int64_t g0, int64_t i0, int64_t ahead) {
+  constexpr int64_t kStepBytes = 2 * kPackedRows * P::kStepWeights;
+  const size_t group_bytes = panel_group_bytes(job.k);
+  const uint8_t* w = job.groups + static_cast<size_t>(g0) * group_bytes;
+  const typename P::X* x = job.x + i0 * job.k;
+  Vec acc[M][G];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) acc[i][g] = vzero();
+  for (int64_t s = 0; s < job.k / P::kStepWeights; ++s) {
+    Vec wv[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* at = w + g * group_bytes + s * kStepBytes;
+      wv[g] = P::load(at);
+      __builtin_prefetch(at + ahead, 0, 2);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const Vec xv = P::broadcast(x + i * job.k + s * P::kStepWeights);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) acc[i][g] = P::madd(wv[g], xv, acc[i][g]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const int64_t c = (g0 + g) * kPackedRows;
+      _mm512_storeu_ps(job.y + (i0 + i) * job.n + c, job.bias ? vadd(acc[i][g], vload(job.bias + c)) : acc[i][g]);
+    }
+}
+
+template <class P>
+using PanelTile = void (*)(const PanelJob<P>&, int64_t, int64_t, int64_t);
+
+// At most this many activation rows a tile: 12 rows by 2 groups fill 24 of the 32
+// registers with sums, and 6 by 4 too, for few rows, so that a row keeps four sums in
+// flight.
+constexpr int kPanelRows = 12, kFewRows = 6;
+
+template <class P, int G, int M = 1>
+constexpr void fill_tiles(PanelTile<P>* out) {
+  out[M] = panel_tile<P, M, G>;
+  if constexpr (M < (G == 4 ? kFewRows : kPanelRows)) fill_tiles<P, G, M + 1>(out);
+}
+template <class P, int G>
+PanelTile<P> tile_of(int64_t rows) {
+  static const auto table = [] {
+    std::array<PanelTile<P>, kPanelRows + 1> t{};
+    fill_tiles<P, G>(t.data());
+    return t;
+  }();
+  return table[static_cast<size_t>(rows)];
+}
+
+// The activation rows that share a pass over the weights: as many as keep half of a 1 MiB
+// L2 beside the pair of groups they meet.
+constexpr int64_t kPanelXBytes = int64_t{512} << 10;
+
+// Columns [begin, end), whole groups. Per block of activation rows, every pair of groups in
+// turn meets all of the block's rows while it is in L2: a weight comes from memory once
+// per block, and an activation from L2 once per pair.
+template <class P>
+void panel_range(const PanelJob<P>& job, int64_t begin, int64_t end) {
+  const int64_t first = begin / kPackedRows, last = end / kPackedRows;
+  const int64_t x_row_bytes = job.k * static_cast<int64_t>(sizeof(typename P::X));
+  const int64_t block = std::max<int64_t>(kPanelRows, kPanelXBytes / x_row_bytes / kPanelRows * kPanelRows);
+  // The first pass over a pair fetches its own weights ahead; the later ones the next
+  // pair's, which the first pass over it then finds in L2.
+  const auto next_pair = static_cast<int64_t>(2 * panel_group_bytes(job.k));
+  for (int64_t b0 = 0; b0 < job.m; b0 += block) {
+    const int64_t b1 = std::min(job.m, b0 + block);
+    int64_t g = first;
+    if (b1 - b0 <= kFewRows)
+      for (; g + 4 <= last; g += 4) tile_of<P, 4>(b1 - b0)(job, g, b0, kPanelAhead);
+    for (; g + 2 <= last; g += 2)
+      for (int64_t i0 = b0; i0 < b1; i0 += kPanelRows)
+        tile_of<P, 2>(std::min<int64_t>(kPanelRows, b1 - i0))(job, g, i0,
+                                                              i0 == b0 || g + 4 > last ? kPanelAhead : next_pair);
+    for (; g < last; ++g)
+      for (int64_t i0 = b0; i0 < b1; i0 += kPanelRows)
+        tile_of<P, 1>(std::min<int64_t>(kPanelRows, b1 - i0))(job, g, i0, kPanelAhead);
+  }
+}
+
+template <class P>
+struct PanelSlot {
+  std::vector<typename P::X> x;  // the rounded activations, where P rounds them
+  PanelJob<P> job;
+  void (*range)(const PanelJob<P>&, int64_t, int64_t);
+};
+
+// y = x · Wᵀ (+ bias) for w's packed rows (TensorView::packed), prepared (RowsJob in isa.hpp).
+template <class P>
+RowsJob prepare_panels(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool, const float* bias,
+                       int slot) {
+  // Reused across calls and never shrunk, so a steady loop neither allocates nor clears.
+  thread_local PanelSlot<P> slots[kRowsJobSlots];
+  PanelSlot<P>& kept = slots[slot];
+  const int64_t k = w.cols();
+  const typename P::X* xs = nullptr;
+  if constexpr (P::kRounds) {
+    kept.x.resize(std::max(kept.x.size(), static_cast<size_t>(m * k)));
+    typename P::X* const rounded = kept.x.data();
+    const auto round_rows = [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) P::round_row(x + i * k, k, rounded + i * k);
+    };
+    if (m == 1)
+      round_rows(0, 1, 0);
+    else
+      pool.parallel_for(m, round_rows);
+    xs = rounded;
+  } else {
+    xs = x;
+  }
+  kept.job = {xs, m, k, static_cast<const uint8_t*>(w.packed), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  kept.range = panel_range<P>;
+  // Pairs of groups, so that a thread's columns run two groups a tile.
+  return rows_job(kept, 2 * kPackedRows);
+}
+
+}  // namespace
+}  // namespace orzo::cpu::ORZO_ISA_NS
