@@ -111,7 +111,7 @@ struct KernelTable {
   RowsKernel matmul_packed_words;
   // Packed F16 rows against f32 activations, at any m: exact on the stored values, each
   // output summed in one order whatever m (isa/panel_product.hpp). Null where the level
-  // reads F16 rows as stored (all but AVX-512).
+  // reads F16 rows as stored (portable, AMX).
   RowsKernel matmul_packed_f16;
   // Under MatmulOptions::int8_batches, from how many rows block types round activations to
   // one int8 digit (matmul_q8): where the level has no AMX tiles to take their batches, two

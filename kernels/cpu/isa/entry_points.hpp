@@ -26,7 +26,7 @@ RowsJob matmul_q16_gemv(const float* x, int64_t m, const TensorView& w, float* y
 RowsJob matmul_packed_words(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                             const float* bias, int slot);
 #endif
-#if ORZO_SIMD_AVX512
+#if ORZO_SIMD_AVX2
 RowsJob matmul_packed_f16(const float* x, int64_t m, const TensorView& w, float* y, ThreadPool& pool,
                           const float* bias, int slot);
 #endif

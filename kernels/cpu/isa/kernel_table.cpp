@@ -72,8 +72,8 @@ bool reads_packed_blocks(DType t) {
   return (ORZO_SIMD_AVX2 && t == DType::Q4_K) ||
          (ORZO_SIMD_VNNI && (t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1));
 }
-// And AVX-512 reads F16 rows packed (matmul_packed_f16).
-bool reads_packed_rows(DType t) { return reads_packed_blocks(t) || (ORZO_SIMD_AVX512 && t == DType::F16); }
+// And both vector levels read F16 rows packed (matmul_packed_f16).
+bool reads_packed_rows(DType t) { return reads_packed_blocks(t) || (ORZO_SIMD_AVX2 && t == DType::F16); }
 
 }  // namespace
 
@@ -94,7 +94,7 @@ const KernelTable& kernel_table() {
 #else
       nullptr,
 #endif
-#if ORZO_SIMD_AVX512
+#if ORZO_SIMD_AVX2
       matmul_packed_f16,
 #else
       nullptr,

@@ -1,7 +1,7 @@
 // F16 weights packed side by side (packed_rows.hpp's PackedF16Tile) against f32
 // activations, the product inside out (panel_product.hpp): exact on the stored values, as
-// the direct kernel and sgemm are, only summed in another order. AVX-512 alone, whose 16
-// lanes are a group's 16 rows; the other levels read F16 rows as stored.
+// the direct kernel and sgemm are, only summed in another order. AVX2 and AVX-512; the
+// portable level reads F16 rows as stored.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "kernels/cpu/isa/simd.hpp"
 #include "kernels/cpu/packed_rows.hpp"
 
-#if ORZO_SIMD_AVX512
+#if ORZO_SIMD_AVX2
 ORZO_TARGET_BEGIN
 #include "kernels/cpu/isa/vec.hpp"
 #include "kernels/cpu/isa/panel_product.hpp"
@@ -26,7 +26,11 @@ struct F16Panel {
   using X = float;
   static constexpr int64_t kStepWeights = 1;
   static constexpr bool kRounds = false;
+#if ORZO_SIMD_AVX512
   static Vec load(const uint8_t* at) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))); }
+#else
+  static Vec load(const uint8_t* at) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at))); }
+#endif
   static Vec broadcast(const X* x) { return vset1(*x); }
   static Vec madd(Vec w, Vec x, Vec acc) { return vfma(w, x, acc); }
   static void round_row(const float*, int64_t, X*) {}

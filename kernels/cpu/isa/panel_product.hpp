@@ -1,8 +1,9 @@
 #pragma once
 // Packed rows of a 16-bit float type (packed_rows.hpp: 16 rows side by side) multiplied
-// inside out, for AVX-512: a lane of a vector is an output column, one of a group's 16
-// rows, and a step of a row's weights meets the same activations broadcast to every lane.
-// A tile of M activation rows by G groups keeps M * G sums in registers and loads G weight
+// inside out, for AVX-512 and AVX2: a lane of a vector is an output column, one of a
+// group's 16 rows (AVX2 takes a group's step in two vectors), and a step of a row's weights
+// meets the same activations broadcast to every lane. A tile of M activation rows by G
+// groups keeps M * G sums a vector of the group in registers and loads the groups' weight
 // vectors and M broadcasts a step; no sum crosses lanes, so none is reduced at the end.
 // The direct kernel on the rows as stored (direct_product.hpp) loads R + M vectors for its
 // R * M sums and reduces each: on a Zen 5 it ran BF16 products at 41-63 % of the dot
@@ -14,11 +15,11 @@
 //   X                      the activations as the kernel reads them;
 //   kStepWeights           a row's weights a lane takes a step (a bf16 pair, or one);
 //   kRounds                whether x is rounded into a copy (round_row) or read as given;
-//   load(at)               a group's step at `at`, 16 rows;
+//   load(at)               kLanes rows of a group's step at `at`;
 //   broadcast(x)           kStepWeights activations to every lane;
 //   madd(w, x, acc)        acc plus the step's products.
-// Include inside the ORZO_TARGET region, after vec.hpp; internal linkage, as target.hpp
-// explains.
+// Include inside the ORZO_TARGET region of an AVX2 or AVX-512 level, after vec.hpp;
+// internal linkage, as target.hpp explains.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -32,7 +33,21 @@
 namespace orzo::cpu::ORZO_ISA_NS {
 namespace {  // NOLINT(cert-dcl59-cpp): see target.hpp
 
-static_assert(kLanes == kPackedRows, "a vector holds one weight of each of a group's rows");
+// The vectors of a group's step: one on AVX-512, two on AVX2.
+constexpr int kGroupVecs = kPackedRows / kLanes;
+static_assert(kGroupVecs * kLanes == kPackedRows, "a group's step is whole vectors");
+
+// Tiles: up to kPanelRows activation rows by kWideGroups groups, or kFewRows by kFewGroups
+// where a block of activation rows is that short, so that a row keeps more sums in flight.
+// AVX-512's 32 registers hold 24 sums either way (12 x 2, 6 x 4); AVX2's 16 hold 12 (6 x 1
+// group of two vectors) or 8 (2 x 2).
+#if ORZO_SIMD_AVX512
+constexpr int kPanelRows = 12, kWideGroups = 2, kFewRows = 6, kFewGroups = 4;
+inline void panel_store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+#else
+constexpr int kPanelRows = 6, kWideGroups = 1, kFewRows = 2, kFewGroups = 2;
+inline void panel_store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+#endif
 
 template <class P>
 struct PanelJob {
@@ -56,51 +71,54 @@ constexpr int64_t kPanelAhead = 2048;
 // `ahead` bytes past each weight it loads.
 template <class P, int M, int G>
 void panel_tile(const PanelJob<P>& job, int64_t g0, int64_t i0, int64_t ahead) {
-  constexpr int64_t kStepBytes = 2 * kPackedRows * P::kStepWeights;
+  constexpr int64_t kStepBytes = 2 * kPackedRows * P::kStepWeights, kVecBytes = kStepBytes / kGroupVecs;
+  constexpr int V = kGroupVecs;
   const size_t group_bytes = panel_group_bytes(job.k);
   const uint8_t* w = job.groups + static_cast<size_t>(g0) * group_bytes;
   const typename P::X* x = job.x + i0 * job.k;
-  Vec acc[M][G];
+  Vec acc[M][G][V];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) acc[i][g] = vzero();
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[i][g][v] = vzero();
   for (int64_t s = 0; s < job.k / P::kStepWeights; ++s) {
-    Vec wv[G];
+    Vec wv[G][V];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const uint8_t* at = w + g * group_bytes + s * kStepBytes;
-      wv[g] = P::load(at);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) wv[g][v] = P::load(at + v * kVecBytes);
       __builtin_prefetch(at + ahead, 0, 2);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const Vec xv = P::broadcast(x + i * job.k + s * P::kStepWeights);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) acc[i][g] = P::madd(wv[g], xv, acc[i][g]);
+      for (int g = 0; g < G; ++g)
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) acc[i][g][v] = P::madd(wv[g][v], xv, acc[i][g][v]);
     }
   }
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-      const int64_t c = (g0 + g) * kPackedRows;
-      _mm512_storeu_ps(job.y + (i0 + i) * job.n + c, job.bias ? vadd(acc[i][g], vload(job.bias + c)) : acc[i][g]);
-    }
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        const int64_t c = (g0 + g) * kPackedRows + v * kLanes;
+        panel_store(job.y + (i0 + i) * job.n + c, job.bias ? vadd(acc[i][g][v], vload(job.bias + c)) : acc[i][g][v]);
+      }
 }
 
 template <class P>
 using PanelTile = void (*)(const PanelJob<P>&, int64_t, int64_t, int64_t);
 
-// At most this many activation rows a tile: 12 rows by 2 groups fill 24 of the 32
-// registers with sums, and 6 by 4 too, for few rows, so that a row keeps four sums in
-// flight.
-constexpr int kPanelRows = 12, kFewRows = 6;
-
 template <class P, int G, int M = 1>
 constexpr void fill_tiles(PanelTile<P>* out) {
   out[M] = panel_tile<P, M, G>;
-  if constexpr (M < (G == 4 ? kFewRows : kPanelRows)) fill_tiles<P, G, M + 1>(out);
+  if constexpr (M < (G == kFewGroups ? kFewRows : kPanelRows)) fill_tiles<P, G, M + 1>(out);
 }
 template <class P, int G>
 PanelTile<P> tile_of(int64_t rows) {
@@ -124,18 +142,18 @@ void panel_range(const PanelJob<P>& job, int64_t begin, int64_t end) {
   const int64_t first = begin / kPackedRows, last = end / kPackedRows;
   const int64_t x_row_bytes = job.k * static_cast<int64_t>(sizeof(typename P::X));
   const int64_t block = std::max<int64_t>(kPanelRows, kPanelXBytes / x_row_bytes / kPanelRows * kPanelRows);
-  // The first pass over a pair fetches its own weights ahead; the later ones the next
-  // pair's, which the first pass over it then finds in L2.
-  const auto next_pair = static_cast<int64_t>(2 * panel_group_bytes(job.k));
+  // The first pass over a tile's groups fetches their own weights ahead; the later ones the
+  // next groups', which the first pass over them then finds in L2.
+  const auto next_groups = static_cast<int64_t>(kWideGroups * panel_group_bytes(job.k));
   for (int64_t b0 = 0; b0 < job.m; b0 += block) {
     const int64_t b1 = std::min(job.m, b0 + block);
     int64_t g = first;
     if (b1 - b0 <= kFewRows)
-      for (; g + 4 <= last; g += 4) tile_of<P, 4>(b1 - b0)(job, g, b0, kPanelAhead);
-    for (; g + 2 <= last; g += 2)
+      for (; g + kFewGroups <= last; g += kFewGroups) tile_of<P, kFewGroups>(b1 - b0)(job, g, b0, kPanelAhead);
+    for (; g + kWideGroups <= last; g += kWideGroups)
       for (int64_t i0 = b0; i0 < b1; i0 += kPanelRows)
-        tile_of<P, 2>(std::min<int64_t>(kPanelRows, b1 - i0))(job, g, i0,
-                                                              i0 == b0 || g + 4 > last ? kPanelAhead : next_pair);
+        tile_of<P, kWideGroups>(std::min<int64_t>(kPanelRows, b1 - i0))(
+            job, g, i0, i0 == b0 || g + 2 * kWideGroups > last ? kPanelAhead : next_groups);
     for (; g < last; ++g)
       for (int64_t i0 = b0; i0 < b1; i0 += kPanelRows)
         tile_of<P, 1>(std::min<int64_t>(kPanelRows, b1 - i0))(job, g, i0, kPanelAhead);
@@ -174,8 +192,8 @@ RowsJob prepare_panels(const float* x, int64_t m, const TensorView& w, float* y,
   }
   kept.job = {xs, m, k, static_cast<const uint8_t*>(w.packed), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
   kept.range = panel_range<P>;
-  // Pairs of groups, so that a thread's columns run two groups a tile.
-  return rows_job(kept, 2 * kPackedRows);
+  // Whole tiles of groups, so that a thread's columns run the widest tiles.
+  return rows_job(kept, kWideGroups * kPackedRows);
 }
 
 }  // namespace
