@@ -38,6 +38,8 @@ using testing::health_of;
 using testing::stats_of;
 
 const std::string kModel = std::string(ORZO_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+// The tokens a long request asks for (start_long_requests).
+constexpr int32_t kLongTokens = 1200;
 // Short enough for a test to see a frozen worker go; heartbeats 5x as often.
 constexpr std::chrono::milliseconds kConnectionTimeout{1000};
 constexpr std::chrono::milliseconds kHeartbeat{200};
@@ -128,8 +130,10 @@ class AcrossProcesses : public testing::TempDirTest {
     return out;
   }
 
-  // Long requests, some tokens of which have arrived: the pipeline is mid-generation.
-  void start_long_requests(Collector& c, int n, int32_t max_tokens = 400) {
+  // Long requests, some tokens of which have arrived: the pipeline is mid-generation. Long
+  // enough that none ends while this thread waits for a core before its next step (a whole
+  // request through a remote stage takes a fraction of a second).
+  void start_long_requests(Collector& c, int n, int32_t max_tokens = kLongTokens) {
     for (int i = 0; i < n; ++i)
       engine_->generate(greedy(*engine_, "long" + std::to_string(i), kPrompts[static_cast<size_t>(i) % kPrompts.size()],
                                max_tokens, true),
@@ -140,13 +144,13 @@ class AcrossProcesses : public testing::TempDirTest {
     }));
   }
 
-  // Every long request ended once, with worker_lost, before its 400 tokens.
+  // Every long request ended once, with worker_lost, before its kLongTokens tokens.
   void expect_all_lost(Collector& c, int n, std::chrono::seconds within = std::chrono::seconds(10)) {
     ASSERT_TRUE(c.wait(static_cast<size_t>(n), within));
     for (const auto& [id, o] : c.outcomes()) {
       ASSERT_EQ(o.completions.size(), 1u) << id;
       EXPECT_EQ(o.completions[0].error, ErrorCode::worker_lost) << id << ": " << o.completions[0].message;
-      EXPECT_LT(o.tokens.size(), 400u) << id;
+      EXPECT_LT(o.tokens.size(), static_cast<size_t>(kLongTokens)) << id;
       EXPECT_EQ(o.chunks_after_completion, 0) << id;
     }
   }
@@ -254,11 +258,11 @@ TEST_F(AcrossProcesses, AKilledWorkerWithAStandbyLosesNoRequest) {
   start_engine();
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
-  const auto reference = undisturbed_long(6, 120);
+  const auto reference = undisturbed_long(6, 480);
   auto standby = start_worker();
   ASSERT_TRUE(eventually([&] { return health_of(*sys_, engine_->batcher()).replicas.at(0).standby.size() == 1; })) << standby->output();
   Collector c;
-  start_long_requests(c, 6, 120);
+  start_long_requests(c, 6, 480);
   kill_mid_generation(*worker, c);
   expect_all_unchanged(c, reference);
   EXPECT_TRUE(healthy());
@@ -269,9 +273,9 @@ TEST_F(AcrossProcesses, AKilledWorkerReplacedWithinTheTimeoutLosesNoRequest) {
   start_engine();
   auto worker = start_worker();
   ASSERT_TRUE(eventually([&] { return healthy(); })) << worker->output();
-  const auto reference = undisturbed_long(6, 120);
+  const auto reference = undisturbed_long(6, 480);
   Collector c;
-  start_long_requests(c, 6, 120);
+  start_long_requests(c, 6, 480);
   kill_mid_generation(*worker, c);
   ASSERT_TRUE(eventually([&] { return !healthy(); }));
   auto again = start_worker();
