@@ -101,8 +101,9 @@ struct KernelTable {
   // Whether the level's kernels read TensorView::packed where a backend packed rows of
   // type t (packed_rows.hpp): matmul_q16_gemv for block types, matmul_packed_f16 for F16,
   // matmul_bf16 for BF16 (under bf16 activations: matmul.hpp's reads_packed_rows), which
-  // gain by it; a copy worth making only for a level and type that do. Every kernel of the level takes the rows it packs
-  // (the others unpack them), so that no product reads the stored ones.
+  // gain by it; a copy worth making only for a level and type that do. Every kernel of the
+  // level takes the rows it packs (the others unpack them), so that no product reads the
+  // stored ones.
   bool (*reads_packed_rows)(DType t);
   // Packed Q4_K rows against activations rounded to two digits as matmul_q16 rounds them,
   // kept as one 16-bit word each, at any m: the gemv's arithmetic for every row, bit for

@@ -33,7 +33,6 @@ struct F16Panel {
 #endif
   static Vec broadcast(const X* x) { return vset1(*x); }
   static Vec madd(Vec w, Vec x, Vec acc) { return vfma(w, x, acc); }
-  static void round_row(const float*, int64_t, X*) {}
 };
 
 }  // namespace

@@ -3,7 +3,7 @@
 // inside out, for AVX-512 and AVX2: a lane of a vector is an output column, one of a
 // group's 16 rows (AVX2 takes a group's step in two vectors), and a step of a row's weights
 // meets the same activations broadcast to every lane. A tile of M activation rows by G
-// groups keeps M * G sums a vector of the group in registers and loads the groups' weight
+// groups keeps M * G groups' worth of sums in registers and loads the groups' weight
 // vectors and M broadcasts a step; no sum crosses lanes, so none is reduced at the end.
 // The direct kernel on the rows as stored (direct_product.hpp) loads R + M vectors for its
 // R * M sums and reduces each: on a Zen 5 it ran BF16 products at 41-63 % of the dot
@@ -14,7 +14,8 @@
 // prepare_panels<P> prepares a product for a format P of the packed tiles:
 //   X                      the activations as the kernel reads them;
 //   kStepWeights           a row's weights a lane takes a step (a bf16 pair, or one);
-//   kRounds                whether x is rounded into a copy (round_row) or read as given;
+//   kRounds                whether x is rounded into a copy (round_row, only then needed)
+//                          or read as given;
 //   load(at)               kLanes rows of a group's step at `at`;
 //   broadcast(x)           kStepWeights activations to every lane;
 //   madd(w, x, acc)        acc plus the step's products.
