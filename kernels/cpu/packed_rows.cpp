@@ -15,15 +15,39 @@ int64_t tile_weights(DType t) {
   return t == DType::BF16 || t == DType::F16 ? kHalfTileWeights : dtype_block_elems(t);
 }
 
-// A row's bytes in one tile, and the bytes of a tile of 16 rows (a Q4_K one unpacks the
-// scales).
-size_t unit_bytes(DType t) { return dtype_row_bytes(t, tile_weights(t)); }
-size_t tile_bytes(DType t) { return t == DType::Q4_K ? sizeof(PackedQ4_KTile) : kPackedRows * unit_bytes(t); }
-
 // A BF16 or F16 row's 32 weights of one tile, as stored.
 struct HalfRun {
   uint16_t w[kHalfTileWeights];
 };
+
+// A row's stored bytes that one tile holds (its block, or a HalfRun) and the tile.
+template <class Unit, class Tile>
+struct TileKind {
+  using StoredUnit = Unit;
+  using Packed = Tile;
+};
+
+// Calls f(TileKind<...>{}) for a type whose rows pack and returns true; false, calling
+// nothing, for the others. The one list of the types that pack.
+template <class F>
+bool with_tile_kind(DType t, F&& f) {
+  switch (t) {
+    case DType::Q4_K: f(TileKind<BlockQ4_K, PackedQ4_KTile>{}); return true;
+    case DType::Q6_K: f(TileKind<BlockQ6_K, PackedQ6_KTile>{}); return true;
+    case DType::Q4_0: f(TileKind<BlockQ4_0, PackedQ4_0Tile>{}); return true;
+    case DType::Q4_1: f(TileKind<BlockQ4_1, PackedQ4_1Tile>{}); return true;
+    case DType::BF16: f(TileKind<HalfRun, PackedBF16Tile>{}); return true;
+    case DType::F16: f(TileKind<HalfRun, PackedF16Tile>{}); return true;
+    default: return false;
+  }
+}
+
+// Bytes of a tile of 16 rows of type t (a Q4_K one unpacks the scales).
+size_t tile_bytes(DType t) {
+  size_t bytes = 0;
+  with_tile_kind(t, [&](auto kind) { bytes = sizeof(typename decltype(kind)::Packed); });
+  return bytes;
+}
 
 void pack_tile(const BlockQ4_K (&rows)[kPackedRows], PackedQ4_KTile& tile) {
   for (int r = 0; r < kPackedRows; ++r) {
@@ -180,26 +204,20 @@ void unpack_group(const Tile* tiles, int64_t units, size_t block_bytes, int r0, 
 // Rows [r0, r1) of group g of a matrix of type t, k weights a row.
 void unpack_group(DType t, const void* tiles, int64_t k, int64_t g, int r0, int r1, uint8_t* out) {
   const int64_t units = k / tile_weights(t);
-  const size_t row_bytes = dtype_row_bytes(t, k), block_bytes = unit_bytes(t);
-  const int64_t at = g * units;
-  switch (t) {
-    case DType::Q4_K: return unpack_group(static_cast<const PackedQ4_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    case DType::Q6_K: return unpack_group(static_cast<const PackedQ6_KTile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    case DType::Q4_0: return unpack_group(static_cast<const PackedQ4_0Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    case DType::Q4_1: return unpack_group(static_cast<const PackedQ4_1Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    case DType::BF16: return unpack_group(static_cast<const PackedBF16Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    case DType::F16: return unpack_group(static_cast<const PackedF16Tile*>(tiles) + at, units, block_bytes, r0, r1, out, row_bytes);
-    default: throw std::logic_error("unpacked_rows: not a type whose rows pack");
-  }
+  const size_t row_bytes = dtype_row_bytes(t, k);
+  const bool packs = with_tile_kind(t, [&](auto kind) {
+    using K = decltype(kind);
+    unpack_group(static_cast<const typename K::Packed*>(tiles) + g * units, units, sizeof(typename K::StoredUnit), r0, r1,
+                 out, row_bytes);
+  });
+  if (!packs) throw std::logic_error("unpacked_rows: not a type whose rows pack");
 }
 
 }  // namespace
 
 bool packs_rows(const TensorView& w) {
   const DType t = w.dtype;
-  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::BF16 ||
-          t == DType::F16) &&
-         w.rows() % kPackedRows == 0 && w.cols() % tile_weights(t) == 0;
+  return with_tile_kind(t, [](auto) {}) && w.rows() % kPackedRows == 0 && w.cols() % tile_weights(t) == 0;
 }
 
 size_t packed_rows_bytes(const TensorView& w) {
@@ -208,15 +226,11 @@ size_t packed_rows_bytes(const TensorView& w) {
 }
 
 void pack_rows(const TensorView& w, uint8_t* out) {
-  switch (w.dtype) {
-    case DType::Q4_K: return pack_tiles<BlockQ4_K, PackedQ4_KTile>(w, out);
-    case DType::Q6_K: return pack_tiles<BlockQ6_K, PackedQ6_KTile>(w, out);
-    case DType::Q4_0: return pack_tiles<BlockQ4_0, PackedQ4_0Tile>(w, out);
-    case DType::Q4_1: return pack_tiles<BlockQ4_1, PackedQ4_1Tile>(w, out);
-    case DType::BF16: return pack_tiles<HalfRun, PackedBF16Tile>(w, out);
-    case DType::F16: return pack_tiles<HalfRun, PackedF16Tile>(w, out);
-    default: throw std::logic_error("pack_rows: " + w.name + " is not of a type whose rows pack");
-  }
+  const bool packs = with_tile_kind(w.dtype, [&](auto kind) {
+    using K = decltype(kind);
+    pack_tiles<typename K::StoredUnit, typename K::Packed>(w, out);
+  });
+  if (!packs) throw std::logic_error("pack_rows: " + w.name + " is not of a type whose rows pack");
 }
 
 const uint8_t* unpacked_rows(DType t, const void* tiles, int64_t k, int64_t first, int64_t count,
