@@ -1,11 +1,14 @@
 #pragma once
 // The actor-system settings orzo runs well with, for the CLI, the examples, the tests, and
 // any application that embeds orzo: protocol types registered, the scheduler sized to the
-// machine (CAF 0.17 defaults to at least 4 threads even on 2 cores), idle workers that
-// wake at once instead of sleeping 50 µs between polls, and middleman heartbeats, without
-// which CAF 0.17 never notices a peer that hangs (a request to it only times out).
+// machine (CAF 0.17 defaults to at least 4 threads even on 2 cores), idle scheduler threads
+// that poll instead of sleeping 50 µs between polls, and middleman heartbeats, without which
+// CAF 0.17 never notices a peer that hangs (a request to it only times out).
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
 
 namespace caf {
 class actor_system_config;
@@ -22,9 +25,32 @@ struct Liveness {
   std::chrono::milliseconds connection_timeout{5000};
 };
 
-// threads: scheduler threads for event-based actors (sessions, the batcher); 0 means one per
-// hardware thread. Workers run detached, on threads of their own. Throws
-// std::invalid_argument unless 0 < heartbeat_interval < connection_timeout.
-void configure_actor_system(caf::actor_system_config& cfg, int threads = 0, const Liveness& liveness = {});
+// The threads of a process that runs orzo's actors.
+struct ProcessThreads {
+  int scheduler = 0;  // for the event-based actors (sessions, the batcher); 0: see plan_scheduler
+  int compute = 0;    // that the process's CPU workers compute on, all told; 0: one per core
+};
+
+// A process whose engine runs `placement` (stages/placement.hpp) in `replicas` copies, with
+// `threads_per_stage` compute threads (0: one per core) on each of its CPU stages.
+ProcessThreads engine_threads(const std::string& placement, int32_t replicas, int threads_per_stage);
+
+// The actor scheduler for `threads` on a machine of `cores`. Where the compute leaves cores
+// free, the scheduler takes them (unless told its number) and its idle threads keep polling
+// for about a millisecond before they sleep, so that a worker's reply to a step finds the
+// batcher's thread awake: waking a sleeping one cost the worker ~15 µs a step on a 2-core VM
+// (a futex, and an interrupt to a halted core), a third of a small model's step
+// (docs/BENCHMARKS.md, "The actor path with a core of its own"). Where the compute takes every
+// core, a polling thread would take time from it, so idle threads sleep after a few µs and
+// the scheduler has a thread per core, as the actors' work comes between the steps.
+struct SchedulerPlan {
+  size_t threads = 1;
+  size_t moderate_polls = 0;  // CAF's work-stealing.moderate-poll-attempts, ~5 ns each
+};
+SchedulerPlan plan_scheduler(const ProcessThreads& threads, int cores);
+
+// Throws std::invalid_argument unless 0 < heartbeat_interval < connection_timeout.
+void configure_actor_system(caf::actor_system_config& cfg, const ProcessThreads& threads = {},
+                            const Liveness& liveness = {});
 
 }  // namespace orzo

@@ -48,7 +48,7 @@ struct Node {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   Node() {
-    configure_actor_system(cfg, 2);
+    configure_actor_system(cfg, ProcessThreads{2});
     load_middleman(cfg, {});
     sys = std::make_unique<caf::actor_system>(cfg);
   }

@@ -314,7 +314,8 @@ nlohmann::json run_batch(caf::actor_system& sys, Engine& engine, const BenchOpti
 void run_actor_bench(const BenchOptions& o) {
   if (o.beside_bare && o.backend == "null") throw std::invalid_argument("bench: --beside-bare needs a model (--backend cpu)");
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
+  // The null backend computes nothing; its figures are of the runtime as it runs beside compute.
+  configure_actor_system(cfg, o.backend == "null" ? ProcessThreads{} : engine_threads(o.placement, 1, o.stage.threads));
   if (o.publish > 0) load_middleman(cfg, {});
   caf::actor_system sys{cfg};
 

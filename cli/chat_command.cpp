@@ -42,7 +42,7 @@ std::optional<std::string> reply(Engine& engine, const EngineFlags& flags, const
 int run_chat(ChatFlags& flags) {
   if (flags.one_shot && flags.prompt.empty()) throw std::runtime_error("--prompt: the message is empty");
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
+  configure_actor_system(cfg, flags.engine.process_threads());
   caf::actor_system sys{cfg};
   auto engine = Engine::start(sys, flags.engine.engine_options());
   const auto& tokenizer = *engine->tokenizer();

@@ -91,6 +91,10 @@ void EngineFlags::add_sampling_to(CLI::App& cmd) {
   cmd.add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
 }
 
+ProcessThreads EngineFlags::process_threads() const {
+  return engine_threads(engine.placement, engine.replicas, engine.backend.threads);
+}
+
 WorkerThread parse_worker_thread(const std::string& name) {
   if (name == "own") return WorkerThread::own;
   if (name == "shared") return WorkerThread::scheduler;

@@ -3,6 +3,7 @@
 // sampling), and turning them into an EngineOptions and a SessionRequest.
 
 #include "actors/engine.hpp"
+#include "actors/system_config.hpp"
 
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ struct EngineFlags {
   EngineOptions engine_options();
   // `started`: the engine started from engine_options(), whose model may stop on more than its EOS.
   SessionRequest session_request(std::string id, const Engine& started) const;
+  // The threads to configure the actor system for: -t for each CPU stage of the placement.
+  ProcessThreads process_threads() const;
   // After engine_options(): the CPU and its kernels' ISA level, for the log.
   const std::string& cpu_kernels() const { return cpu_kernels_; }
 

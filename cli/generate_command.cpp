@@ -38,7 +38,7 @@ std::string prompt_from_file(const std::string& path) {
 int run_generate(GenerateFlags& flags) {
   if (!flags.prompt_file.empty()) flags.prompt = prompt_from_file(flags.prompt_file);
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
+  configure_actor_system(cfg, flags.engine.process_threads());
   caf::actor_system sys{cfg};
   auto engine = Engine::start(sys, flags.engine.engine_options());
 

@@ -56,7 +56,7 @@ void draw_progress(int64_t done, int64_t total, double elapsed) {
 int run_perplexity(PerplexityFlags& flags) {
   const std::string text = read_file(flags.file);
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
+  configure_actor_system(cfg, flags.engine.process_threads());
   caf::actor_system sys{cfg};
   auto engine = Engine::start(sys, flags.engine.engine_options());
   const std::vector<int32_t> ids = engine->tokenize(text, !flags.no_special);

@@ -125,7 +125,7 @@ int run_worker(const WorkerFlags& flags) {
   const LayerRange range = stage.layers;
 
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, 0, flags.middleman.liveness());
+  configure_actor_system(cfg, engine_threads(stage.device, 1, flags.knobs.threads), flags.middleman.liveness());
   load_middleman(cfg, flags.middleman.tls);
   caf::actor_system sys{cfg};
   const batcher_actor batcher = connect_when_listening(sys, where, at, flags.connect_wait_s);

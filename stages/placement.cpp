@@ -143,6 +143,21 @@ std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers) 
   return stages;
 }
 
+int32_t count_stages(const std::string& spec, int32_t replicas, const std::string& device) {
+  const std::vector<std::string_view> listed = split(spec, ';');
+  int32_t count = 0;
+  for (std::string_view placement : listed) {
+    if (const size_t star = placement.find('*'); star != std::string_view::npos) {
+      int32_t stages = 0;
+      if (placement.substr(0, star) == device && parse_count(placement.substr(star + 1), stages)) count += stages;
+      continue;
+    }
+    for (std::string_view part : split(placement, ','))
+      if (split(part, ':').front() == device) ++count;
+  }
+  return listed.size() > 1 ? count : count * std::max(1, replicas);
+}
+
 std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers) {
   if (replicas < 1 || replicas > 64) bad(spec, std::to_string(replicas) + " replicas (expected 1 to 64)");
   const std::vector<std::string_view> listed = split(spec, ';');

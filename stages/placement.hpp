@@ -42,6 +42,11 @@ std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers);
 // stages repeat as they are. Throws as parse_placement does, and unless 1 <= replicas <= 64.
 std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers);
 
+// How many stages on `device` the placements of `spec` and `replicas` (as parse_replicas reads
+// them) hold in all, read before the model's layer count is known: for sizing threads. A spec
+// parse_replicas would refuse counts as it reads; the engine refuses it later.
+int32_t count_stages(const std::string& spec, int32_t replicas, const std::string& device);
+
 // The stage `orzo worker` serves: `device` is cpu, cuda or cuda:N (not remote: a worker runs
 // its layers itself), `layers` is begin-end within a model of num_layers layers. Throws
 // std::invalid_argument, one line naming the bad part.

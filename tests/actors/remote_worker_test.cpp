@@ -74,7 +74,7 @@ class AcrossProcesses : public testing::TempDirTest {
   void boot(const TlsFiles& tls) {
     halt();
     cfg_ = std::make_unique<caf::actor_system_config>();
-    configure_actor_system(*cfg_, 2, Liveness{kHeartbeat, kConnectionTimeout});
+    configure_actor_system(*cfg_, ProcessThreads{2}, Liveness{kHeartbeat, kConnectionTimeout});
     load_middleman(*cfg_, tls);
     sys_ = std::make_unique<caf::actor_system>(*cfg_);
   }

@@ -157,6 +157,19 @@ TEST(Placement, ParsesReplicas) {
   EXPECT_EQ(parse_replicas("cpu", 1, 4).size(), 1u);
 }
 
+// Counted before the model is loaded, to size the process's threads.
+TEST(Placement, CountsTheStagesOnADevice) {
+  EXPECT_EQ(count_stages("cpu", 1, "cpu"), 1);
+  EXPECT_EQ(count_stages("cpu", 3, "cpu"), 3);
+  EXPECT_EQ(count_stages("cpu*4", 2, "cpu"), 8);
+  EXPECT_EQ(count_stages("cpu:0-2,cuda:0:2-4", 1, "cpu"), 1);
+  EXPECT_EQ(count_stages("cpu:0-2,cuda:0:2-4", 1, "cuda"), 1);
+  EXPECT_EQ(count_stages("cpu:0-1,remote:1-4", 2, "cpu"), 2);
+  EXPECT_EQ(count_stages("cuda:0;cpu:0-2,cpu:2-4", 1, "cpu"), 2);  // listed replicas count as listed
+  EXPECT_EQ(count_stages("cuda*2", 1, "cpu"), 0);
+  EXPECT_EQ(count_stages("", 1, "cpu"), 0);
+}
+
 TEST(Placement, RejectsBadReplicas) {
   const auto message = [](const std::string& spec, int32_t replicas) {
     try {

@@ -20,7 +20,7 @@
 namespace orzo::testing {
 
 inline caf::actor_system_config& test_config(caf::actor_system_config& cfg) {
-  configure_actor_system(cfg, 2);
+  configure_actor_system(cfg, ProcessThreads{2});
   return cfg;
 }
 
