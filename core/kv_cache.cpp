@@ -1,6 +1,7 @@
 #include "core/kv_cache.hpp"
 
 #include <cstring>
+#include <cstdint>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -10,10 +11,10 @@ namespace {
 
 // Key i of a token goes to dst[i * stride].
 template <typename T>
-void scatter(const void* src, int64_t n, size_t stride, unsigned char* dst) {
+void scatter(const void* src, int64_t n, size_t stride, uint8_t* dst) {
   for (int64_t i = 0; i < n; ++i) {
     T x;
-    std::memcpy(&x, static_cast<const unsigned char*>(src) + static_cast<size_t>(i) * sizeof x, sizeof x);
+    std::memcpy(&x, static_cast<const uint8_t*>(src) + static_cast<size_t>(i) * sizeof x, sizeof x);
     std::memcpy(dst + static_cast<size_t>(i) * stride * sizeof x, &x, sizeof x);
   }
 }
@@ -33,9 +34,9 @@ KvCache::KvCache(int64_t planes, int32_t num_blocks, int32_t block_size, int64_t
     throw std::invalid_argument(std::string("KvCache: elements are f32 or f16, not ") + dtype_name(dtype));
   elements_ = static_cast<size_t>(planes) * static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
               static_cast<size_t>(kv_dim);
-  keys_.reset(static_cast<unsigned char*>(std::calloc(elements_, elem_bytes_)));
-  values_.reset(static_cast<unsigned char*>(std::calloc(elements_, elem_bytes_)));
-  if (elements_ > 0 && (!keys_ || !values_)) throw std::bad_alloc();
+  if (elements_ > SIZE_MAX / elem_bytes_) throw std::bad_alloc();
+  keys_ = PageMemory(elements_ * elem_bytes_);
+  values_ = PageMemory(elements_ * elem_bytes_);
 }
 
 size_t KvCache::bytes_per_block_plane(int32_t block_size, int64_t kv_dim, DType dtype) {
@@ -43,16 +44,16 @@ size_t KvCache::bytes_per_block_plane(int32_t block_size, int64_t kv_dim, DType 
 }
 
 void KvCache::write(int64_t plane, int32_t block, int32_t slot, const void* key, const void* value) {
-  unsigned char* keys = keys_.get() + (offset(plane, block, 0) + static_cast<size_t>(slot)) * elem_bytes_;
+  uint8_t* keys = keys_.data() + (offset(plane, block, 0) + static_cast<size_t>(slot)) * elem_bytes_;
   const auto stride = static_cast<size_t>(block_size_);
   if (dtype_ == DType::F32)
     scatter<uint32_t>(key, kv_dim_, stride, keys);
   else
     scatter<uint16_t>(key, kv_dim_, stride, keys);
-  std::memcpy(values_.get() + offset(plane, block, slot) * elem_bytes_, value, static_cast<size_t>(kv_dim_) * elem_bytes_);
+  std::memcpy(values_.data() + offset(plane, block, slot) * elem_bytes_, value, static_cast<size_t>(kv_dim_) * elem_bytes_);
 }
 
-float KvCache::load(const unsigned char* base, size_t index) const {
+float KvCache::load(const uint8_t* base, size_t index) const {
   if (dtype_ == DType::F32) {
     float f;
     std::memcpy(&f, base + index * sizeof f, sizeof f);
@@ -64,12 +65,12 @@ float KvCache::load(const unsigned char* base, size_t index) const {
 }
 
 float KvCache::key(int64_t plane, int32_t block, int32_t slot, int64_t i) const {
-  return load(keys_.get(), offset(plane, block, 0) + static_cast<size_t>(i) * static_cast<size_t>(block_size_) +
+  return load(keys_.data(), offset(plane, block, 0) + static_cast<size_t>(i) * static_cast<size_t>(block_size_) +
                                static_cast<size_t>(slot));
 }
 
 float KvCache::value_at(int64_t plane, int32_t block, int32_t slot, int64_t i) const {
-  return load(values_.get(), offset(plane, block, slot) + static_cast<size_t>(i));
+  return load(values_.data(), offset(plane, block, slot) + static_cast<size_t>(i));
 }
 
 }  // namespace orzo

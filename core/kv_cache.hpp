@@ -12,17 +12,17 @@
 // Elements are f32, or f16 (KvCache::dtype): half the memory and half the bytes attention
 // reads, at f16's rounding of every key and value, as llama.cpp stores them by default.
 //
-// The storage comes from calloc: the kernel hands out zero pages as slots are first written,
-// so a pool sized for every sequence at full context costs no time to create and no memory
-// until it is used (zero-filling it took a stories260K `orzo generate` 0.4 s of its 0.6 s).
+// The storage is PageMemory: the kernel hands out zero pages as slots are first written, so a
+// pool sized for every sequence at full context costs no time to create and no memory until
+// it is used (zero-filling it took a stories260K `orzo generate` 0.4 s of its 0.6 s), and in
+// 2 MiB pages, which block tables that jump between blocks do not run out of the TLB.
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <utility>
 
 #include "core/dtype.hpp"
+#include "core/page_memory.hpp"
 
 namespace orzo {
 
@@ -49,12 +49,12 @@ class KvCache {
   // slot s is at keys<T>(plane, block)[i * block_size() + s].
   template <typename T>
   const T* keys(int64_t plane, int32_t block) const {
-    return element<T>(keys_.get(), offset(plane, block, 0));
+    return element<T>(keys_.data(), offset(plane, block, 0));
   }
   // The kv_dim values of one token slot, as stored.
   template <typename T>
   const T* value(int64_t plane, int32_t block, int32_t slot) const {
-    return element<T>(values_.get(), offset(plane, block, slot));
+    return element<T>(values_.data(), offset(plane, block, slot));
   }
   // The same, writable, for filling a whole block at once (its keys and its values each
   // take block_size() * kv_dim() elements in a row): a copy of other blocks in another dtype.
@@ -78,22 +78,18 @@ class KvCache {
            static_cast<size_t>(kv_dim_);
   }
   template <typename T>
-  const T* element(const unsigned char* base, size_t index) const {
+  const T* element(const uint8_t* base, size_t index) const {
     assert(sizeof(T) == elem_bytes_);
     return reinterpret_cast<const T*>(base) + index;
   }
-  float load(const unsigned char* base, size_t index) const;
-
-  struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
-  };
+  float load(const uint8_t* base, size_t index) const;
 
   int32_t num_blocks_, block_size_;
   int64_t kv_dim_;
   DType dtype_;
   size_t elem_bytes_;
   size_t elements_;  // of keys_, and of values_
-  std::unique_ptr<unsigned char[], Free> keys_, values_;
+  PageMemory keys_, values_;
 };
 
 }  // namespace orzo

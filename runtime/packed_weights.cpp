@@ -16,12 +16,12 @@ PackedMatrix use_packed_rows(TensorView& w, ThreadPool& pool) {
   // where it does): while a copy lives its holder keeps the model, and so the rows, where
   // they are; an expired entry is packed again.
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int64_t, int64_t>, std::weak_ptr<const std::vector<uint8_t>>> copies;
+  static std::map<std::tuple<const void*, int64_t, int64_t>, std::weak_ptr<const PageMemory>> copies;
   const std::lock_guard<std::mutex> lock(mutex);
-  std::weak_ptr<const std::vector<uint8_t>>& entry = copies[{w.data, w.rows(), w.cols()}];
+  std::weak_ptr<const PageMemory>& entry = copies[{w.data, w.rows(), w.cols()}];
   PackedMatrix packed = entry.lock();
   if (!packed) {
-    auto bytes = std::make_shared<std::vector<uint8_t>>(cpu::packed_rows_bytes(w));
+    auto bytes = std::make_shared<PageMemory>(cpu::packed_rows_bytes(w));
     // Slice by slice, each slice's stored pages handed back as soon as it is packed, so that
     // the load holds one slice twice, not a whole matrix (a tied embedding of a 128k
     // vocabulary is hundreds of MB). A page that straddles two slices stays.

@@ -3,17 +3,16 @@
 // the whole process: every CPU backend that multiplies a matrix (replicas of a stage, a
 // worker replaced by another) shares its copy, as they share the mapped file, so packing
 // never multiplies a model's memory by its backends. A copy lives as long as a backend
-// holds it.
-#include <cstdint>
+// holds it, in 2 MiB pages where the kernel gives them (core/page_memory.hpp).
 #include <memory>
-#include <vector>
 
+#include "core/page_memory.hpp"
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
 
 namespace orzo {
 
-using PackedMatrix = std::shared_ptr<const std::vector<uint8_t>>;
+using PackedMatrix = std::shared_ptr<const PageMemory>;
 
 // Points w at the process's packed copy of its rows, made on first use, and returns it for
 // the caller to hold; null, and w unchanged, where its rows do not pack. The first packing
