@@ -10,12 +10,11 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/dequantize.hpp"
-#include "kernels/cpu/geglu.hpp"
+#include "kernels/cpu/gated_row.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/packed_rows.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
-#include "kernels/cpu/swiglu.hpp"
 #include "kernels/cpu/tanh.hpp"
 #include "runtime/batch_check.hpp"
 #include "runtime/packed_weights.hpp"
@@ -230,10 +229,8 @@ void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_ga
       [&](int64_t begin, int64_t end, int) {
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(inter));
-        const bool gelu = cfg_.activation == Activation::GeluTanh;
-        for (int64_t r = begin; r < end; ++r)
-          gelu ? cpu::geglu_tanh(gate + r * inter, up + r * inter, inter, scratch.data())
-               : cpu::swiglu(gate + r * inter, up + r * inter, inter, scratch.data());
+        const auto kind = cfg_.activation == Activation::GeluTanh ? cpu::GateKind::gelu_tanh : cpu::GateKind::silu;
+        for (int64_t r = begin; r < end; ++r) cpu::gated_row(kind, gate + r * inter, up + r * inter, inter, scratch.data());
       },
       4);
   cpu::matmul(gate, rows, w_down, out, pool, nullptr, matmul_);

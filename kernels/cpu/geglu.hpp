@@ -2,13 +2,18 @@
 // Gemma's gated FFN activation: gelu_tanh(gate) * up, written over gate, with GELU in its
 // tanh approximation, 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). Since
 // 0.5 (1 + tanh(z)) = 1 / (1 + e^-2z), it is SiLU's shape (swiglu.hpp) with another
-// argument, and vectorizes the same way.
+// argument, and vectorizes the same way. Included as swiglu.hpp is, and for the same reason.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/exp2.hpp"
 
+#if defined(ORZO_ISA_NS)
+namespace orzo::cpu::ORZO_ISA_NS {
+#else
 namespace orzo::cpu {
+#endif
+namespace {  // NOLINT(cert-dcl59-cpp): see swiglu.hpp
 
 // `scratch` holds n floats.
 inline void geglu_tanh(float* gate, const float* up, int64_t n, float* scratch) {
@@ -23,4 +28,5 @@ inline void geglu_tanh(float* gate, const float* up, int64_t n, float* scratch) 
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + scratch[i]) * up[i];
 }
 
+}  // namespace
 }  // namespace orzo::cpu

@@ -1,11 +1,18 @@
 #pragma once
 // The gated FFN activation: silu(gate) * up = gate / (1 + e^-gate) * up, written over gate.
+// Baseline code (the CUDA kernel's twin) and each ISA level (isa/gated_rows.cpp, which the
+// backend runs) include it, so, as exp2.hpp, it has internal linkage in either's namespace.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/exp2.hpp"
 
+#if defined(ORZO_ISA_NS)
+namespace orzo::cpu::ORZO_ISA_NS {
+#else
 namespace orzo::cpu {
+#endif
+namespace {  // NOLINT(cert-dcl59-cpp): see above
 
 // `scratch` holds n floats. The exponential goes through exp2_inplace so the whole row
 // vectorizes; e^-g = 2^(-g log2 e), clamped where 1 + e^-g is already beyond float range.
@@ -16,4 +23,5 @@ inline void swiglu(float* gate, const float* up, int64_t n, float* scratch) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + scratch[i]) * up[i];
 }
 
+}  // namespace
 }  // namespace orzo::cpu

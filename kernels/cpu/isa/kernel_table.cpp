@@ -102,7 +102,8 @@ const KernelTable& kernel_table() {
       ORZO_SIMD_AVX2 ? kOneDigitFromRows : 0,
       nullptr,  // matmul_bf16: kernel_table_bf16's alone
       nullptr, nullptr,  // matmul_tiles: kernel_table_amx's alone
-      kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, exp_rows, max_row, first_above, bucket_rows, mask_row,
+      kTileLanes, attend_tile, half_row_to_f32, f32_row_to_half, gated_row, exp_rows, max_row, first_above, bucket_rows,
+      mask_row,
   };
   return table;
 }

@@ -10,7 +10,8 @@
 // the region (the standard library's, core's) stay compiled for the baseline, so the one
 // copy of each that the linker keeps runs on every CPU. Hence each .cpp here includes all
 // of its headers first, and inside the region only headers whose functions have internal
-// linkage in the level's namespace (this folder's, and kernels/cpu/exp2.hpp).
+// linkage in the level's namespace (this folder's, and kernels/cpu/exp2.hpp, swiglu.hpp and
+// geglu.hpp).
 // The predefined __AVX2__ macros do not follow the pragma in C++, so kernels test the
 // ORZO_SIMD_* macros below instead.
 

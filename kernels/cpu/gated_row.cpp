@@ -1,0 +1,11 @@
+#include "kernels/cpu/gated_row.hpp"
+
+#include "kernels/cpu/isa.hpp"
+
+namespace orzo::cpu {
+
+void gated_row(GateKind kind, float* gate, const float* up, int64_t n, float* scratch) {
+  kernels().gated_row(kind, gate, up, n, scratch);
+}
+
+}  // namespace orzo::cpu
