@@ -26,7 +26,7 @@ ProcessThreads engine_threads(const std::string& placement, int32_t replicas, in
 
 SchedulerPlan plan_scheduler(const ProcessThreads& threads, int cores) {
   cores = std::max(1, cores);
-  const int spare = threads.compute > 0 ? cores - threads.compute : 0;
+  const int spare = threads.compute > 0 ? cores - threads.compute - threads.io : 0;
   SchedulerPlan plan;
   plan.threads = static_cast<size_t>(threads.scheduler > 0 ? threads.scheduler : spare > 0 ? spare : cores);
   plan.moderate_polls = spare > 0 && plan.threads <= static_cast<size_t>(spare) ? kOwnCorePolls : kSharedCorePolls;

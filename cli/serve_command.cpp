@@ -130,7 +130,9 @@ int run_serve(ServeFlags& f) {
   f.http.access_log = [log_format](const AccessRecord& record) { write_log_line(access_line(record, log_format)); };
 
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, f.engine.process_threads(), f.middleman.liveness());
+  ProcessThreads threads = f.engine.process_threads();
+  threads.io = f.http.threads;
+  configure_actor_system(cfg, threads, f.middleman.liveness());
   if (f.publish > 0) load_middleman(cfg, f.middleman.tls);
   caf::actor_system sys{cfg};
   OpenAIApi api(sys, api_options);

@@ -30,6 +30,11 @@ TEST(SystemConfig, TheSchedulerTakesTheCoresTheComputeLeavesAndPollsOnThem) {
   EXPECT_EQ(plan_scheduler(ProcessThreads{2, 1}, 2).moderate_polls, 500u);
   EXPECT_EQ(plan_scheduler(ProcessThreads{2, 1}, 4).moderate_polls, left_one.moderate_polls);
   EXPECT_EQ(plan_scheduler(ProcessThreads{0, 1}, 0).threads, 1u);  // a machine that says no cores has one
+  // A server's I/O threads take cores too.
+  EXPECT_EQ(plan_scheduler(ProcessThreads{0, 1, 1}, 2).moderate_polls, 500u);
+  EXPECT_EQ(plan_scheduler(ProcessThreads{0, 1, 1}, 2).threads, 2u);
+  EXPECT_EQ(plan_scheduler(ProcessThreads{0, 4, 2}, 8).threads, 2u);
+  EXPECT_EQ(plan_scheduler(ProcessThreads{0, 4, 2}, 8).moderate_polls, left_one.moderate_polls);
 }
 
 TEST(SystemConfig, AnEngineComputesOnEachOfItsCpuStages) {
