@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -21,7 +22,9 @@ constexpr size_t kOwnCorePolls = 200'000;
 }  // namespace
 
 ProcessThreads engine_threads(const std::string& placement, int32_t replicas, int threads_per_stage) {
-  return {0, threads_per_stage > 0 ? threads_per_stage * count_stages(placement, replicas, "cpu") : 0};
+  if (threads_per_stage <= 0) return {};
+  const int64_t compute = int64_t{threads_per_stage} * count_stages(placement, replicas, "cpu");
+  return {0, static_cast<int>(std::min<int64_t>(compute, INT32_MAX))};
 }
 
 SchedulerPlan plan_scheduler(const ProcessThreads& threads, int cores) {

@@ -1,6 +1,7 @@
 #include "stages/placement.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -145,7 +146,7 @@ std::vector<Stage> parse_placement(const std::string& spec, int32_t num_layers) 
 
 int32_t count_stages(const std::string& spec, int32_t replicas, const std::string& device) {
   const std::vector<std::string_view> listed = split(spec, ';');
-  int32_t count = 0;
+  int64_t count = 0;  // at most 1e9 a placement, and a spec holds fewer than 2^31 of them
   for (std::string_view placement : listed) {
     if (const size_t star = placement.find('*'); star != std::string_view::npos) {
       int32_t stages = 0;
@@ -155,7 +156,8 @@ int32_t count_stages(const std::string& spec, int32_t replicas, const std::strin
     for (std::string_view part : split(placement, ','))
       if (split(part, ':').front() == device) ++count;
   }
-  return listed.size() > 1 ? count : count * std::max(1, replicas);
+  if (listed.size() == 1) count *= std::clamp<int64_t>(replicas, 1, 64);
+  return static_cast<int32_t>(std::min<int64_t>(count, INT32_MAX));
 }
 
 std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers) {

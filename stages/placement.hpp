@@ -44,7 +44,7 @@ std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t 
 
 // How many stages on `device` the placements of `spec` and `replicas` (as parse_replicas reads
 // them) hold in all, read before the model's layer count is known: for sizing threads. A spec
-// parse_replicas would refuse counts as it reads; the engine refuses it later.
+// parse_replicas would refuse counts as it reads; the engine refuses it later. At most INT32_MAX.
 int32_t count_stages(const std::string& spec, int32_t replicas, const std::string& device);
 
 // The stage `orzo worker` serves: `device` is cpu, cuda or cuda:N (not remote: a worker runs

@@ -168,6 +168,8 @@ TEST(Placement, CountsTheStagesOnADevice) {
   EXPECT_EQ(count_stages("cuda:0;cpu:0-2,cpu:2-4", 1, "cpu"), 2);  // listed replicas count as listed
   EXPECT_EQ(count_stages("cuda*2", 1, "cpu"), 0);
   EXPECT_EQ(count_stages("", 1, "cpu"), 0);
+  EXPECT_EQ(count_stages("cpu*999999999;cpu*999999999;cpu*999999999", 1, "cpu"), INT32_MAX);  // saturates
+  EXPECT_EQ(count_stages("cpu*999999999", 64, "cpu"), INT32_MAX);
 }
 
 TEST(Placement, RejectsBadReplicas) {
