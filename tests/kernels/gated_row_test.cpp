@@ -48,7 +48,9 @@ TEST(GatedRow, EveryLevelAgreesWithTheBaselineAndTheDefinition) {
               << "at " << i << ", gate " << g;
           ASSERT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-6 * std::fabs(up[i])) << "at " << i << ", gate " << g;
         }
-        if (length < n) EXPECT_EQ(out[length], gate[length]);  // nothing past the row
+        if (length < n) {
+          EXPECT_EQ(out[length], gate[length]);  // nothing past the row
+        }
       }
     });
   }
