@@ -38,15 +38,14 @@ ProcessThreads engine_threads(const std::string& placement, int32_t replicas, in
 
 // The actor scheduler for `threads` on a machine of `cores`. Where the compute and the I/O
 // threads leave cores free, the scheduler takes them (unless told its number) and its idle
-// threads keep polling
-// for about a millisecond before they sleep, so that a worker's reply to a step finds the
-// batcher's thread awake: waking a sleeping one cost the worker ~15 µs a step on a 2-core VM
-// (a futex, and an interrupt to a halted core), a third of a small model's step
-// (docs/BENCHMARKS.md, "The actor path with a core of its own"). Where the compute takes every
-// core, a polling thread would take time from it, so idle threads sleep after a few µs and
-// the scheduler has a thread per core, as the actors' work comes between the steps. (A
-// server's I/O threads count: on 2 cores with -t 1, one scheduler thread polling beside the
-// HTTP thread cut `orzo serve`'s 64 streams from 44k to 31-36k tokens/s.)
+// threads keep polling for about a millisecond before they sleep, so that a worker's reply to
+// a step finds the batcher's thread awake: waking a sleeping one cost the worker ~15 µs a step
+// on a 2-core VM (a futex, and an interrupt to a halted core), a third of a small model's step
+// (docs/BENCHMARKS.md, "The actor path with a core of its own"). Where they take every core, a
+// polling thread would take time from them, so idle threads sleep after a few µs and the
+// scheduler has a thread per core, as the actors' work comes between the steps. (A server's
+// I/O threads count: on 2 cores with -t 1, one scheduler thread polling beside the HTTP
+// thread cut `orzo serve`'s 64 streams from 44k to 31-36k tokens/s.)
 struct SchedulerPlan {
   size_t threads = 1;
   size_t moderate_polls = 0;  // CAF's work-stealing.moderate-poll-attempts, ~5 ns each
