@@ -229,8 +229,8 @@ void CpuBackend::gated_ffn(const float* in, int64_t rows, const TensorView& w_ga
       [&](int64_t begin, int64_t end, int) {
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(inter));
-        const auto kind = cfg_.activation == Activation::GeluTanh ? cpu::GateKind::gelu_tanh : cpu::GateKind::silu;
-        for (int64_t r = begin; r < end; ++r) cpu::gated_row(kind, gate + r * inter, up + r * inter, inter, scratch.data());
+        for (int64_t r = begin; r < end; ++r)
+          cpu::gated_row(cfg_.activation, gate + r * inter, up + r * inter, inter, scratch.data());
       },
       4);
   cpu::matmul(gate, rows, w_down, out, pool, nullptr, matmul_);

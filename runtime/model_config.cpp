@@ -330,7 +330,7 @@ double longrope_attention_factor(double factor, int64_t original_max_position) {
 void apply_gguf_gemma_rules(ModelConfig& c) {
   c.sandwich_norms = true;
   c.norm_weight_offset = 0.0;
-  c.activation = Activation::GeluTanh;
+  c.activation = GateActivation::gelu_tanh;
   c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
   const bool gemma3 = c.architecture == "gemma3";
   const int64_t layers_27b = gemma3 ? 62 : 46;
@@ -459,7 +459,7 @@ ModelConfig parse_hf_config(const std::string& config_json, const std::string& g
     auto act = j.find(key);
     if (act == j.end() || !act->is_string()) continue;
     if (*act == "gelu_pytorch_tanh" || *act == "gelu_tanh")
-      c.activation = Activation::GeluTanh;
+      c.activation = GateActivation::gelu_tanh;
     else if (*act != "silu")
       fail(source, "unsupported " + std::string(key) + " \"" + act->get<std::string>() + "\" (supported: silu, gelu_pytorch_tanh)");
     break;

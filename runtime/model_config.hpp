@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/gate_activation.hpp"
+
 namespace orzo {
 
 struct GgufFile;
@@ -29,10 +31,6 @@ struct RopeScaling {
   std::vector<double> short_factor, long_factor;
   double attention_factor = 1.0;
 };
-
-// The FFN's gate: SwiGLU (silu, Llama and most others) or GeGLU with the tanh-approximated
-// GELU (Gemma's gelu_pytorch_tanh).
-enum class Activation { Silu, GeluTanh };
 
 struct ModelConfig {
   // llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, smollm3, phi3
@@ -65,7 +63,7 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2, and Llama's attention_bias (which adds an o_proj bias too)
   bool o_bias = false;
   bool qk_norm = false;   // Qwen3, Gemma 3: RMSNorm over each q/k head before RoPE
-  Activation activation = Activation::Silu;
+  GateActivation activation = GateActivation::silu;
   // Gemma: the embedding rows are multiplied by sqrt(hidden_size) on the way in.
   double embed_scale = 1.0;
   // Gemma 2/3 normalize each block's output too (post-attention and post-FFN norms)

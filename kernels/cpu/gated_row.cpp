@@ -4,8 +4,8 @@
 
 namespace orzo::cpu {
 
-void gated_row(GateKind kind, float* gate, const float* up, int64_t n, float* scratch) {
-  kernels().gated_row(kind, gate, up, n, scratch);
+void gated_row(GateActivation activation, float* gate, const float* up, int64_t n, float* scratch) {
+  kernels().gated_row(activation, gate, up, n, scratch);
 }
 
 }  // namespace orzo::cpu

@@ -4,10 +4,10 @@
 // (geglu.hpp, Gemma). `scratch` holds n floats.
 #include <cstdint>
 
-#include "kernels/cpu/gate_kind.hpp"
+#include "core/gate_activation.hpp"
 
 namespace orzo::cpu {
 
-void gated_row(GateKind kind, float* gate, const float* up, int64_t n, float* scratch);
+void gated_row(GateActivation activation, float* gate, const float* up, int64_t n, float* scratch);
 
 }  // namespace orzo::cpu

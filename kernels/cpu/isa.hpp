@@ -16,7 +16,7 @@
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/attention_tile.hpp"
-#include "kernels/cpu/gate_kind.hpp"
+#include "core/gate_activation.hpp"
 #include "kernels/cpu/sampler_rows.hpp"
 
 namespace orzo::cpu {
@@ -135,7 +135,7 @@ struct KernelTable {
   // F16/BF16 rows to and from f32 (convert.hpp), t being one of the two.
   void (*half_row_to_f32)(DType t, const uint8_t* src, int64_t n, float* dst);
   void (*f32_row_to_half)(DType t, const float* src, int64_t n, uint8_t* dst);
-  void (*gated_row)(GateKind kind, float* gate, const float* up, int64_t n, float* scratch);  // gated_row.hpp
+  void (*gated_row)(GateActivation activation, float* gate, const float* up, int64_t n, float* scratch);  // gated_row.hpp
   // sampler_rows.hpp
   void (*exp_rows)(const float* x, int64_t n, float shift, float divisor, float* out);
   float (*max_row)(const float* x, int64_t n);

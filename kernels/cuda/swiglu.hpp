@@ -6,11 +6,10 @@
 
 #include <cstdint>
 
+#include "core/gate_activation.hpp"
 #include "kernels/cuda/elem.hpp"
 
 namespace orzo::cuda {
-
-enum class GateActivation : uint8_t { silu, gelu_tanh };
 
 // gate_up: [rows, 2 * inter] f32, gate in columns [0, inter), up in [inter, 2 * inter).
 // out[r, i] = elem(act(gate[r, i]) * up[r, i]), act = silu or gelu_tanh; out: [rows, inter] of `elem`.

@@ -26,10 +26,6 @@ constexpr size_t kReserveBytes = size_t{512} << 20;
 
 int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
 
-GateActivation gate_activation(const ModelConfig& c) {
-  return c.activation == Activation::GeluTanh ? GateActivation::gelu_tanh : GateActivation::silu;
-}
-
 void select(int device) { check(cudaSetDevice(device), ("cuda:" + std::to_string(device)).c_str()); }
 
 [[noreturn]] void too_big(const std::string& what, int64_t got, int64_t most) {
@@ -314,7 +310,7 @@ void CudaBackend::enqueue_forward(const Step& s) {
 void CudaBackend::dense_ffn(const DeviceLayer& w, int32_t rows) {
   const auto hidden = static_cast<int32_t>(cfg_.hidden_size), inter = static_cast<int32_t>(cfg_.intermediate_size);
   gemm_->linear(storage(), xn_, rows, w.gate_up, 2 * inter, hidden, gate_up_, false);
-  swiglu_rows(storage(), gate_activation(cfg_), gate_up_, rows, inter, act_, stream_);
+  swiglu_rows(storage(), cfg_.activation, gate_up_, rows, inter, act_, stream_);
   add_projection(act_, inter, w.down, nullptr, w.post_ffn_norm, rows);
 }
 
@@ -325,7 +321,7 @@ void CudaBackend::dense_ffn(const DeviceLayer& w, int32_t rows) {
 // waits here for the routing: a MoE step is never captured into a graph (graphs_enabled).
 void CudaBackend::expert_ffn(const DeviceLayer& w, int32_t rows) {
   const Elem e = storage();
-  const GateActivation act = gate_activation(cfg_);
+  const GateActivation act = cfg_.activation;
   const auto hidden = static_cast<int32_t>(cfg_.hidden_size), experts = static_cast<int32_t>(cfg_.num_experts),
              top_k = static_cast<int32_t>(cfg_.experts_per_token),
              inter = static_cast<int32_t>(cfg_.expert_intermediate_size), choices = rows * top_k;

@@ -67,7 +67,7 @@ TEST(PageMemory, ReadsAsZerosAndKeepsWhatIsWritten) {
 }
 
 TEST(PageMemory, AsksForHugePagesWhereABufferHoldsOne) {
-  const PageMemory big(64 << 20), tiny(4096);
+  const PageMemory big(64 << 20);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (2 << 20), 0u);
   if (!transparent_huge_pages_offered()) GTEST_SKIP() << "this kernel offers no transparent huge pages";
   const std::string eligible = smaps_field(big.data(), "THPeligible");

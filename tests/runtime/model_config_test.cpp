@@ -131,7 +131,7 @@ TEST(ModelConfig, ReadsGemma2) {
                  "hidden_act": "gelu_pytorch_tanh")"),
       "", "x");
   EXPECT_EQ(c.architecture, "gemma2");
-  EXPECT_EQ(c.activation, Activation::GeluTanh);
+  EXPECT_EQ(c.activation, GateActivation::gelu_tanh);
   EXPECT_TRUE(c.sandwich_norms);
   EXPECT_EQ(c.norm_weight_offset, 1.0);
   EXPECT_DOUBLE_EQ(c.embed_scale, 8.0);

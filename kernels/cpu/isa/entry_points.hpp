@@ -46,7 +46,7 @@ void attend_tile(const TileQuery* queries, int count, const HeadCache& kv, int64
                  float score_cap);
 void half_row_to_f32(DType t, const uint8_t* src, int64_t n, float* dst);
 void f32_row_to_half(DType t, const float* src, int64_t n, uint8_t* dst);
-void gated_row(GateKind kind, float* gate, const float* up, int64_t n, float* scratch);
+void gated_row(GateActivation activation, float* gate, const float* up, int64_t n, float* scratch);
 void exp_rows(const float* x, int64_t n, float shift, float divisor, float* out);
 float max_row(const float* x, int64_t n);
 int64_t first_above(const float* x, int64_t begin, int64_t n, float floor);

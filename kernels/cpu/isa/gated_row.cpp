@@ -15,8 +15,8 @@ ORZO_TARGET_BEGIN
 
 namespace orzo::cpu::ORZO_ISA_NS {
 
-void gated_row(GateKind kind, float* gate, const float* up, int64_t n, float* scratch) {
-  if (kind == GateKind::gelu_tanh)
+void gated_row(GateActivation activation, float* gate, const float* up, int64_t n, float* scratch) {
+  if (activation == GateActivation::gelu_tanh)
     geglu_tanh(gate, up, n, scratch);
   else
     swiglu(gate, up, n, scratch);
