@@ -21,10 +21,14 @@ size_t to_size(int32_t n) { return static_cast<size_t>(n); }
 
 [[noreturn]] void broken(const std::string& what) { throw std::logic_error("BlockManager: " + what); }
 
+// A table's last block id, or -1 when it holds none (a sliding table's given-back entries
+// are kNoBlock, which is -1 too, and only ever lead).
+int32_t last_block(const std::vector<int32_t>& table) { return table.empty() ? -1 : table.back(); }
+
 }  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, std::vector<int32_t> windows)
-    : block_size_(block_size), prefix_caching_(prefix_caching), windows_(std::move(windows)) {
+    : block_size_(block_size), prefix_caching_(prefix_caching), free_(std::max(num_blocks, 0)), windows_(std::move(windows)) {
   if (num_blocks < 1) throw std::invalid_argument("BlockManager: num_blocks must be >= 1, got " + std::to_string(num_blocks));
   if (block_size < 1) throw std::invalid_argument("BlockManager: block_size must be >= 1, got " + std::to_string(block_size));
   if (windows_.empty() || windows_[0] != 0 ||
@@ -36,9 +40,6 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_c
     block_tokens_.resize(to_size(num_blocks) * to_size(block_size));
     index_.reserve(to_size(num_blocks));
   }
-  free_.reserve(to_size(num_blocks));
-  // Pushed in reverse so that a fresh pool hands out 0, 1, 2, ...
-  for (int32_t id = num_blocks - 1; id >= 0; --id) free_.push_back(id);
 }
 
 uint64_t BlockManager::chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
@@ -164,12 +165,12 @@ bool BlockManager::allocate(SequenceBlocks& seq, int32_t num_tokens, int32_t fro
     for (int64_t j = static_cast<int64_t>(table.size()); j < wanted; ++j) missing += j >= first ? 1 : 0;
   }
   if (missing > num_free()) return false;
-  while (static_cast<int64_t>(seq.table.size()) < wanted) seq.table.push_back(take_block());
+  while (static_cast<int64_t>(seq.table.size()) < wanted) seq.table.push_back(take_block(last_block(seq.table)));
   for (int32_t g = 1; g < groups; ++g) {
     auto& table = seq.windowed[to_size(g - 1)];
     const int32_t first = first_block_read(windows_[to_size(g)], from, block_size_);
     while (static_cast<int64_t>(table.size()) < wanted)
-      table.push_back(static_cast<int32_t>(table.size()) < first ? kNoBlock : take_block());
+      table.push_back(static_cast<int32_t>(table.size()) < first ? kNoBlock : take_block(last_block(table)));
   }
   return true;
 }
@@ -187,11 +188,12 @@ int64_t BlockManager::capacity_tokens(int32_t chunk) const {
   return lo;
 }
 
-int32_t BlockManager::take_block() {
+int32_t BlockManager::take_block(int32_t after) {
   int32_t id;
   if (!free_.empty()) {
-    id = free_.back();
-    free_.pop_back();
+    id = free_.lowest_from(after + 1);
+    if (id < 0) id = free_.lowest_from(0);
+    free_.erase(id);
   } else {
     id = lru_head_;
     lru_unlink(id);
@@ -255,7 +257,7 @@ void BlockManager::drop(int32_t id) {
     lru_push_back(id);
   } else {
     b.where = Where::free;
-    free_.push_back(id);
+    free_.insert(id);
   }
 }
 
@@ -281,7 +283,7 @@ void BlockManager::forget_cached() {
     Block& b = blocks_[to_size(id)];
     unregister(b);
     b.where = Where::free;
-    free_.push_back(id);
+    free_.insert(id);
   }
 }
 
@@ -339,12 +341,15 @@ void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
     if (id < 0 || to_size(id) >= n) broken(std::string("the ") + list + " list holds block id " + std::to_string(id));
     if (listed[to_size(id)]++) broken("block " + std::to_string(id) + " is listed twice (seen again in the " + list + " list)");
   };
-  for (int32_t id : free_) {
+  int32_t free = 0;
+  free_.for_each([&](int32_t id) {
     visit(id, "free");
     const Block& b = blocks_[to_size(id)];
     if (b.where != Where::free || b.registration != kUnregistered)
-      broken("block " + std::to_string(id) + " is on the free list but not marked free and unregistered");
-  }
+      broken("block " + std::to_string(id) + " is in the free set but not marked free and unregistered");
+    ++free;
+  });
+  if (free != free_.size()) broken("the free count is " + std::to_string(free_.size()) + ", the free set holds " + std::to_string(free));
   int32_t cached = 0, prev = -1;
   for (int32_t id = lru_head_; id >= 0; prev = id, id = blocks_[to_size(id)].lru_next) {
     visit(id, "cached");

@@ -13,7 +13,7 @@ namespace orzo {
 
 // Reaches into the private state to break one invariant at a time.
 struct BlockManagerTestPeer {
-  static std::vector<int32_t>& free_list(BlockManager& bm) { return bm.free_; }
+  static FreeBlocks& free_set(BlockManager& bm) { return bm.free_; }
   static std::unordered_map<uint64_t, int32_t>& index(BlockManager& bm) { return bm.index_; }
   static int32_t& lru_prev(BlockManager& bm, int32_t id) { return bm.blocks_[static_cast<size_t>(id)].lru_prev; }
   static int32_t& refcount(BlockManager& bm, int32_t id) { return bm.blocks_[static_cast<size_t>(id)].refcount; }
@@ -153,6 +153,35 @@ TEST(BlockManager, CachedPrefixLeavesTheLastTokensBlockToCompute) {
   EXPECT_EQ(b.table.size(), 1u);
   EXPECT_EQ(bm.num_cached(), 1);
   bm.check({&b});
+}
+
+// Sequences that grow side by side each take the lowest free id above their last block, so
+// that every table rises, also through blocks other sequences gave back; past the top free
+// id a table goes on from the lowest.
+TEST(BlockManager, TablesRiseThroughTheFreeBlocks) {
+  BlockManager bm(12, kBs, false);
+  SequenceBlocks a, b, c;
+  ASSERT_TRUE(bm.allocate(a, 8));
+  ASSERT_TRUE(bm.allocate(b, 8));
+  ASSERT_TRUE(bm.allocate(c, 8));
+  EXPECT_EQ(a.table, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(c.table, (std::vector<int32_t>{4, 5}));
+  bm.release(b);  // free: 2, 3, 6-11
+  for (int32_t n = 12; n <= 20; n += 4) {
+    ASSERT_TRUE(bm.allocate(c, n));
+    ASSERT_TRUE(bm.allocate(a, n));
+  }
+  EXPECT_EQ(a.table, (std::vector<int32_t>{0, 1, 2, 3, 9}));
+  EXPECT_EQ(c.table, (std::vector<int32_t>{4, 5, 6, 7, 8}));
+  SequenceBlocks d;
+  ASSERT_TRUE(bm.allocate(d, 4));  // a new table starts at the lowest free id
+  EXPECT_EQ(d.table, (std::vector<int32_t>{10}));
+  ASSERT_TRUE(bm.allocate(c, 24));
+  EXPECT_EQ(c.table.back(), 11);
+  bm.release(a);
+  ASSERT_TRUE(bm.allocate(c, 28));  // nothing above 11: from the lowest
+  EXPECT_EQ(c.table.back(), 0);
+  bm.check({&c, &d});
 }
 
 TEST(BlockManager, EvictsFreeCachedBlocksLeastRecentlyUsedFirst) {
@@ -353,14 +382,20 @@ TEST(BlockManager, CheckCatchesCorruptedInternals) {
     BlockManager bm(6, kBs);
     SequenceBlocks held = fresh(bm);
     bm.check({&held});
-    Peer::free_list(bm).push_back(Peer::free_list(bm).back());
-    expect_broken(bm, {&held}, "listed twice");
+    Peer::free_set(bm).insert(Peer::index(bm).begin()->second);  // a cached block
+    expect_broken(bm, {&held}, "in the free set but not marked free");
   }
   {
     BlockManager bm(6, kBs);
     SequenceBlocks held = fresh(bm);
-    Peer::free_list(bm).push_back(held.table[0]);
-    expect_broken(bm, {&held}, "free list but not marked free");
+    Peer::free_set(bm).insert(held.table[0]);  // a used one
+    expect_broken(bm, {&held}, "in the free set but not marked free");
+  }
+  {
+    BlockManager bm(6, kBs);
+    SequenceBlocks held = fresh(bm);
+    Peer::free_set(bm).insert(Peer::free_set(bm).lowest_from(0));  // counted twice
+    expect_broken(bm, {&held}, "the free count is 4, the free set holds 3");
   }
   {
     BlockManager bm(6, kBs);

@@ -1,0 +1,80 @@
+#include "batching/free_blocks.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+namespace orzo {
+namespace {
+
+// Every query of `free` answered as the ordered set `want` answers it.
+void expect_same(const FreeBlocks& free, const std::set<int32_t>& want, int32_t n) {
+  ASSERT_EQ(free.size(), static_cast<int32_t>(want.size()));
+  EXPECT_EQ(free.empty(), want.empty());
+  std::vector<int32_t> listed;
+  free.for_each([&](int32_t id) { listed.push_back(id); });
+  EXPECT_EQ(listed, std::vector<int32_t>(want.begin(), want.end()));
+  for (int32_t from = 0; from <= n + 1; ++from) {
+    const auto it = want.lower_bound(from);
+    ASSERT_EQ(free.lowest_from(from), it == want.end() ? -1 : *it) << "from " << from;
+  }
+  for (int32_t id = 0; id < n; ++id) ASSERT_EQ(free.contains(id), want.count(id) == 1) << id;
+}
+
+TEST(FreeBlocks, StartsWithEveryIdFreeAtEverySize) {
+  // Sizes around a word (64 ids) and a summary word (4,096 ids).
+  for (int32_t n : {0, 1, 63, 64, 65, 4095, 4096, 4097, 8192 + 70}) {
+    FreeBlocks free(n);
+    std::set<int32_t> want;
+    for (int32_t id = 0; id < n; ++id) want.insert(id);
+    expect_same(free, want, n);
+  }
+  EXPECT_THROW(FreeBlocks(-1), std::invalid_argument);
+}
+
+TEST(FreeBlocks, FindsTheNextFreeIdAcrossEmptyWordsAndSummaryWords) {
+  const int32_t n = 3 * 4096 + 100;
+  FreeBlocks free(n);
+  for (int32_t id = 0; id < n; ++id) free.erase(id);
+  expect_same(free, {}, n);
+  // Alone in the pool, at the edges of words and of summary words.
+  for (int32_t id : {0, 63, 64, 4095, 4096, 2 * 4096 + 1, n - 1}) {
+    free.insert(id);
+    expect_same(free, {id}, n);
+    free.erase(id);
+  }
+  free.insert(5);
+  free.insert(n - 1);
+  EXPECT_EQ(free.lowest_from(6), n - 1);
+  EXPECT_EQ(free.lowest_from(n), -1);
+}
+
+TEST(FreeBlocks, AgreesWithAnOrderedSetUnderRandomChanges) {
+  const int32_t n = 4096 + 300;
+  FreeBlocks free(n);
+  std::set<int32_t> want;
+  for (int32_t id = 0; id < n; ++id) want.insert(id);
+  std::mt19937 rng(3);
+  for (int round = 0; round < 40; ++round) {
+    // Long runs of erases, then of inserts, so that whole words and summary words empty.
+    const bool erasing = round % 2 == 0;
+    for (int k = 0; k < 3000; ++k) {
+      const auto id = static_cast<int32_t>(rng() % static_cast<uint32_t>(n));
+      if (erasing && want.count(id)) {
+        free.erase(id);
+        want.erase(id);
+      } else if (!erasing && !want.count(id)) {
+        free.insert(id);
+        want.insert(id);
+      }
+    }
+    expect_same(free, want, n);
+  }
+}
+
+}  // namespace
+}  // namespace orzo
