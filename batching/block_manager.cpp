@@ -28,7 +28,11 @@ int32_t last_block(const std::vector<int32_t>& table) { return table.empty() ? -
 }  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, std::vector<int32_t> windows)
-    : block_size_(block_size), prefix_caching_(prefix_caching), free_(std::max(num_blocks, 0)), windows_(std::move(windows)) {
+    : block_size_(block_size),
+      prefix_caching_(prefix_caching),
+      free_(std::max(num_blocks, 0), true),
+      cold_(std::max(num_blocks, 0), false),
+      windows_(std::move(windows)) {
   if (num_blocks < 1) throw std::invalid_argument("BlockManager: num_blocks must be >= 1, got " + std::to_string(num_blocks));
   if (block_size < 1) throw std::invalid_argument("BlockManager: block_size must be >= 1, got " + std::to_string(block_size));
   if (windows_.empty() || windows_[0] != 0 ||
@@ -189,20 +193,29 @@ int64_t BlockManager::capacity_tokens(int32_t chunk) const {
 }
 
 int32_t BlockManager::take_block(int32_t after) {
-  int32_t id;
-  if (!free_.empty()) {
-    id = free_.lowest_from(after + 1);
-    if (id < 0) id = free_.lowest_from(0);
+  int32_t id = free_.lowest_from(after + 1);
+  if (id < 0) id = free_.lowest_from(0);
+  if (id >= 0)
     free_.erase(id);
-  } else {
-    id = lru_head_;
-    lru_unlink(id);
-    unregister(blocks_[to_size(id)]);
-    ++stats_.evictions;
-  }
+  else
+    id = evict(after);
   Block& b = blocks_[to_size(id)];
   b.refcount = 1;
   b.where = Where::used;
+  return id;
+}
+
+int32_t BlockManager::evict(int32_t after) {
+  const int32_t target = num_cached_ >= kColdFrom ? num_cached_ / kColdShare : 1;
+  while (cold_.size() < target && cold_end_ >= 0) {
+    cold_.insert(cold_end_);
+    cold_end_ = blocks_[to_size(cold_end_)].lru_next;
+  }
+  int32_t id = cold_.lowest_from(after + 1);
+  if (id < 0) id = cold_.lowest_from(0);
+  lru_unlink(id);
+  unregister(blocks_[to_size(id)]);
+  ++stats_.evictions;
   return id;
 }
 
@@ -293,11 +306,16 @@ void BlockManager::lru_push_back(int32_t id) {
   b.lru_next = -1;
   (lru_tail_ >= 0 ? blocks_[to_size(lru_tail_)].lru_next : lru_head_) = id;
   lru_tail_ = id;
+  if (cold_end_ < 0) cold_end_ = id;
   ++num_cached_;
 }
 
 void BlockManager::lru_unlink(int32_t id) {
   Block& b = blocks_[to_size(id)];
+  if (cold_.contains(id))
+    cold_.erase(id);
+  else if (id == cold_end_)
+    cold_end_ = b.lru_next;
   (b.lru_prev >= 0 ? blocks_[to_size(b.lru_prev)].lru_next : lru_head_) = b.lru_next;
   (b.lru_next >= 0 ? blocks_[to_size(b.lru_next)].lru_prev : lru_tail_) = b.lru_prev;
   b.lru_prev = b.lru_next = -1;
@@ -350,17 +368,24 @@ void BlockManager::check(const std::vector<const SequenceBlocks*>& live) const {
     ++free;
   });
   if (free != free_.size()) broken("the free count is " + std::to_string(free_.size()) + ", the free set holds " + std::to_string(free));
-  int32_t cached = 0, prev = -1;
+  int32_t cached = 0, cold = 0, prev = -1;
+  bool warm = false;  // past cold_end_
   for (int32_t id = lru_head_; id >= 0; prev = id, id = blocks_[to_size(id)].lru_next) {
     visit(id, "cached");
     const Block& b = blocks_[to_size(id)];
     if (b.lru_prev != prev) broken("the LRU list is broken at block " + std::to_string(id));
+    warm = warm || id == cold_end_;
+    if (cold_.contains(id) == warm)
+      broken("block " + std::to_string(id) + (warm ? " is cold past" : " is not cold before") + " the cold end of the LRU list");
+    cold += warm ? 0 : 1;
     if (b.where != Where::cached || b.registration == kUnregistered)
       broken("block " + std::to_string(id) + " is on the LRU list but not marked cached and registered");
     ++cached;
   }
   if (prev != lru_tail_) broken("the LRU tail is not the last block of the list");
   if (cached != num_cached_) broken("the cached count is " + std::to_string(num_cached_) + ", the LRU list holds " + std::to_string(cached));
+  if (cold_end_ >= 0 && !warm) broken("the cold end of the LRU list, block " + std::to_string(cold_end_) + ", is not on it");
+  if (cold != cold_.size()) broken(std::to_string(cold_.size()) + " blocks are cold, " + std::to_string(cold) + " of them on the LRU list");
   for (size_t i = 0; i < n; ++i) {
     const Block& b = blocks_[i];
     const std::string name = "block " + std::to_string(i);

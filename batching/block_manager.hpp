@@ -10,7 +10,12 @@
 // follow best; sequences growing side by side then interleave in rising order. Handed out
 // from a stack, the blocks that finished sequences gave back came in any order, and 64
 // stories260K sequences decoded 15-25 % slower on such tables than on rising ones
-// (docs/BENCHMARKS.md, "Rising block tables").
+// (docs/BENCHMARKS.md, "Rising block tables"). Once the cached blocks fill the pool, every
+// new block is an eviction, and strict LRU order would scatter tables again; so an eviction
+// takes, among the oldest quarter of the cached blocks (the LRU list's cold end), the one
+// above the table's last block. Within that quarter the order of use is given up, and with it
+// the rule that a chain goes tail first; a cache of fewer than 64 blocks, where each one
+// counts and a quarter offers little choice, stays exactly LRU.
 //
 // A registered block is found by its chain hash (a hash of the previous block's chain hash
 // and the block's token ids), but a hash match alone never serves a block: a hit also needs
@@ -30,7 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "batching/free_blocks.hpp"
+#include "batching/block_set.hpp"
 #include "core/kv_layout.hpp"
 
 namespace orzo {
@@ -152,8 +157,11 @@ class BlockManager {
   int32_t find_windowed(int32_t g, uint64_t anchor) const;
   void drop(int32_t id);  // one table entry fewer: refcount--, at 0 to the LRU tail or the free set
   // For a table whose last block is `after` (-1: none): the lowest free id above it, else the
-  // lowest free id, else evicts the LRU head.
+  // lowest free id, else evict(after).
   int32_t take_block(int32_t after);
+  // Drops a cold block from the prefix cache for a table whose last block is `after`: the
+  // lowest cold id above it, else the lowest cold id. Only while blocks are cached.
+  int32_t evict(int32_t after);
   void lru_push_back(int32_t id);
   void lru_unlink(int32_t id);
   void unregister(Block& b);
@@ -166,7 +174,13 @@ class BlockManager {
   // block_size token ids per block, meaningful while it is registered; one flat array, so
   // that registering a block allocates nothing.
   std::vector<int32_t> block_tokens_;
-  FreeBlocks free_;
+  BlockSet free_;
+  // The cold end of the LRU list: the blocks before cold_end_ (-1: all of them), topped up
+  // before each eviction, which takes the cold block above the table's last one, to
+  // 1/kColdShare of the cached blocks, or to one while fewer than kColdFrom are cached.
+  static constexpr int32_t kColdShare = 4, kColdFrom = 64;
+  BlockSet cold_;
+  int32_t cold_end_ = -1;
   int32_t lru_head_ = -1, lru_tail_ = -1, num_cached_ = 0;
   std::unordered_map<uint64_t, int32_t> index_;  // chain hash -> registered block
   std::vector<int32_t> windows_;

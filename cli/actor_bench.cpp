@@ -150,7 +150,7 @@ BenchEngine start_null_engine(caf::actor_system& sys, const BenchOptions& o, int
   b.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
   b.max_model_len = context;
   b.vocab_size = kNullVocab;
-  b.prefix_caching = false;
+  b.prefix_caching = o.prefix_caching;
   b.async_scheduling = o.async_scheduling;
   std::vector<std::unique_ptr<LayerBackend>> stages;
   stages.push_back(std::make_unique<NullBackend>(kNullVocab, b.kv_blocks));
@@ -165,7 +165,8 @@ BenchEngine start_model_engine(caf::actor_system& sys, const BenchOptions& o, in
   e.scheduler.max_num_seqs = o.batch + 1;
   e.scheduler.max_num_batched_tokens = std::max(o.chunk, o.batch + 1);
   e.kv_blocks = (o.batch + 1) * ((context + 15) / 16);
-  e.prefix_caching = false;  // random prompts share nothing; keep the work equal to the bare bench
+  // Random prompts share nothing: the work stays equal to the bare bench's either way.
+  e.prefix_caching = o.prefix_caching;
   e.load_tokenizer = false;  // prompts are ids, as in the bare bench
   e.worker_thread = parse_worker_thread(o.worker_thread);
   e.async_scheduling = o.async_scheduling;
@@ -238,6 +239,7 @@ nlohmann::json actor_bench_report(const BenchOptions& o, const Tally& tally, Clo
                       {"cpu_isa", cpu::isa_name(cpu::kernels().isa)},
                       {"worker_thread", o.worker_thread},
                       {"async_scheduling", o.async_scheduling},
+                      {"prefix_caching", o.prefix_caching},
                       {"model", o.model},
                       {"placement", o.placement},
                       {"batch", o.batch},

@@ -162,6 +162,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--async-scheduling", o->async_scheduling,
                "With --actors: plan each step while the one before it computes (one-stage pipelines)");
+  cmd->add_flag("--prefix-caching", o->prefix_caching,
+               "With --actors: keep finished blocks in the prefix cache, so that once the pool is full every new block "
+               "is an eviction (random prompts never hit it)");
   cmd->add_option("--ttft-probes", o->ttft_probes,
                   "With --actors: new requests sent one by one while the batch decodes, for TTFT percentiles")
       ->check(CLI::Range(0, 100000));
@@ -186,7 +189,8 @@ void add_bench_command(CLI::App& app) {
     select_cpu_kernels(o->cpu_isa);
     if (o->backend != "null" && o->model.empty()) o->model = default_model();
     if (o->backend == "null" || o->actors) return run_actor_bench(*o);
-    if (o->rounds > 1 || o->beside_bare) throw std::invalid_argument("bench: --rounds and --beside-bare need --actors");
+    if (o->rounds > 1 || o->beside_bare || o->prefix_caching)
+      throw std::invalid_argument("bench: --rounds, --beside-bare and --prefix-caching need --actors");
     run_bench(*o);
   });
 }

@@ -52,7 +52,7 @@ foreach(_header IN ITEMS
         runtime/layer_backend.hpp
         runtime/sampler.hpp
         batching/block_manager.hpp
-        batching/free_blocks.hpp
+        batching/block_set.hpp
         batching/scheduler.hpp
         batching/sequence.hpp
         stages/placement.hpp

@@ -13,7 +13,8 @@ namespace orzo {
 
 // Reaches into the private state to break one invariant at a time.
 struct BlockManagerTestPeer {
-  static FreeBlocks& free_set(BlockManager& bm) { return bm.free_; }
+  static BlockSet& free_set(BlockManager& bm) { return bm.free_; }
+  static BlockSet& cold_set(BlockManager& bm) { return bm.cold_; }
   static std::unordered_map<uint64_t, int32_t>& index(BlockManager& bm) { return bm.index_; }
   static int32_t& lru_prev(BlockManager& bm, int32_t id) { return bm.blocks_[static_cast<size_t>(id)].lru_prev; }
   static int32_t& refcount(BlockManager& bm, int32_t id) { return bm.blocks_[static_cast<size_t>(id)].refcount; }
@@ -158,7 +159,7 @@ TEST(BlockManager, CachedPrefixLeavesTheLastTokensBlockToCompute) {
 // Sequences that grow side by side each take the lowest free id above their last block, so
 // that every table rises, also through blocks other sequences gave back; past the top free
 // id a table goes on from the lowest.
-TEST(BlockManager, TablesRiseThroughTheFreeBlocks) {
+TEST(BlockManager, TablesRiseThroughTheBlockSet) {
   BlockManager bm(12, kBs, false);
   SequenceBlocks a, b, c;
   ASSERT_TRUE(bm.allocate(a, 8));
@@ -182,6 +183,27 @@ TEST(BlockManager, TablesRiseThroughTheFreeBlocks) {
   ASSERT_TRUE(bm.allocate(c, 28));  // nothing above 11: from the lowest
   EXPECT_EQ(c.table.back(), 0);
   bm.check({&c, &d});
+}
+
+// Once the cached blocks fill the pool, an eviction takes the cold block (of the oldest
+// quarter of a cache of 64 or more) above the table's last one: tables keep rising where
+// strict LRU order would hand a chain's blocks out tail first, falling.
+TEST(BlockManager, EvictionsTakeRisingBlocksFromTheColdEnd) {
+  BlockManager bm(160, kBs);
+  const std::vector<int32_t> t = iota_tokens(256);
+  SequenceBlocks a = computed(bm, t);  // blocks 0-63, registered
+  bm.release(a);                       // cached; the cold quarter: blocks 48-63, the chain's tail
+  SequenceBlocks filler;
+  ASSERT_TRUE(bm.allocate(filler, 96 * kBs));  // the 96 free blocks
+  EXPECT_EQ(bm.stats().evictions, 0u);
+  SequenceBlocks h;
+  ASSERT_TRUE(bm.allocate(h, 4 * kBs));
+  EXPECT_EQ(h.table, (std::vector<int32_t>{48, 49, 50, 51}));
+  EXPECT_EQ(bm.stats().evictions, 4u);
+  auto longer = t;
+  longer.push_back(7);
+  EXPECT_EQ(bm.cached_prefix_tokens(longer.data(), 257), 48 * kBs);  // the chain ends before 48
+  bm.check({&filler, &h});
 }
 
 TEST(BlockManager, EvictsFreeCachedBlocksLeastRecentlyUsedFirst) {
@@ -396,6 +418,12 @@ TEST(BlockManager, CheckCatchesCorruptedInternals) {
     SequenceBlocks held = fresh(bm);
     Peer::free_set(bm).insert(Peer::free_set(bm).lowest_from(0));  // counted twice
     expect_broken(bm, {&held}, "the free count is 4, the free set holds 3");
+  }
+  {
+    BlockManager bm(6, kBs);
+    SequenceBlocks held = fresh(bm);  // nothing evicted: nothing cold
+    Peer::cold_set(bm).insert(Peer::index(bm).begin()->second);
+    expect_broken(bm, {&held}, "is cold past the cold end");
   }
   {
     BlockManager bm(6, kBs);

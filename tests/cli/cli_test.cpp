@@ -162,9 +162,20 @@ TEST(Cli, BenchRunsRoundsBesideTheBarePass) {
   }
   std::sort(ratios.begin(), ratios.end());
   EXPECT_EQ(j["actors_over_bare"].get<double>(), ratios[1]);
-  // Both need the actor path, and the bare pass needs a model.
+  // With the prefix cache on, the pool of (batch + 1) sequences fills with registered blocks,
+  // so that later rounds evict to grow their tables.
+  const CliRun cached =
+      orzo("bench -m '" + kStoriesGguf + "' --actors --prefix-caching --rounds 3 --batch 2 --prompt 16 --gen 18 --json");
+  ASSERT_EQ(cached.status, 0) << cached.out;
+  const auto c = nlohmann::json::parse(cached.out);
+  EXPECT_TRUE(c["prefix_caching"].get<bool>());
+  EXPECT_EQ(c["rounds"].size(), 3u);
+  EXPECT_GT(c["tokens_delivered_per_s"].get<double>(), 0);
+  // They need the actor path, and the bare pass needs a model.
   testing::expect_refused("bench -m '" + kStoriesGguf + "' --rounds 2 --batch 1 --prompt 4 --gen 2",
-                          "--rounds and --beside-bare need --actors");
+                          "--rounds, --beside-bare and --prefix-caching need --actors");
+  testing::expect_refused("bench -m '" + kStoriesGguf + "' --prefix-caching --batch 1 --prompt 4 --gen 2",
+                          "--prefix-caching need --actors");
   testing::expect_refused("bench --backend null --beside-bare", "--beside-bare needs a model");
   testing::expect_refused("bench -m '" + kStoriesGguf + "' --actors --rounds 0", "--rounds");
   testing::expect_refused("bench -m '" + kStoriesGguf + "' --actors --rounds many", "--rounds");

@@ -1,4 +1,4 @@
-#include "batching/free_blocks.hpp"
+#include "batching/block_set.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,34 +11,34 @@
 namespace orzo {
 namespace {
 
-// Every query of `free` answered as the ordered set `want` answers it.
-void expect_same(const FreeBlocks& free, const std::set<int32_t>& want, int32_t n) {
-  ASSERT_EQ(free.size(), static_cast<int32_t>(want.size()));
-  EXPECT_EQ(free.empty(), want.empty());
+// Every query of `set` answered as the ordered set `want` answers it.
+void expect_same(const BlockSet& set, const std::set<int32_t>& want, int32_t n) {
+  ASSERT_EQ(set.size(), static_cast<int32_t>(want.size()));
+  EXPECT_EQ(set.empty(), want.empty());
   std::vector<int32_t> listed;
-  free.for_each([&](int32_t id) { listed.push_back(id); });
+  set.for_each([&](int32_t id) { listed.push_back(id); });
   EXPECT_EQ(listed, std::vector<int32_t>(want.begin(), want.end()));
   for (int32_t from = 0; from <= n + 1; ++from) {
     const auto it = want.lower_bound(from);
-    ASSERT_EQ(free.lowest_from(from), it == want.end() ? -1 : *it) << "from " << from;
+    ASSERT_EQ(set.lowest_from(from), it == want.end() ? -1 : *it) << "from " << from;
   }
-  for (int32_t id = 0; id < n; ++id) ASSERT_EQ(free.contains(id), want.count(id) == 1) << id;
+  for (int32_t id = 0; id < n; ++id) ASSERT_EQ(set.contains(id), want.count(id) == 1) << id;
 }
 
-TEST(FreeBlocks, StartsWithEveryIdFreeAtEverySize) {
+TEST(BlockSet, StartsFullOrEmptyAtEverySize) {
   // Sizes around a word (64 ids) and a summary word (4,096 ids).
   for (int32_t n : {0, 1, 63, 64, 65, 4095, 4096, 4097, 8192 + 70}) {
-    FreeBlocks free(n);
     std::set<int32_t> want;
+    expect_same(BlockSet(n, false), want, n);
     for (int32_t id = 0; id < n; ++id) want.insert(id);
-    expect_same(free, want, n);
+    expect_same(BlockSet(n, true), want, n);
   }
-  EXPECT_THROW(FreeBlocks(-1), std::invalid_argument);
+  EXPECT_THROW(BlockSet(-1, true), std::invalid_argument);
 }
 
-TEST(FreeBlocks, FindsTheNextFreeIdAcrossEmptyWordsAndSummaryWords) {
+TEST(BlockSet, FindsTheNextFreeIdAcrossEmptyWordsAndSummaryWords) {
   const int32_t n = 3 * 4096 + 100;
-  FreeBlocks free(n);
+  BlockSet free(n, true);
   for (int32_t id = 0; id < n; ++id) free.erase(id);
   expect_same(free, {}, n);
   // Alone in the pool, at the edges of words and of summary words.
@@ -53,9 +53,9 @@ TEST(FreeBlocks, FindsTheNextFreeIdAcrossEmptyWordsAndSummaryWords) {
   EXPECT_EQ(free.lowest_from(n), -1);
 }
 
-TEST(FreeBlocks, AgreesWithAnOrderedSetUnderRandomChanges) {
+TEST(BlockSet, AgreesWithAnOrderedSetUnderRandomChanges) {
   const int32_t n = 4096 + 300;
-  FreeBlocks free(n);
+  BlockSet free(n, true);
   std::set<int32_t> want;
   for (int32_t id = 0; id < n; ++id) want.insert(id);
   std::mt19937 rng(3);
