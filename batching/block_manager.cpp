@@ -193,8 +193,7 @@ int64_t BlockManager::capacity_tokens(int32_t chunk) const {
 }
 
 int32_t BlockManager::take_block(int32_t after) {
-  int32_t id = free_.lowest_from(after + 1);
-  if (id < 0) id = free_.lowest_from(0);
+  int32_t id = free_.lowest_above(after);
   if (id >= 0)
     free_.erase(id);
   else
@@ -211,8 +210,7 @@ int32_t BlockManager::evict(int32_t after) {
     cold_.insert(cold_end_);
     cold_end_ = blocks_[to_size(cold_end_)].lru_next;
   }
-  int32_t id = cold_.lowest_from(after + 1);
-  if (id < 0) id = cold_.lowest_from(0);
+  const int32_t id = cold_.lowest_above(after);
   lru_unlink(id);
   unregister(blocks_[to_size(id)]);
   ++stats_.evictions;

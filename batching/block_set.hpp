@@ -25,6 +25,12 @@ class BlockSet {
   void erase(int32_t id);
   // The lowest id >= from in the set, or -1 when there is none (from >= 0, any size).
   int32_t lowest_from(int32_t from) const;
+  // The lowest id above `after` (-1: any), else the lowest id, else -1: where a block table
+  // whose last block is `after` grows, rising while it can.
+  int32_t lowest_above(int32_t after) const {
+    const int32_t id = lowest_from(after + 1);
+    return id >= 0 ? id : lowest_from(0);
+  }
 
   // Calls f(id) for each id in the set, in order.
   template <typename F>

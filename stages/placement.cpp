@@ -9,6 +9,9 @@
 namespace orzo {
 namespace {
 
+// Copies of one placement a spec may ask for: parse_replicas refuses more, count_stages counts no more.
+constexpr int32_t kMaxReplicas = 64;
+
 // Control bytes escaped, so that the message stays one line whatever the spec holds.
 std::string printable(std::string_view text) {
   static const char kHex[] = "0123456789abcdef";
@@ -156,12 +159,13 @@ int32_t count_stages(const std::string& spec, int32_t replicas, const std::strin
     for (std::string_view part : split(placement, ','))
       if (split(part, ':').front() == device) ++count;
   }
-  if (listed.size() == 1) count *= std::clamp<int64_t>(replicas, 1, 64);
+  if (listed.size() == 1) count *= std::clamp<int32_t>(replicas, 1, kMaxReplicas);
   return static_cast<int32_t>(std::min<int64_t>(count, INT32_MAX));
 }
 
 std::vector<std::vector<Stage>> parse_replicas(const std::string& spec, int32_t replicas, int32_t num_layers) {
-  if (replicas < 1 || replicas > 64) bad(spec, std::to_string(replicas) + " replicas (expected 1 to 64)");
+  if (replicas < 1 || replicas > kMaxReplicas)
+    bad(spec, std::to_string(replicas) + " replicas (expected 1 to " + std::to_string(kMaxReplicas) + ")");
   const std::vector<std::string_view> listed = split(spec, ';');
   std::vector<std::vector<Stage>> result;
   if (listed.size() > 1) {

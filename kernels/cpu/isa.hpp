@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/gate_activation.hpp"
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/attention_tile.hpp"
-#include "core/gate_activation.hpp"
 #include "kernels/cpu/sampler_rows.hpp"
 
 namespace orzo::cpu {

@@ -1,6 +1,6 @@
 #pragma once
 // The gated FFN activation: silu(gate) * up = gate / (1 + e^-gate) * up, written over gate.
-// Baseline code (the CUDA kernel's twin) and each ISA level (isa/gated_rows.cpp, which the
+// Baseline code (the CUDA kernel's twin) and each ISA level (isa/gated_row.cpp, which the
 // backend runs) include it, so, as exp2.hpp, it has internal linkage in either's namespace.
 #include <algorithm>
 #include <cstdint>

@@ -21,6 +21,9 @@ void expect_same(const BlockSet& set, const std::set<int32_t>& want, int32_t n) 
   for (int32_t from = 0; from <= n + 1; ++from) {
     const auto it = want.lower_bound(from);
     ASSERT_EQ(set.lowest_from(from), it == want.end() ? -1 : *it) << "from " << from;
+    // Above from - 1, else the lowest.
+    const int32_t above = it != want.end() ? *it : want.empty() ? -1 : *want.begin();
+    ASSERT_EQ(set.lowest_above(from - 1), above) << "above " << from - 1;
   }
   for (int32_t id = 0; id < n; ++id) ASSERT_EQ(set.contains(id), want.count(id) == 1) << id;
 }
