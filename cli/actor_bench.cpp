@@ -124,7 +124,8 @@ std::vector<double> probe_ttft(Engine& engine, const std::vector<int32_t>& promp
 void publish_and_wait(caf::actor_system& sys, const batcher_actor& batcher, int port) {
   auto published = publish_batcher(sys, batcher, static_cast<uint16_t>(port));
   if (!published) throw std::runtime_error("bench: cannot publish on port " + std::to_string(port) + ": " + sys.render(published.error()));
-  std::fprintf(stderr, "bench: batcher published on 127.0.0.1:%d, waiting for its remote stages\n", port);
+  std::fprintf(stderr, "bench: batcher published on 127.0.0.1:%u, waiting for its remote stages\n",
+               static_cast<unsigned>(*published));
   caf::scoped_actor self{sys};
   const auto deadline = Clock::now() + std::chrono::minutes(1);
   for (;;) {
@@ -318,13 +319,13 @@ void run_actor_bench(const BenchOptions& o) {
   caf::actor_system_config cfg;
   // The null backend computes nothing; its figures are of the runtime as it runs beside compute.
   configure_actor_system(cfg, o.backend == "null" ? ProcessThreads{} : engine_threads(o.placement, 1, o.stage.threads));
-  if (o.publish > 0) load_middleman(cfg, {});
+  if (o.publish) load_middleman(cfg, {});
   caf::actor_system sys{cfg};
 
   const int32_t context = o.prompt + o.gen + 2;
   BenchEngine started = o.backend == "null" ? start_null_engine(sys, o, context) : start_model_engine(sys, o, context);
   Engine& engine = *started.engine;
-  if (o.publish > 0) publish_and_wait(sys, engine.batcher(), o.publish);
+  if (o.publish) publish_and_wait(sys, engine.batcher(), *o.publish);
   RandomPrompts random_prompt(started.vocab, o.prompt);
   // Warm-up, as the bare bench does: fault in the weights before timing (one short request,
   // its own time discarded).

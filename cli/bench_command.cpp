@@ -181,9 +181,9 @@ void add_bench_command(CLI::App& app) {
   add_matmul_flags(*cmd, o->stage.matmul);
   add_kv_cache_dtype_flag(*cmd, o->stage.kv_cache_dtype);
   cmd->add_option("--publish", o->publish,
-                  "With --actors: publish the batcher on 127.0.0.1:PORT and wait until `orzo worker`s serve the "
-                  "placement's remote stages")
-      ->check(CLI::Range(1, 65535));
+                  "With --actors: publish the batcher on 127.0.0.1:PORT (0: a free port, printed) and wait until "
+                  "`orzo worker`s serve the placement's remote stages")
+      ->check(CLI::Range(0, 65535));
   add_cpu_isa_flag(*cmd, o->cpu_isa);
   cmd->callback([o] {
     select_cpu_kernels(o->cpu_isa);

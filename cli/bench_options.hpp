@@ -1,6 +1,7 @@
 #pragma once
 // The knobs of `orzo bench`, shared by its bare forward-pass mode and its actor mode.
 
+#include <optional>
 #include <string>
 
 #include "stages/stage_factory.hpp"
@@ -25,7 +26,8 @@ struct BenchOptions {
   bool json = false;
   int rounds = 1;           // with --actors: the batch run this many times in one process, the median reported
   bool beside_bare = false;  // with --actors: each round also runs the bare forward pass, alternating
-  int publish = 0;  // with --actors: publish the batcher on 127.0.0.1:publish and wait for remote stages to join
+  // With --actors: publish the batcher on 127.0.0.1:publish (0: a free port, printed) and wait for remote stages to join.
+  std::optional<int> publish;
 };
 
 }  // namespace orzo::cli

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -36,7 +37,7 @@ struct ServeFlags {
   std::string chat_template;  // a file
   std::string tool_call_parser;
   int32_t max_queue = 1024;
-  int publish = 0;
+  std::optional<int> publish;  // 0: a free port, printed
   std::string publish_host = "127.0.0.1";
   MiddlemanFlags middleman;
   double shutdown_grace = 30;
@@ -133,7 +134,7 @@ int run_serve(ServeFlags& f) {
   ProcessThreads threads = f.engine.process_threads();
   threads.io = f.http.threads;
   configure_actor_system(cfg, threads, f.middleman.liveness());
-  if (f.publish > 0) load_middleman(cfg, f.middleman.tls);
+  if (f.publish) load_middleman(cfg, f.middleman.tls);
   caf::actor_system sys{cfg};
   OpenAIApi api(sys, api_options);
   HttpServer server(f.http, [&api](HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
@@ -162,12 +163,12 @@ int run_serve(ServeFlags& f) {
     server.stop();
     throw;
   }
-  if (f.publish > 0) {
-    auto port = publish_batcher(sys, engine->batcher(), static_cast<uint16_t>(f.publish), f.publish_host);
+  if (f.publish) {
+    auto port = publish_batcher(sys, engine->batcher(), static_cast<uint16_t>(*f.publish), f.publish_host);
     if (!port) {
       server.stop();
       engine->shutdown();
-      throw std::runtime_error("cannot publish the batcher on " + f.publish_host + ":" + std::to_string(f.publish) +
+      throw std::runtime_error("cannot publish the batcher on " + f.publish_host + ":" + std::to_string(*f.publish) +
                                ": " + sys.render(port.error()));
     }
     std::fprintf(stderr, "orzo serve: batcher published for actor clients on %s:%u\n", f.publish_host.c_str(),
@@ -217,8 +218,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-queue", f->max_queue, "Waiting requests at most; beyond, 429")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--publish", f->publish, "Also publish the batcher on this port for CAF actor clients")
-      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--publish", f->publish,
+                  "Also publish the batcher on this port for CAF actor clients (0: a free port, printed)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--publish-host", f->publish_host, "Address the published batcher binds to")->capture_default_str();
   f->middleman.add_to(*cmd);
   cmd->add_option("--recovery-timeout", f->recovery_timeout,

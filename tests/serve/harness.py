@@ -25,6 +25,7 @@ class Server:
         self.log = []
         self.log_times = []  # when each line of the log was read (time.time())
         self.port = None
+        self.published_port = None  # with --publish 0: where the batcher is published
         self._ready = threading.Event()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
@@ -43,6 +44,9 @@ class Server:
             m = re.search(r"listening on http://[^:]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
+            m = re.search(r"batcher published for actor clients on \S+:(\d+)", line)
+            if m:
+                self.published_port = int(m.group(1))
             if "ready, serving" in line:
                 self._ready.set()
 

@@ -5,7 +5,6 @@ unchanged on a standby or on a worker that joins within --recovery-timeout, and 
 with a worker_lost error."""
 import json
 import signal
-import socket
 import subprocess
 import time
 import unittest
@@ -14,12 +13,6 @@ from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "One day, a"]
 LIVENESS = ["--heartbeat-ms", "200", "--connection-timeout-ms", "1000"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def complete_all(server):
@@ -63,9 +56,9 @@ class RemoteWorker(unittest.TestCase):
         self.workers = []
 
     def serve(self, recovery_timeout=30):
-        self.publish = free_port()
-        self.server = Server("--served-model-name", "stories", "--placement", "cpu:0-2,remote:2-5", "--publish",
-                             self.publish, "--recovery-timeout", recovery_timeout, *LIVENESS)
+        self.server = Server("--served-model-name", "stories", "--placement", "cpu:0-2,remote:2-5", "--publish", 0,
+                             "--recovery-timeout", recovery_timeout, *LIVENESS)
+        self.publish = self.server.published_port
 
     def tearDown(self):
         for w in self.workers:

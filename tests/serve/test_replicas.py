@@ -8,7 +8,7 @@ import subprocess
 import unittest
 
 from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
-from test_remote_worker import LIVENESS, PROMPTS, free_port, long_body, long_references
+from test_remote_worker import LIVENESS, PROMPTS, long_body, long_references
 
 STREAMS = 64
 TOKENS = 400  # long enough that the kill lands mid-stream on a fast machine
@@ -22,9 +22,9 @@ class Replicas(unittest.TestCase):
             single.stop()
 
     def setUp(self):
-        self.publish = free_port()
-        self.server = Server("--served-model-name", "stories", "--placement", "remote", "--replicas", 2, "--publish",
-                             self.publish, *LIVENESS)
+        self.server = Server("--served-model-name", "stories", "--placement", "remote", "--replicas", 2, "--publish", 0,
+                             *LIVENESS)
+        self.publish = self.server.published_port
         self.workers = []
 
     def tearDown(self):
