@@ -41,10 +41,11 @@ struct BatcherOptions {
   // How long admitted requests wait, preempted, for a lost stage to be served again before
   // they fail with worker_lost; 0: they fail at once.
   caf::timespan recovery_timeout = std::chrono::seconds(30);
-  // Plan each step while the one before it computes (vLLM's async scheduling): sampling,
-  // delivery and the next plan overlap the forward pass instead of following it. Pipelines of
-  // one stage only (it fills in the tokens it drew); others step one at a time.
-  bool async_scheduling = false;
+  // Plan each step while the one before it computes (vLLM's async scheduling, on by default
+  // there too): sampling, delivery and the next plan overlap the forward pass instead of
+  // following it. Pipelines of one stage only (it fills in the tokens it drew); others step
+  // one at a time.
+  bool async_scheduling = true;
   bool check_invariants = false;          // audit the block accounting after every step (tests)
 };
 

@@ -42,7 +42,7 @@ struct EngineOptions {
   // Sliding-window layers keep only their window's KV where that saves memory (core/kv_layout.hpp);
   // false: every layer keeps every position, as one table.
   bool hybrid_kv = true;
-  bool async_scheduling = false;      // BatcherOptions::async_scheduling
+  bool async_scheduling = true;       // BatcherOptions::async_scheduling
   int32_t max_model_len = 0;          // 0: the model's context length
   caf::timespan step_timeout = std::chrono::minutes(10);
   caf::timespan recovery_timeout = std::chrono::seconds(30);  // BatcherOptions::recovery_timeout

@@ -7,7 +7,7 @@ For stories260K (steps of tens to hundreds of microseconds, where host overhead 
 `small` random shape (models/small-f16.gguf, made if missing; steps of milliseconds), at 1, 4,
 16 and 64 concurrent sessions of 32 prompt + G generated tokens, `--threads` compute threads
 (1: the other core is left to the actors, as bench/run_serve.py does): the actors one step at
-a time and planning ahead (`--async-scheduling`), each in one process that runs `--tries`
+a time (`--no-async-scheduling`) and planning ahead (the default), each in one process that runs `--tries`
 rounds of the bare forward pass and the actors in turn on the same weights
 (`orzo bench --actors --beside-bare --rounds N`), so that each actors / bare ratio compares
 runs a few milliseconds apart (runs this short swing by 2x between processes on a shared VM).
@@ -39,8 +39,8 @@ def main():
         for batch in (1, 4, 16, 64):
             common = ["-m", model, "--batch", batch, "--prompt", 32, "--gen", gen, "--threads", a.threads,
                       "--actors", "--beside-bare", "--rounds", a.tries]
-            one = orzo_bench(a.build, *common)
-            ahead = orzo_bench(a.build, *common, "--async-scheduling")
+            one = orzo_bench(a.build, *common, "--no-async-scheduling")
+            ahead = orzo_bench(a.build, *common)
             cpu = {"cpu": one["cpu"], "cpu_isa": one["cpu_isa"]}
             ratio = lambda r: median(x["actors_over_bare"] for x in r["rounds"])
             rows.append({"model": name, "batch": batch,
@@ -52,11 +52,11 @@ def main():
 
     null = []
     for batch in (1, 64, 256):
-        for flag in ([], ["--async-scheduling"]):
+        for flag in (["--no-async-scheduling"], []):
             runs = [orzo_bench(a.build, "--backend", "null", "--batch", batch, "--prompt", 16, "--gen", 4096, *flag)
                     for _ in range(a.tries)]
             r = sorted(runs, key=lambda x: x["tokens_delivered_per_s"])[len(runs) // 2]
-            null.append({"batch": batch, "async": bool(flag), "us_per_step": r["us_per_step"],
+            null.append({"batch": batch, "async": not flag, "us_per_step": r["us_per_step"],
                          "tokens_delivered_per_s": r["tokens_delivered_per_s"], "worker_thread": r["worker_thread"]})
 
     with open(a.out, "w") as f:

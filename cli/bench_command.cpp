@@ -160,8 +160,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--worker-thread", o->worker_thread, "With --actors: own, shared or auto, as for generate")
       ->check(CLI::IsMember({"auto", "own", "shared"}))
       ->capture_default_str();
-  cmd->add_flag("--async-scheduling", o->async_scheduling,
-               "With --actors: plan each step while the one before it computes (one-stage pipelines)");
+  cmd->add_flag("--async-scheduling,!--no-async-scheduling", o->async_scheduling,
+               "With --actors: plan each step while the one before it computes (the default; one-stage pipelines), or "
+               "step one at a time");
   cmd->add_flag("--prefix-caching", o->prefix_caching,
                "With --actors: keep finished blocks in the prefix cache, so that once the pool is full every new block "
                "is an eviction (random prompts never hit it)");

@@ -15,7 +15,7 @@ struct BenchOptions {
   std::string placement = "cpu";
   int ttft_probes = 0;
   std::string worker_thread = "auto";  // with --actors: own, shared or auto (see WorkerThread)
-  bool async_scheduling = false;       // with --actors: BatcherOptions::async_scheduling
+  bool async_scheduling = true;        // with --actors: BatcherOptions::async_scheduling
   bool prefix_caching = false;         // with --actors: keep full blocks in the prefix cache (no hits: random prompts)
   int batch = 1;
   int prompt = 128;

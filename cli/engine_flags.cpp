@@ -52,9 +52,10 @@ void EngineFlags::add_engine_to(CLI::App& cmd) {
   cmd.add_option("--max-num-batched-tokens", engine.scheduler.max_num_batched_tokens, "Tokens per step at most")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd.add_flag("--async-scheduling", engine.async_scheduling,
+  cmd.add_flag("--async-scheduling,!--no-async-scheduling", engine.async_scheduling,
                "Plan each step while the one before it computes, so sampling, delivery and planning overlap the "
-               "forward pass (pipelines of one stage; others step one at a time)");
+               "forward pass (the default, as in vLLM; pipelines of one stage, others step one at a time); "
+               "--no-async-scheduling steps one at a time");
   cmd.add_option("--worker-thread", worker_thread,
                  "own: every worker on a thread of its own; shared: on the actor scheduler's threads; "
                  "auto: shared from 3 scheduler threads up")

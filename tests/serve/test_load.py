@@ -80,14 +80,14 @@ class AsyncScheduling(unittest.TestCase):
             return stream_text(port, PROMPTS[i % 8], 40 + i % 5, **({"stop": [". "]} if i % 3 == 0 else {}))
 
         outputs, preempted = [], []
-        for flags in ([], ["--async-scheduling"]):
+        for flags in (["--no-async-scheduling"], []):
             # 40 blocks of KV for 64 streams: requests are preempted and resumed all along.
             with Server("--served-model-name", "stories", "--max-num-seqs", "64", "--kv-blocks", "40", *flags) as server:
                 together, errors = run_threads(64, lambda i: request(server.port, i))
                 self.assertEqual(errors, [])
                 outputs.append(together)
                 preempted.append(server.metric("orzo:num_preemptions_total"))
-                if flags:
+                if not flags:
                     idle = server.metric("orzo:kv_cache_usage_perc")
                     drop_mid_stream(self, server, 16, 300)
                     self.assertTrue(wait_for(lambda: server.metric("orzo:num_requests_running") == 0 and
