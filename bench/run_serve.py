@@ -3,6 +3,7 @@
 bench/serve_bench (a C++ client in the style of `vllm bench serve`).
 
     python3 bench/run_serve.py [--build build] [--pairs 5] [-t 1] [--out bench/results/serve.json]
+    python3 bench/run_serve.py --ab=FLAG [--pairs 3] [--out F]
 
 1. Concurrency sweep: 1, 4, 16 and 64 streams in flight, 4 requests per stream, each a
    prompt of 32 random token ids (distinct, so the prefix cache has nothing to reuse) and
@@ -24,6 +25,10 @@ bench/serve_bench (a C++ client in the style of `vllm bench serve`).
    both the time and the CPU per token then measure the machine's load rather than the code).
    The client's own CPU per token is also recorded: on a small machine it competes with the
    server. Medians over the pairs are reported.
+
+With `--ab FLAG`, instead: the concurrency sweep (1, 16 and 64 streams) on servers without
+and with FLAG (e.g. `--no-async-scheduling`), --pairs times in turn, each side's median
+output tokens/s and TTFT p50 printed and written to --out.
 """
 import argparse
 import json
@@ -39,6 +44,8 @@ import time
 import urllib.request
 
 from bench_models import ROOT, STORIES
+from compare_builds import cpu_model
+
 STORIES_VOCAB = 512  # random prompt ids are drawn from the whole vocabulary, as the actor bench does
 PROMPT_LEN = 32
 GEN = 128
@@ -72,11 +79,11 @@ def process_cpu(pid):
 class Server:
     """`orzo serve` on a free port, from start until /health answers 200, to stop."""
 
-    def __init__(self, build, threads):
+    def __init__(self, build, threads, *flags):
         self.port = free_port()
         cmd = [f"{build}/cli/orzo", "serve", "-m", STORIES, "--host", "127.0.0.1", "--port", str(self.port),
                "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(STEP_TOKENS),
-               "--max-queue", "1024", "-t", str(threads)]
+               "--max-queue", "1024", "-t", str(threads), *flags]
         log("+", " ".join(cmd))
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
@@ -166,6 +173,25 @@ def sweep(build, threads):
     return rows
 
 
+def ab(build, threads, flag, count):
+    """Servers without and with `flag` in turn, `count` times: each side's sweep medians."""
+    runs = {"without": [], "with": []}
+    for _ in range(count):
+        for side, flags in (("without", []), ("with", [flag])):
+            with Server(build, threads, *flags) as server:
+                runs[side].append([serve_bench(build, server, c, 4 * c) for c in (1, 16, 64)])
+    out = {"flag": flag, "runs": runs, "median": {}}
+    print(f"| streams | output tok/s without {flag} | with | TTFT p50 ms without | with |")
+    print("|---:|---:|---:|---:|---:|")
+    for i, c in enumerate((1, 16, 64)):
+        m = {side: {k: statistics.median(run[i][k] for run in runs[side])
+                    for k in ("output_throughput", "median_ttft_ms")} for side in runs}
+        out["median"][c] = m
+        print(f"| {c} | {m['without']['output_throughput']:,.0f} | {m['with']['output_throughput']:,.0f} | "
+              f"{m['without']['median_ttft_ms']:.2f} | {m['with']['median_ttft_ms']:.2f} |")
+    return out
+
+
 def pairs(build, threads, count):
     out = []
     for k in range(count):
@@ -231,7 +257,14 @@ def main():
                                    "else beside --out, so that a check run leaves the plot of record alone)")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("-t", "--threads", type=int, default=1, help="compute threads, both sides (0: one per core)")
+    ap.add_argument("--ab", metavar="FLAG", help="only compare servers without and with this flag, --pairs times")
     a = ap.parse_args()
+    if a.ab:
+        result = ab(a.build, a.threads, a.ab, a.pairs)
+        result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu": cpu_model()}
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+        return
     if a.png is None:
         record = os.path.abspath(a.out) == os.path.join(ROOT, "bench", "results", "serve.json")
         a.png = (os.path.join(ROOT, "bench", "results", "serve_throughput.png") if record
