@@ -34,8 +34,8 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,12 +58,6 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -77,11 +71,11 @@ def process_cpu(pid):
 
 
 class Server:
-    """`orzo serve` on a free port, from start until /health answers 200, to stop."""
+    """`orzo serve` on a port it picks and prints, from start until /health answers 200, to stop."""
 
     def __init__(self, build, threads, *flags):
-        self.port = free_port()
-        cmd = [f"{build}/cli/orzo", "serve", "-m", STORIES, "--host", "127.0.0.1", "--port", str(self.port),
+        self.port = None
+        cmd = [f"{build}/cli/orzo", "serve", "-m", STORIES, "--host", "127.0.0.1", "--port", "0",
                "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(STEP_TOKENS),
                "--max-queue", "1024", "-t", str(threads), *flags]
         log("+", " ".join(cmd))
@@ -91,6 +85,13 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"orzo serve exited with {self.proc.returncode}: {self.output()}")
+            if self.port is None:
+                # pread: seeking the log would move the server's own write offset (one open file).
+                head = os.pread(self.log.fileno(), 4096, 0).decode(errors="replace")
+                m = re.search(r"listening on http://[^:]+:(\d+)", head)
+                self.port = int(m.group(1)) if m else None
+                time.sleep(0.1)
+                continue
             try:
                 with urllib.request.urlopen(self.url("/health"), timeout=2) as r:
                     if r.status == 200:
