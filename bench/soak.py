@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -39,12 +40,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ORZO_SHARED", os.path.join(ROOT, "..", "shared"))
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben went to the park", "One day, a girl", "Tom had a ball"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_status(pid):
@@ -152,7 +147,6 @@ class Stream:
 class Soak:
     def __init__(self, a):
         self.a = a
-        self.port, self.publish = free_port(), free_port()
         self.lock = threading.Lock()
         self.records = []  # (kind, start, end, outcome, ttft or None)
         self.samples = []
@@ -160,14 +154,29 @@ class Soak:
         self.stop = threading.Event()
         orzo = os.path.join(a.build, "cli", "orzo")
         self.orzo = orzo
+        self.log = tempfile.TemporaryFile()  # the server's stderr, where it prints its ports
         self.server = subprocess.Popen(
-            [orzo, "serve", "-m", a.model, "--port", str(self.port), "--served-model-name", "soak", "-t", "1",
-             "--placement", f"cpu:0-{a.split},remote:{a.split}-{a.layers}", "--publish", str(self.publish),
+            [orzo, "serve", "-m", a.model, "--port", "0", "--served-model-name", "soak", "-t", "1",
+             "--placement", f"cpu:0-{a.split},remote:{a.split}-{a.layers}", "--publish", "0",
              "--max-num-seqs", str(a.max_num_seqs), "--stream-buffer", "8192", "--stalled-client-timeout", "20",
              "--heartbeat-ms", "200", "--connection-timeout-ms", "1000", "--stats-interval", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.port, self.publish = self.printed_ports()
         self.worker = None
         self.start_worker()
+
+    def printed_ports(self):
+        """The HTTP and the batcher's ports, which the server picks (port 0) and prints."""
+        deadline = time.time() + 120
+        while time.time() < deadline and self.server.poll() is None:
+            # pread: seeking the log would move the server's own write offset (one open file).
+            head = os.pread(self.log.fileno(), 16384, 0).decode(errors="replace")
+            listening = re.search(r"listening on http://[^:]+:(\d+)", head)
+            published = re.search(r"batcher published for actor clients on \S+:(\d+)", head)
+            if listening and published:
+                return int(listening.group(1)), int(published.group(1))
+            time.sleep(0.1)
+        raise RuntimeError("the server printed no ports:\n" + os.pread(self.log.fileno(), 16384, 0).decode(errors="replace"))
 
     def start_worker(self):
         self.worker = subprocess.Popen(
