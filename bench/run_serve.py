@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import resource
 import statistics
 import subprocess
@@ -45,6 +44,7 @@ import urllib.request
 
 from bench_models import ROOT, STORIES
 from compare_builds import cpu_model
+from server_log import LISTENING, printed_ports
 
 STORIES_VOCAB = 512  # random prompt ids are drawn from the whole vocabulary, as the actor bench does
 PROMPT_LEN = 32
@@ -74,24 +74,21 @@ class Server:
     """`orzo serve` on a port it picks and prints, from start until /health answers 200, to stop."""
 
     def __init__(self, build, threads, *flags):
-        self.port = None
         cmd = [f"{build}/cli/orzo", "serve", "-m", STORIES, "--host", "127.0.0.1", "--port", "0",
                "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(STEP_TOKENS),
                "--max-queue", "1024", "-t", str(threads), *flags]
         log("+", " ".join(cmd))
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            self.port, = printed_ports(self.proc, self.log, LISTENING)
+        except RuntimeError:
+            self.stop()
+            raise
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"orzo serve exited with {self.proc.returncode}: {self.output()}")
-            if self.port is None:
-                # pread: seeking the log would move the server's own write offset (one open file).
-                head = os.pread(self.log.fileno(), 4096, 0).decode(errors="replace")
-                m = re.search(r"listening on http://[^:]+:(\d+)", head)
-                self.port = int(m.group(1)) if m else None
-                time.sleep(0.1)
-                continue
             try:
                 with urllib.request.urlopen(self.url("/health"), timeout=2) as r:
                     if r.status == 200:

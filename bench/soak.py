@@ -36,6 +36,8 @@ import tempfile
 import threading
 import time
 
+from server_log import LISTENING, PUBLISHED, printed_ports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ORZO_SHARED", os.path.join(ROOT, "..", "shared"))
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
@@ -161,22 +163,13 @@ class Soak:
              "--max-num-seqs", str(a.max_num_seqs), "--stream-buffer", "8192", "--stalled-client-timeout", "20",
              "--heartbeat-ms", "200", "--connection-timeout-ms", "1000", "--stats-interval", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        self.port, self.publish = self.printed_ports()
+        try:
+            self.port, self.publish = printed_ports(self.server, self.log, LISTENING, PUBLISHED)
+        except RuntimeError:
+            self.server.kill()
+            raise
         self.worker = None
         self.start_worker()
-
-    def printed_ports(self):
-        """The HTTP and the batcher's ports, which the server picks (port 0) and prints."""
-        deadline = time.time() + 120
-        while time.time() < deadline and self.server.poll() is None:
-            # pread: seeking the log would move the server's own write offset (one open file).
-            head = os.pread(self.log.fileno(), 16384, 0).decode(errors="replace")
-            listening = re.search(r"listening on http://[^:]+:(\d+)", head)
-            published = re.search(r"batcher published for actor clients on \S+:(\d+)", head)
-            if listening and published:
-                return int(listening.group(1)), int(published.group(1))
-            time.sleep(0.1)
-        raise RuntimeError("the server printed no ports:\n" + os.pread(self.log.fileno(), 16384, 0).decode(errors="replace"))
 
     def start_worker(self):
         self.worker = subprocess.Popen(
