@@ -227,6 +227,11 @@ TEST_F(CliErrors, BadInputIsOneLineAndNonZero) {
       {"serve -m '" + kStoriesGguf + "' --stream-buffer lots", "--stream-buffer"},
       {"serve -m '" + kStoriesGguf + "' --stalled-client-timeout 0", "--stalled-client-timeout"},
       {"serve -m '" + kStoriesGguf + "' --replicas 0", "--replicas"},
+      {"serve -m '" + kStoriesGguf + "' --publish -1", "--publish"},
+      {"serve -m '" + kStoriesGguf + "' --publish anywhere", "--publish"},
+      {"bench -m '" + kStoriesGguf + "' --actors --publish 70000", "--publish"},
+      {"serve -m '" + kStoriesGguf + "' --no-async-scheduling=maybe", "--async-scheduling"},
+      {"bench -m '" + kStoriesGguf + "' --actors --async-scheduling=sometimes", "--async-scheduling"},
       {"generate -m '" + kStoriesGguf + "' -p Once -n 2 --placement 'cpu;cpu' --replicas 3",
        "placement 'cpu;cpu': lists 2 replicas, but 3 were asked for"},
       // The arithmetic flags take no words, on every command that has them.
