@@ -9,8 +9,11 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import threading
 import time
+import unittest
 
 ORZO = os.environ.get("ORZO", "orzo")
 SHARED = os.environ.get("ORZO_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared"))
@@ -105,6 +108,39 @@ class Server:
             self.proc.wait()
             self._reader.join(5)
         self._close_pipes()
+
+
+class LoggedProcess(subprocess.Popen):
+    """A process (an `orzo worker`, say) whose output goes to a temporary file, so that a
+    failing test can print it."""
+
+    def __init__(self, cmd):
+        self.log_file = tempfile.TemporaryFile()
+        super().__init__(list(map(str, cmd)), stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT)
+
+    def log(self):
+        self.log_file.seek(0)
+        return self.log_file.read().decode(errors="replace")
+
+
+class PrintsLogsOnFailure(unittest.TestCase):
+    """A test case that, when a test fails, prints the log of its `self.server` and of each
+    of its `self.workers` (LoggedProcess): ctest shows a failing test's output, and no
+    other record of those processes outlives the run."""
+
+    def run(self, result=None):
+        result = result or self.defaultTestResult()
+        failed = len(result.failures) + len(result.errors)
+        super().run(result)
+        shown = len(result.failures) + len(result.errors) > failed
+        server = getattr(self, "server", None)
+        if shown and server:
+            sys.stderr.write(f"--- {self.id()}: orzo serve's log\n" + "".join(server.log))
+        for i, w in enumerate(getattr(self, "workers", [])):
+            if shown:
+                sys.stderr.write(f"--- {self.id()}: worker {i} (exit {w.poll()})\n" + w.log())
+            w.log_file.close()
+        return result
 
 
 def stream_events(sock_file):

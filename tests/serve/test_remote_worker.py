@@ -5,14 +5,19 @@ unchanged on a standby or on a worker that joins within --recovery-timeout, and 
 with a worker_lost error."""
 import json
 import signal
-import subprocess
 import time
 import unittest
 
-from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
+from harness import ORZO, STORIES, LoggedProcess, PrintsLogsOnFailure, Server, concurrent_streams, wait_for
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "One day, a"]
 LIVENESS = ["--heartbeat-ms", "200", "--connection-timeout-ms", "1000"]
+
+
+def worker_process(publish, layers):
+    """An `orzo worker` for `layers` of stories260K, joining the batcher published on `publish`."""
+    return LoggedProcess([ORZO, "worker", "--connect", f"127.0.0.1:{publish}", "--layers", layers, "-m", STORIES,
+                          "-t", 1, *LIVENESS])
 
 
 def complete_all(server):
@@ -43,7 +48,7 @@ def long_references(server, tokens=LONG):
     return texts
 
 
-class RemoteWorker(unittest.TestCase):
+class RemoteWorker(PrintsLogsOnFailure):
     @classmethod
     def setUpClass(cls):
         with Server("--served-model-name", "stories") as single:
@@ -71,8 +76,7 @@ class RemoteWorker(unittest.TestCase):
             self.server.__exit__()
 
     def start_worker(self, standby=False):
-        w = subprocess.Popen([ORZO, "worker", "--connect", f"127.0.0.1:{self.publish}", "--layers", "2-5", "-m", STORIES,
-                              "-t", "1", *LIVENESS], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        w = worker_process(self.publish, "2-5")
         self.workers.append(w)
         if standby:
             self.assertTrue(wait_for(lambda: len(self.health()[1]["standby"]) == 1, 30), self.health())

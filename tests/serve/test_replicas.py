@@ -4,17 +4,16 @@ worker is killed (kill -9) under 64 streams, its streams go on in the other repl
 once, without an error, with the text of an undisturbed run."""
 import json
 import signal
-import subprocess
 import unittest
 
-from harness import ORZO, STORIES, Server, concurrent_streams, wait_for
-from test_remote_worker import LIVENESS, PROMPTS, long_body, long_references
+from harness import PrintsLogsOnFailure, Server, concurrent_streams, wait_for
+from test_remote_worker import LIVENESS, PROMPTS, long_body, long_references, worker_process
 
 STREAMS = 64
 TOKENS = 400  # long enough that the kill lands mid-stream on a fast machine
 
 
-class Replicas(unittest.TestCase):
+class Replicas(PrintsLogsOnFailure):
     @classmethod
     def setUpClass(cls):
         with Server("--served-model-name", "stories") as single:
@@ -41,8 +40,7 @@ class Replicas(unittest.TestCase):
 
     def start_worker(self, replica):
         """A whole-model worker; joins fill the replicas in turn, so this one serves `replica`."""
-        w = subprocess.Popen([ORZO, "worker", "--connect", f"127.0.0.1:{self.publish}", "--layers", "0-5", "-m", STORIES,
-                              "-t", "1", *LIVENESS], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        w = worker_process(self.publish, "0-5")
         self.workers.append(w)
         self.assertTrue(wait_for(lambda: self.health()[1]["replicas"][replica]["status"] == "ok", 30), self.health())
         return w
