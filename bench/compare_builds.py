@@ -18,6 +18,7 @@ import statistics
 import subprocess
 
 from bench_models import STORIES
+from machine import cpu_model
 from run_scoring import SMOLLM2
 
 
@@ -52,15 +53,6 @@ def bench(binary, flags, args):
     out = subprocess.run([binary, "bench", "--json", *flags.split(), *map(str, args)], check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout)
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        info = f.read()
-    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
-    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
-    return f"{name}, {os.cpu_count()} cores, {isa}" + (" + BF16" if "avx512_bf16" in flags else "")
 
 
 def main():

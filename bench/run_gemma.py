@@ -20,7 +20,7 @@ import time
 from bench_models import ROOT
 import run_cpu
 from run_cpu import run
-from run_quant import cpu_model
+from machine import cpu_model
 
 
 def gemma_file():

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 
 from bench_models import ROOT, STORIES
-from run_kv_layout import cpu_model
+from machine import cpu_model
 from run_scoring import SMOLLM2
 
 WORKLOADS = [

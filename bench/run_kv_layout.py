@@ -16,21 +16,13 @@ the greedy text is the same in both layouts. The Gemma file comes from
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 
 from bench_models import ROOT
+from machine import cpu_model
 from run_gemma import gemma_file
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def long_prompt(words):

@@ -22,7 +22,7 @@ import time
 from bench_models import ROOT
 import run_cpu
 from run_cpu import ceilings, decode_bytes_per_token, run
-from run_quant import cpu_model
+from machine import cpu_model
 
 
 def made_model(build, models, shape, dtype):

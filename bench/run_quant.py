@@ -15,28 +15,16 @@ for every figure and ceiling. Prints a markdown table.
 import argparse
 import json
 import os
-import platform
 import time
 
 from bench_models import ROOT
+from machine import cpu_model
 import run_cpu
 from run_cpu import ceilings, decode_bytes_per_token, flops_per_token, run
 
 TYPES = ["Q4_K_M", "q8_0", "q6_k", "q5_k", "q5_0", "q5_1", "q4_k", "q4_0", "q4_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"]
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                isa = [x for x in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512vbmi") if x in flags]
-                return f"{name} ({', '.join(isa)})"
-    return platform.processor()
 
 
 def small_model(build, models, dtype):

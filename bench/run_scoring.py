@@ -16,7 +16,7 @@ import re
 import statistics
 import subprocess
 
-from run_quant import cpu_model  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOLLM2 = os.path.join(os.path.dirname(ROOT), "shared", "models", "smollm2-135m-instruct",

@@ -43,7 +43,7 @@ import time
 import urllib.request
 
 from bench_models import ROOT, STORIES
-from compare_builds import cpu_model
+from machine import cpu_model
 from server_log import LISTENING, printed_ports
 
 STORIES_VOCAB = 512  # random prompt ids are drawn from the whole vocabulary, as the actor bench does

@@ -47,10 +47,8 @@ import sys
 import time
 
 from bench_models import ROOT
+from machine import cpu_record, describe
 from run_cpu import ceilings, decode_bytes_per_token, flops_per_token
-
-FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni")
-
 
 def run(cmd):
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
@@ -58,14 +56,6 @@ def run(cmd):
     if p.returncode != 0:
         sys.exit(f"side_by_side.py: `{' '.join(cmd)}` exited {p.returncode}:\n{p.stderr[-3000:]}")
     return p.stdout
-
-
-def cpu_record():
-    with open("/proc/cpuinfo") as f:
-        lines = f.read().splitlines()
-    name = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), "?")
-    flags = set(next((l.split(":", 1)[1].split() for l in lines if l.startswith("flags")), []))
-    return {"model": name, "cores": os.cpu_count(), "flags": {f: f in flags for f in FLAGS}}
 
 
 def cpu_busy(seconds=1.0):
@@ -339,9 +329,7 @@ def main():
 
 
 def print_table(record, a):
-    cpu = record["cpu"]
-    flags = ", ".join(f for f, on in cpu["flags"].items() if on) or "none of " + ", ".join(FLAGS)
-    print(f"CPU: {cpu['model']}, {cpu['cores']} cores ({flags}); {record['date']}; {record['threads']} threads each; "
+    print(f"CPU: {describe(record['cpu'])}; {record['date']}; {record['threads']} threads each; "
           f"{record['pairs']} pair(s)" + (", orzo and llama.cpp alternating" if record["peer"] else ""))
     o = record["orzo"]
     print(f"orzo: {o['binary']} ({o['commit'][:12]}{'+dirty' if o['commit'].endswith('+dirty') else ''}), "

@@ -73,6 +73,11 @@ class SideBySide(unittest.TestCase):
         self.assertIsNone(record["peer"])
         self.assertTrue(record["orzo"]["cpu_isa"])
         self.assertTrue(record["cpu"]["model"])
+        with open("/proc/cpuinfo") as f:
+            x86 = "cpu family" in f.read()
+        if x86:  # the name alone cannot tell a Zen 4 from a Zen 5
+            self.assertIsInstance(record["cpu"]["family"], int)
+            self.assertIn(f"(family {record['cpu']['family']} model {record['cpu']['model_number']})", table)
         self.assertNotIn("llama.cpp", table.split("\n\n")[1].splitlines()[0])
 
     def test_a_peer_is_read_and_compared(self):
