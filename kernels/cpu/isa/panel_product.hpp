@@ -52,8 +52,8 @@ inline void panel_store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 
 template <class P>
 struct PanelJob {
-  const typename P::X* x;  // m rows of k
-  int64_t m, k;
+  const typename P::X* x;  // m rows of k, ldx apart
+  int64_t m, k, ldx;
   const uint8_t* groups;  // the packed rows, a group's tiles k * 32 bytes
   size_t row_bytes;       // a row's stored bytes, by which matmuls() weighs columns
   float* y;
@@ -76,7 +76,7 @@ void panel_tile(const PanelJob<P>& job, int64_t g0, int64_t i0, int64_t ahead) {
   constexpr int V = kGroupVecs;
   const size_t group_bytes = panel_group_bytes(job.k);
   const uint8_t* w = job.groups + static_cast<size_t>(g0) * group_bytes;
-  const typename P::X* x = job.x + i0 * job.k;
+  const typename P::X* x = job.x + i0 * job.ldx;
   Vec acc[M][G][V];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
@@ -95,7 +95,7 @@ void panel_tile(const PanelJob<P>& job, int64_t g0, int64_t i0, int64_t ahead) {
     }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const Vec xv = P::broadcast(x + i * job.k + s * P::kStepWeights);
+      const Vec xv = P::broadcast(x + i * job.ldx + s * P::kStepWeights);
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g)
 #pragma GCC unroll 2
@@ -141,7 +141,7 @@ constexpr int64_t kPanelXBytes = int64_t{512} << 10;
 template <class P>
 void panel_range(const PanelJob<P>& job, int64_t begin, int64_t end) {
   const int64_t first = begin / kPackedRows, last = end / kPackedRows;
-  const int64_t x_row_bytes = job.k * static_cast<int64_t>(sizeof(typename P::X));
+  const int64_t x_row_bytes = job.ldx * static_cast<int64_t>(sizeof(typename P::X));
   const int64_t block = std::max<int64_t>(kPanelRows, kPanelXBytes / x_row_bytes / kPanelRows * kPanelRows);
   // The first pass over a tile's groups fetches their own weights ahead; the later ones the
   // next groups', which the first pass over them then finds in L2.
@@ -161,9 +161,19 @@ void panel_range(const PanelJob<P>& job, int64_t begin, int64_t end) {
   }
 }
 
+// Where a tile reads its rows' activations: a whole odd number of cache lines apart. Rows a
+// multiple of 4 KiB apart (1,024 f32 values, 2,048 bf16) fall in one set of an L1 cache whose
+// sets span 4 KiB, and a tile's 12 rows then outnumber the 8 ways of a Zen 4's L1 (there the
+// F16 tiles ran at 0.75-0.8x the direct kernel's rate at k = 1,024; a Zen 5's 12 ways held them).
+template <class X>
+int64_t panel_x_stride(int64_t k) {
+  constexpr auto kLine = static_cast<int64_t>(64 / sizeof(X));
+  return ((k + kLine - 1) / kLine | 1) * kLine;
+}
+
 template <class P>
 struct PanelSlot {
-  std::vector<typename P::X> x;  // the rounded activations, where P rounds them
+  std::vector<typename P::X> x;  // the activations, rounded where P rounds them, panel_x_stride apart
   PanelJob<P> job;
   void (*range)(const PanelJob<P>&, int64_t, int64_t);
 };
@@ -177,21 +187,29 @@ RowsJob prepare_panels(const float* x, int64_t m, const TensorView& w, float* y,
   PanelSlot<P>& kept = slots[slot];
   const int64_t k = w.cols();
   const typename P::X* xs = nullptr;
-  if constexpr (P::kRounds) {
-    kept.x.resize(std::max(kept.x.size(), static_cast<size_t>(m * k)));
-    typename P::X* const rounded = kept.x.data();
-    const auto round_rows = [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) P::round_row(x + i * k, k, rounded + i * k);
+  int64_t ldx = k;
+  // One row has no neighbours to collide with: P reads it where it is, unless it rounds it.
+  if (P::kRounds || m > 1) ldx = panel_x_stride<typename P::X>(k);
+  if (P::kRounds || ldx != k) {
+    kept.x.resize(std::max(kept.x.size(), static_cast<size_t>(m * ldx)));
+    typename P::X* const copy = kept.x.data();
+    const auto copy_rows = [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        if constexpr (P::kRounds)
+          P::round_row(x + i * k, k, copy + i * ldx);
+        else
+          std::copy_n(x + i * k, k, copy + i * ldx);
+      }
     };
     if (m == 1)
-      round_rows(0, 1, 0);
+      copy_rows(0, 1, 0);
     else
-      pool.parallel_for(m, round_rows);
-    xs = rounded;
-  } else {
+      pool.parallel_for(m, copy_rows);
+    xs = copy;
+  } else if constexpr (!P::kRounds) {
     xs = x;
   }
-  kept.job = {xs, m, k, static_cast<const uint8_t*>(w.packed), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
+  kept.job = {xs, m, k, ldx, static_cast<const uint8_t*>(w.packed), dtype_row_bytes(w.dtype, k), y, w.rows(), bias};
   kept.range = panel_range<P>;
   // Whole tiles of groups, so that a thread's columns run the widest tiles.
   return rows_job(kept, kWideGroups * kPackedRows);
