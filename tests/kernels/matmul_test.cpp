@@ -666,15 +666,17 @@ TEST(Matmul, PackedRowsUnpackToTheStoredBytes) {
 // Packed F16 rows against f32 activations and packed BF16 rows against bf16 ones
 // (panel_product.hpp's tiles of outputs, where the level reads them): within the
 // reference's bound at every row count the tiles take (1-6 rows four groups a tile, up to
-// 12 two, a last single group, blocks of rows past the L2's share at k = 2816), and each
-// row's bits whatever its batch and the threads.
+// 12 two, a last single group, blocks of rows past the L2's share at k = 2816, rows copied
+// a line further apart at k = 1024 for F16 and 2048 for BF16), and each row's bits whatever
+// its batch and the threads.
 TEST(Matmul, PackedHalfRowsMatchReferenceAndTheirRowsAlone) {
   bool ran = false;
   orzo::testing::for_each_isa([&] {
     const MatmulOptions bf16{false, true, false};
     std::mt19937 rng(51);
     for (DType t : {DType::F16, DType::BF16})
-    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {80, 2816}, {272, 64}}) {
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {80, 2816}, {272, 64}, {32, 1024}, {32, 2048}}) {
       const Weight w = make_weight(t, n, k, rng);
       const MatmulOptions options = t == DType::BF16 ? bf16 : MatmulOptions{};
       if (!reads_packed_rows(w.view, options)) continue;

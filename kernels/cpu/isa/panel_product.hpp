@@ -161,14 +161,16 @@ void panel_range(const PanelJob<P>& job, int64_t begin, int64_t end) {
   }
 }
 
-// Where a tile reads its rows' activations: a whole odd number of cache lines apart. Rows a
-// multiple of 4 KiB apart (1,024 f32 values, 2,048 bf16) fall in one set of an L1 cache whose
-// sets span 4 KiB, and a tile's 12 rows then outnumber the 8 ways of a Zen 4's L1 (there the
-// F16 tiles ran at 0.75-0.8x the direct kernel's rate at k = 1,024; a Zen 5's 12 ways held them).
+// Where a tile reads its rows' activations: a cache line further apart than k where rows
+// would be a multiple of 4 KiB apart (1,024 f32 values, 2,048 bf16). Those fall in one set
+// of an L1 cache whose sets span 4 KiB, and a tile's 12 rows then outnumber the 8 ways of a
+// Zen 4's L1 (there the F16 tiles ran at 0.75-0.8x the direct kernel's rate at k = 1,024; a
+// Zen 5's 12 ways held them). Other strides stay as they are: spreading BF16 rows 2 KiB
+// apart (6 a set) too ran its prefill 0.96x on the Zen 4.
 template <class X>
 int64_t panel_x_stride(int64_t k) {
   constexpr auto kLine = static_cast<int64_t>(64 / sizeof(X));
-  return ((k + kLine - 1) / kLine | 1) * kLine;
+  return k * static_cast<int64_t>(sizeof(X)) % 4096 == 0 ? k + kLine : k;
 }
 
 template <class P>
@@ -187,9 +189,8 @@ RowsJob prepare_panels(const float* x, int64_t m, const TensorView& w, float* y,
   PanelSlot<P>& kept = slots[slot];
   const int64_t k = w.cols();
   const typename P::X* xs = nullptr;
-  int64_t ldx = k;
   // One row has no neighbours to collide with: P reads it where it is, unless it rounds it.
-  if (P::kRounds || m > 1) ldx = panel_x_stride<typename P::X>(k);
+  const int64_t ldx = m > 1 ? panel_x_stride<typename P::X>(k) : k;
   if (P::kRounds || ldx != k) {
     kept.x.resize(std::max(kept.x.size(), static_cast<size_t>(m * ldx)));
     typename P::X* const copy = kept.x.data();
